@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs every Debian package deskbox needs (scripts/packages.txt). Idempotent: installs only
+# what is missing, and runs apt-get update only when something is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mapfile -t wanted < <(grep -v '^\s*#' scripts/packages.txt | sed '/^\s*$/d')
+missing=()
+for p in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${#missing[@]} package(s): ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "setup: all ${#wanted[@]} packages present"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds, runs every test (real Xvfb and processes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh build
+ctest --test-dir build --output-on-failure -j2 "$@"

@@ -1,0 +1,137 @@
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include <gtest/gtest.h>
+
+#include "common/child_process.hpp"
+#include "common/temp_dir.hpp"
+#include "tests/support/xvfb.hpp"
+
+namespace deskbox {
+namespace {
+
+TEST(ChildProcess, RunCollectsOutputAndExitCode) {
+    auto r = run_process({"/bin/sh", "-c", "printf out; printf err >&2; exit 3"});
+    EXPECT_EQ(r.out, "out");
+    EXPECT_EQ(r.err, "err");
+    EXPECT_EQ(r.status.exit_code, 3);
+    EXPECT_FALSE(r.timed_out);
+}
+
+TEST(ChildProcess, StdinIsFed) {
+    auto r = run_process({"cat"}, std::chrono::seconds(5), std::string(1 << 20, 'x'));
+    EXPECT_EQ(r.out.size(), 1u << 20);
+}
+
+TEST(ChildProcess, MissingProgramThrows) {
+    SpawnOptions o;
+    o.argv = {"/nonexistent/program"};
+    EXPECT_THROW(ChildProcess::spawn(o), std::system_error);
+}
+
+TEST(ChildProcess, TimeoutKillsWholeGroup) {
+    TempDir dir;
+    auto marker = dir.path() / "grandchild.pid";
+    auto r = run_process({"/bin/sh", "-c", "sleep 30 & echo $! > " + marker.string() + "; wait"},
+                         std::chrono::milliseconds(300));
+    EXPECT_TRUE(r.timed_out);
+    std::ifstream in(marker);
+    pid_t grandchild = 0;
+    in >> grandchild;
+    ASSERT_GT(grandchild, 0);
+    // The grandchild was in the group and got SIGKILL; it may linger briefly as a zombie of init.
+    for (int i = 0; i < 100 && ::kill(grandchild, 0) == 0; ++i) ::usleep(10'000);
+    std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    EXPECT_TRUE(line.empty() || line.find(") Z") != std::string::npos) << line;
+}
+
+TEST(ChildProcess, DestructorKillsAndReaps) {
+    pid_t pid;
+    {
+        SpawnOptions o;
+        o.argv = {"sleep", "30"};
+        auto child = ChildProcess::spawn(o);
+        pid = child.pid();
+        EXPECT_TRUE(child.running());
+    }
+    EXPECT_NE(::kill(pid, 0), 0);  // reaped: no such process
+}
+
+TEST(ChildProcess, EnvAndCwd) {
+    TempDir dir;
+    SpawnOptions o;
+    o.argv = {"/bin/sh", "-c", "printf '%s:%s' \"$FOO\" \"$(pwd)\""};
+    o.env = std::map<std::string, std::string>{{"PATH", "/usr/bin:/bin"}};
+    o.env_overrides = {{"FOO", "bar baz"}};
+    o.cwd = dir.path();
+    o.pipe_stdout = true;
+    auto child = ChildProcess::spawn(o);
+    std::string out;
+    char buf[256];
+    ssize_t n;
+    while ((n = ::read(child.stdout_fd().get(), buf, sizeof buf)) > 0) out.append(buf, n);
+    EXPECT_EQ(child.wait()->exit_code, 0);
+    EXPECT_EQ(out, "bar baz:" + std::filesystem::canonical(dir.path()).string());
+}
+
+TEST(TempDir, RemovedWithContents) {
+    std::filesystem::path p;
+    {
+        TempDir dir;
+        p = dir.path();
+        std::ofstream(p / "f") << "x";
+        std::filesystem::create_directory(p / "sub");
+        EXPECT_TRUE(std::filesystem::exists(p / "f"));
+    }
+    EXPECT_FALSE(std::filesystem::exists(p));
+}
+
+using XvfbServerTest = testing::XvfbTest;
+
+TEST_F(XvfbServerTest, StartsAtRequestedSize) {
+    EXPECT_EQ(DisplayWidth(display(), DefaultScreen(display())), 1280);
+    EXPECT_EQ(DisplayHeight(display(), DefaultScreen(display())), 800);
+    EXPECT_TRUE(xvfb().running());
+}
+
+TEST(XvfbServer, TwoServersGetDifferentDisplaysAndStopCleanly) {
+    pid_t pid;
+    std::string log;
+    {
+        desktop::XvfbOptions small, larger;
+        small.width = 640;
+        small.height = 480;
+        larger.width = 800;
+        larger.height = 600;
+        desktop::XvfbServer a(small);
+        desktop::XvfbServer b(larger);
+        EXPECT_NE(a.display_name(), b.display_name());
+        auto d = b.connect();
+        EXPECT_EQ(DisplayWidth(d.get(), 0), 800);
+        pid = a.process().pid();
+        log = a.log_file();
+        EXPECT_TRUE(std::filesystem::exists(log));
+    }
+    EXPECT_NE(::kill(pid, 0), 0);
+    EXPECT_FALSE(std::filesystem::exists(log));
+}
+
+TEST(XvfbServer, BadArgumentsReportXvfbError) {
+    desktop::XvfbOptions o;
+    o.extra_args = {"-this-flag-does-not-exist"};
+    try {
+        desktop::XvfbServer x(o);
+        FAIL() << "Xvfb started with a bad flag";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("Xvfb did not start"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace deskbox
