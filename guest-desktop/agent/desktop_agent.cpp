@@ -1,0 +1,371 @@
+#include "guest-desktop/agent/desktop_agent.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "guest-desktop/capture/capture_engine.hpp"
+#include "guest-desktop/services/clipboard_service.hpp"
+#include "guest-desktop/services/exec_service.hpp"
+#include "guest-desktop/services/file_service.hpp"
+#include "guest-desktop/services/window_service.hpp"
+#include "guest-desktop/session/session_supervisor.hpp"
+#include "input/parse.hpp"
+#include "input/xtest_injector.hpp"
+
+namespace deskbox::agent {
+namespace {
+
+using protocol::Reply;
+using protocol::Request;
+using protocol::RpcError;
+using Clock = std::chrono::steady_clock;
+
+std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+}
+
+// Handlers throw the services' own error types; the channel speaks RpcError.
+template <typename Fn>
+protocol::RpcServer::Handler translated(Fn fn) {
+    return [fn = std::move(fn)](const Request& request) -> Reply {
+        try {
+            return fn(request);
+        } catch (const RpcError&) {
+            throw;
+        } catch (const services::ServiceError& e) {
+            throw RpcError(e.code(), e.what(), e.field());
+        } catch (const input::ActionError& e) {
+            throw RpcError("invalid_action", e.what(), e.field());
+        } catch (const capture::CaptureError& e) {
+            throw RpcError("capture_failed", e.what());
+        }
+    };
+}
+
+Reply json_reply(nlohmann::json result) { return Reply{std::move(result), {}}; }
+
+int int_param(const nlohmann::json& params, const char* name, int fallback, int min, int max) {
+    if (!params.contains(name)) return fallback;
+    const auto& v = params[name];
+    if (!v.is_number_integer())
+        throw RpcError("bad_request", std::string(name) + ": expected an integer", name);
+    auto value = v.get<long long>();
+    if (value < min || value > max)
+        throw RpcError("bad_request",
+                       std::string(name) + ": must be in " + std::to_string(min) + ".." +
+                           std::to_string(max),
+                       name);
+    return static_cast<int>(value);
+}
+
+int x_io_error(Display*) {
+    // Xlib cannot continue after losing the server; the host sees the channel close and
+    // reports the sandbox as failed with this reason from our log.
+    static const char msg[] = "deskbox-agent: lost the X server connection, exiting\n";
+    (void)!::write(2, msg, sizeof msg - 1);
+    ::_exit(70);
+}
+
+int x_error(Display* display, XErrorEvent* event) {
+    // A window vanishing mid-query is normal on a live desktop; never exit for it.
+    char text[256];
+    XGetErrorText(display, event->error_code, text, sizeof text);
+    std::fprintf(stderr, "deskbox-agent: X error %s (request %d.%d)\n", text, event->request_code,
+                 event->minor_code);
+    return 0;
+}
+
+}  // namespace
+
+DesktopAgent::DesktopAgent(AgentOptions options) : options_(std::move(options)) {
+    XInitThreads();
+    XSetIOErrorHandler(x_io_error);
+    XSetErrorHandler(x_error);
+
+    std::map<std::string, std::string> client_env;
+    if (options_.attach_display) {
+        display_ = *options_.attach_display;
+        client_env["DISPLAY"] = display_;
+    } else {
+        session::SessionOptions so;
+        so.width = options_.width;
+        so.height = options_.height;
+        so.dpi = options_.dpi;
+        so.window_manager = options_.window_manager;
+        so.autostart = options_.autostart;
+        so.app_env = options_.app_env;
+        so.log_dir = options_.log_dir;
+        session_ = std::make_unique<session::SessionSupervisor>(
+            so, [this](session::SessionState state, const std::string& reason) {
+                nlohmann::json header = {{"event", "session.state"},
+                                         {"state", session::to_string(state)}};
+                if (!reason.empty()) header["reason"] = reason;
+                emit(std::move(header));
+            });
+        session_->start();
+        display_ = session_->display_name();
+        client_env = session_->client_env();
+    }
+    for (const auto& [k, v] : options_.app_env) client_env.emplace(k, v);
+
+    input_display_.reset(XOpenDisplay(display_.c_str()));
+    if (!input_display_) throw std::runtime_error("cannot open X display " + display_);
+    injector_ = std::make_unique<input::XTestInjector>(input_display_.get());
+
+    services::ExecCallbacks exec_callbacks;
+    exec_callbacks.on_output = [this](pid_t pid, std::string_view stream, std::string_view bytes) {
+        emit({{"event", "process.output"}, {"pid", pid}, {"stream", stream}}, std::string(bytes));
+    };
+    exec_callbacks.on_exit = [this](pid_t pid, int exit_code, int signal) {
+        nlohmann::json header = {{"event", "process.exit"}, {"pid", pid}, {"exit_code", exit_code}};
+        if (signal) header["signal"] = signal;
+        emit(std::move(header));
+    };
+    exec_ = std::make_unique<services::ExecService>(exec_callbacks, services::ExecLimits{},
+                                                    client_env);
+    files_ = std::make_unique<services::FileService>();
+    windows_ = std::make_unique<services::WindowService>(display_);
+    clipboard_ = std::make_unique<services::ClipboardService>(display_);
+}
+
+DesktopAgent::~DesktopAgent() {
+    shutdown();
+    // Members go in reverse order: services, injector (restores the keymap), then the session.
+}
+
+nlohmann::json DesktopAgent::session_info() const {
+    if (session_) return session_->info();
+    Display* d = input_display_.get();
+    return {{"display", display_},
+            {"screen",
+             {{"width", DisplayWidth(d, DefaultScreen(d))},
+              {"height", DisplayHeight(d, DefaultScreen(d))}}},
+            {"dpi", options_.dpi},
+            {"ready", true},
+            {"wm", false},
+            {"attached", true}};
+}
+
+void DesktopAgent::emit(nlohmann::json header, std::string body) {
+    std::lock_guard lock(current_mutex_);
+    if (!current_) return;  // no host connected: events have nowhere to go
+    try {
+        current_->send_event(std::move(header), std::move(body));
+    } catch (const protocol::ProtocolError&) {
+        // The connection is going away; serve() notices and cleans up.
+    }
+}
+
+void DesktopAgent::shutdown() {
+    shutting_down_ = true;
+    std::lock_guard lock(current_mutex_);
+    if (current_) current_->close();
+    if (endpoint_) endpoint_->interrupt();
+}
+
+void DesktopAgent::run(ChannelEndpoint& endpoint) {
+    {
+        std::lock_guard lock(current_mutex_);
+        endpoint_ = &endpoint;
+    }
+    while (!shutting_down_) {
+        auto channel = endpoint.next();
+        if (!channel) break;
+        auto started = Clock::now();
+        std::string reason = serve(std::move(channel));
+        std::fprintf(stderr, "deskbox-agent: connection closed: %s\n", reason.c_str());
+        if (options_.once) break;
+        // A character device reads EOF while no host is attached; don't spin on it.
+        if (Clock::now() - started < std::chrono::milliseconds(200))
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::lock_guard lock(current_mutex_);
+    endpoint_ = nullptr;
+}
+
+std::string DesktopAgent::serve(std::unique_ptr<protocol::Channel> channel) {
+    nlohmann::json info = session_info();
+    try {
+        protocol::handshake(*channel, "agent",
+                            {{"display", display_},
+                             {"screen", info["screen"]},
+                             {"pid", ::getpid()},
+                             {"agent", "deskbox-agent 0.1"}});
+    } catch (const protocol::ProtocolError& e) {
+        return std::string("handshake failed: ") + e.what();
+    }
+
+    capture::CaptureOptions capture_options;
+    capture_options.max_fps = options_.max_fps;
+    capture::CaptureEngine capture(display_, capture_options);
+    capture::CaptureCallbacks callbacks;
+    callbacks.on_damage = [this](capture::DamageRect&& rect) {
+        last_damage_ns_ = now_ns();
+        emit({{"event", "damage"},
+              {"seq", rect.seq},
+              {"x", rect.x},
+              {"y", rect.y},
+              {"width", rect.width},
+              {"height", rect.height},
+              {"format", "bgrx"}},
+             std::move(rect.pixels));
+    };
+    callbacks.on_cursor_shape = [this](capture::CursorImage&& cursor) {
+        emit({{"event", "cursor.shape"},
+              {"width", cursor.width},
+              {"height", cursor.height},
+              {"xhot", cursor.xhot},
+              {"yhot", cursor.yhot},
+              {"serial", cursor.serial}},
+             std::move(cursor.pixels));
+    };
+    callbacks.on_cursor_position = [this](capture::CursorPosition p) {
+        emit({{"event", "cursor.position"}, {"x", p.x}, {"y", p.y}});
+    };
+    callbacks.on_error = [](const std::string& message) {
+        std::fprintf(stderr, "deskbox-agent: capture: %s\n", message.c_str());
+    };
+    capture.set_callbacks(std::move(callbacks));
+
+    protocol::RpcServer server(std::move(channel));
+    register_handlers(server, capture);
+    {
+        std::lock_guard lock(current_mutex_);
+        if (shutting_down_) return "shutting down";
+        current_ = &server;
+    }
+    server.start();
+    capture.start();  // the full first frame goes out before any request is answered late
+    std::string reason = server.wait();
+    {
+        std::lock_guard lock(current_mutex_);
+        current_ = nullptr;
+    }
+    capture.stop();
+    return reason;
+}
+
+void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::CaptureEngine& capture) {
+    using protocol::Dispatch;
+    server.handle("ping", [](const Request&) { return json_reply(nlohmann::json::object()); });
+    server.handle("session.info", [this](const Request&) { return json_reply(session_info()); });
+
+    // Input and screen syncs share the serial lane, so a sync always follows the actions
+    // sent before it.
+    server.handle(
+        "input.actions", translated([this, &capture](const Request& request) {
+            if (!request.params.contains("actions"))
+                throw RpcError("bad_request", "actions: required", "actions");
+            auto actions = input::parse_actions(
+                nlohmann::json{{"actions", request.params["actions"]}}, input::Dialect::native);
+            input::Size screen{capture.width(), capture.height()};
+            for (std::size_t i = 0; i < actions.size(); ++i)
+                input::validate_on_screen(actions[i], screen, "actions[" + std::to_string(i) + "]");
+            nlohmann::json results = nlohmann::json::array();
+            for (std::size_t i = 0; i < actions.size(); ++i) {
+                std::string prefix = "actions[" + std::to_string(i) + "]";
+                try {
+                    results.push_back(injector_->execute(actions[i]));
+                } catch (const input::ActionError& e) {
+                    last_action_ns_ = now_ns();
+                    throw RpcError("invalid_action", e.what(), prefix + "." + e.field(),
+                                   {{"completed", i}, {"results", results}});
+                } catch (const std::exception& e) {
+                    last_action_ns_ = now_ns();
+                    throw RpcError("input_failed", prefix + ": " + e.what(), prefix,
+                                   {{"completed", i}, {"results", results}});
+                }
+            }
+            last_action_ns_ = now_ns();
+            return json_reply({{"results", std::move(results)}});
+        }),
+        Dispatch::serial);
+
+    server.handle(
+        "screen.sync", translated([this, &capture](const Request& request) {
+            int settle_ms = int_param(request.params, "settle_ms", 0, 0, 5000);
+            int max_ms = int_param(request.params, "max_ms", 1000, 0, 30000);
+            auto start = Clock::now();
+            auto deadline = start + std::chrono::milliseconds(max_ms);
+            std::uint64_t seq = capture.sync();
+            bool settled = settle_ms == 0;
+            // Wait until neither input nor damage happened for settle_ms: an app usually
+            // repaints a few ms after the input that caused it.
+            while (!settled) {
+                auto quiet_since = std::max(last_action_ns_.load(), last_damage_ns_.load());
+                auto quiet = std::chrono::nanoseconds(now_ns() - quiet_since);
+                if (quiet >= std::chrono::milliseconds(settle_ms)) {
+                    settled = true;
+                    break;
+                }
+                if (Clock::now() >= deadline) break;
+                auto nap = std::min<Clock::duration>(
+                    std::chrono::milliseconds(settle_ms) - quiet, deadline - Clock::now());
+                std::this_thread::sleep_for(nap);
+                seq = capture.sync();
+            }
+            return json_reply({{"seq", seq}, {"settled", settled}});
+        }),
+        Dispatch::serial);
+    server.handle("screen.full", translated([&capture](const Request&) {
+                      return json_reply({{"seq", capture.full_frame()}});
+                  }),
+                  Dispatch::serial);
+    server.handle("capture.configure", translated([&capture](const Request& request) {
+                      if (request.params.contains("max_fps"))
+                          capture.set_max_fps(int_param(request.params, "max_fps", 30, 1, 240));
+                      return json_reply(nlohmann::json::object());
+                  }));
+    server.handle("cursor.get", translated([this](const Request&) {
+                      auto p = injector_->cursor_position();
+                      return json_reply({{"x", p.x}, {"y", p.y}});
+                  }),
+                  Dispatch::serial);
+
+    server.handle("exec.run", translated([this](const Request& r) {
+                      return json_reply(exec_->run(r.params, r.body));
+                  }));
+    server.handle("exec.kill",
+                  translated([this](const Request& r) { return json_reply(exec_->kill(r.params)); }));
+    server.handle("exec.stdin", translated([this](const Request& r) {
+                      return json_reply(exec_->write_stdin(r.params, r.body));
+                  }));
+    server.handle("exec.list",
+                  translated([this](const Request&) { return json_reply(exec_->list()); }));
+
+    server.handle("files.read", translated([this](const Request& r) {
+                      auto reply = files_->read(r.params);
+                      return Reply{std::move(reply.result), std::move(reply.body)};
+                  }));
+    server.handle("files.write", translated([this](const Request& r) {
+                      return json_reply(files_->write(r.params, r.body));
+                  }));
+    server.handle("files.list", translated([this](const Request& r) {
+                      return json_reply(files_->list(r.params));
+                  }));
+    server.handle("files.mkdir", translated([this](const Request& r) {
+                      return json_reply(files_->mkdir(r.params));
+                  }));
+    server.handle("files.remove", translated([this](const Request& r) {
+                      return json_reply(files_->remove(r.params));
+                  }));
+    server.handle("files.stat", translated([this](const Request& r) {
+                      return json_reply(files_->stat(r.params));
+                  }));
+
+    server.handle("windows.list", translated([this](const Request& r) {
+                      return json_reply(windows_->list(r.params));
+                  }));
+    server.handle("clipboard.get", translated([this](const Request& r) {
+                      return json_reply(clipboard_->get(r.params));
+                  }));
+    server.handle("clipboard.set", translated([this](const Request& r) {
+                      return json_reply(clipboard_->set(r.params));
+                  }));
+}
+
+}  // namespace deskbox::agent
