@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -43,7 +44,7 @@ struct KeyChord {
 struct Click {
     std::optional<Point> at;  // absent: click where the pointer is
     Button button = Button::left;
-    int count = 1;                // 1..3
+    int count = 1;                  // 1..3
     std::vector<Keysym> hold_keys;  // held down around the click (e.g. shift-click)
     friend bool operator==(const Click&, const Click&) = default;
 };
@@ -98,8 +99,8 @@ struct Screenshot {
     friend bool operator==(const Screenshot&, const Screenshot&) = default;
 };
 
-using Action = std::variant<Click, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key, HoldKey,
-                            Wait, CursorPosition, Screenshot>;
+using Action = std::variant<Click, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key, HoldKey, Wait,
+                            CursorPosition, Screenshot>;
 
 // Limits that keep one request from tying up a desktop.
 inline constexpr int kMaxWaitMs = 60'000;
@@ -112,7 +113,7 @@ inline constexpr std::size_t kMaxBatchActions = 1000;
 // An invalid action: `field` is a path into the request ("actions[2].coordinate[0]"),
 // `reason` says what is wrong with it.
 class ActionError : public std::runtime_error {
-public:
+  public:
     ActionError(std::string field, std::string reason)
         : std::runtime_error(field + ": " + reason),
           field_(std::move(field)),
@@ -120,10 +121,15 @@ public:
     const std::string& field() const { return field_; }
     const std::string& reason() const { return reason_; }
 
-private:
+  private:
     std::string field_;
     std::string reason_;
 };
+
+// `value` in single quotes for an error reason: cut to 48 bytes (at a character boundary, "..."
+// appended), control characters escaped, and "<invalid UTF-8>" instead of bytes that are not
+// UTF-8 -- so a reason is always short, printable and safe to put in a JSON error.
+std::string quote_for_error(std::string_view value);
 
 // The native "type" name of an action: "click", "mouse_down", "cursor_position"...
 const char* action_type_name(const Action& action);
@@ -153,7 +159,8 @@ void visit_points(A& action, Fn& fn) {
             if constexpr (std::is_same_v<T, Move>) {
                 fn(alternative.to, std::size_t{0});
             } else if constexpr (std::is_same_v<T, Drag>) {
-                for (std::size_t i = 0; i < alternative.path.size(); ++i) fn(alternative.path[i], i);
+                for (std::size_t i = 0; i < alternative.path.size(); ++i)
+                    fn(alternative.path[i], i);
             } else if constexpr (requires { alternative.at; }) {
                 if (alternative.at) fn(*alternative.at, std::size_t{0});
             }

@@ -11,7 +11,10 @@
 
 namespace deskbox::input {
 
-// One key name -> keysym; nullopt if unknown. Single characters ("a", "é", "1") map to their keysym.
+// One key name -> keysym; nullopt if unknown. Tried in order: the exact X keysym name ("A",
+// "Return", "Meta_L", "0x61", "U65E5"), a single character ("+", "é", "日"), the aliases agents
+// send, case-insensitively ("enter", "CTRL", "cmd" -> Super_L, "pgdn"), then the X name in any
+// case ("backspace").
 std::optional<Keysym> keysym_from_name(std::string_view name);
 
 // "ctrl+shift+t" -> chord; throws ActionError{field, "unknown key 'xyz'"}.

@@ -1,6 +1,32 @@
 // Parsing and validating action JSON in the three dialects agents speak, into the one model.
+//
+// All dialects:
+// - Unknown fields are errors, and so are fields that do not belong to the action type.
+// - A JSON null counts as an absent optional field (SDKs that dump optional fields write null).
+// - Coordinates are numbers with an integral value (10 and 10.0 are fine, 10.5 is an error),
+//   0..32767 (X11 coordinates are 16-bit). Whether they are on the screen is checked afterwards,
+//   by validate_on_screen or CoordinateScaler, because the parser does not know the screen.
+// - Text to type: valid UTF-8, at most kMaxTextBytes. '\n' and '\t' are allowed (Return, Tab);
+//   every other control character (C0, DEL, C1) is rejected, '\r' included, so "\r\n" never
+//   silently types two Returns.
+// - Key strings are xdotool style (keynames.hpp): "ctrl+shift+t", "ctrl+a Delete", "ctrl++".
+//
+// native: {"type":"click",...} as in docs (DESIGN.md "Native actions"); keys by X keysym name or
+//   alias, case-sensitive first ("A" is the keysym A). to_native_json writes canonical names.
+// anthropic (computer_20241022 / 20250124 / 20251124 tool_use input): {"action":...}.
+//   Clicks, left_click_drag and scroll hold the modifier keys in `text` ("shift"); clicks also
+//   accept them in `key`, as anthropic-quickstarts reads them. duration is seconds (fractional).
+//   scroll_direction + scroll_amount become notches. left_click_drag needs start_coordinate
+//   (the 20241022 drag-from-the-pointer form is rejected: one action cannot know the pointer).
+//   `zoom` is rejected (no region screenshot in the model yet).
+// openai (computer-use-preview computer_call.action): {"type":...}. button "wheel" is middle.
+//   keypress is one chord; keys are one name per element, and a single capital letter is the
+//   letter key ("CTRL","C" = ctrl+c, not ctrl+shift+c). scroll_x/scroll_y are pixels: notches =
+//   round(px / 100) halves away from zero, at least 1 for any nonzero px. `wait` is 1000 ms
+//   (the sample app's default). `keys` on move is rejected (Move holds no keys).
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 

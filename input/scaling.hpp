@@ -9,7 +9,7 @@
 namespace deskbox::input {
 
 class CoordinateScaler {
-public:
+  public:
     // Throws std::invalid_argument for non-positive sizes.
     CoordinateScaler(Size api, Size screen);
 
@@ -27,7 +27,7 @@ public:
     Action to_screen(const Action& action, const std::string& field_prefix = "",
                      Dialect dialect = Dialect::native) const;
 
-private:
+  private:
     Size api_;
     Size screen_;
 };
