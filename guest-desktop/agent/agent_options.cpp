@@ -16,6 +16,7 @@ const char* const kAgentUsage = R"(usage: deskbox-agent [options]
   --max-fps N           damage capture rate cap (default 30)
   --log-dir DIR         where the session's logs go
   --once                serve one connection and exit
+  --init                run as PID 1: reap orphans, forward signals, run the agent as a child
 )";
 
 namespace {

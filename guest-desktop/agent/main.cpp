@@ -1,18 +1,61 @@
 // deskbox-agent: the in-guest service. Owns the desktop session, captures the screen and
 // injects input, and serves the agent channel to the host.
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+
+#include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <thread>
 
 #include "guest-desktop/agent/desktop_agent.hpp"
 
+namespace {
+
+pid_t agent_pid = -1;
+
+void forward_signal(int sig) {
+    if (agent_pid > 0) ::kill(agent_pid, sig);
+}
+
+// As PID 1 of a container or VM, orphans are re-parented to us and must be reaped, and
+// signals must be forwarded. The agent proper runs as our child; we exit with its status.
+[[noreturn]] void run_as_init() {
+    struct sigaction sa {};
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaction(sig, &sa, nullptr);
+    for (;;) {
+        int status = 0;
+        pid_t pid = ::waitpid(-1, &status, 0);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) ::_exit(1);
+        if (pid == agent_pid) {
+            if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+            ::_exit(128 + WTERMSIG(status));
+        }
+    }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     using namespace deskbox::agent;
     AgentOptions options;
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (auto it = std::find(args.begin(), args.end(), "--init"); it != args.end()) {
+        args.erase(it);
+        agent_pid = ::fork();
+        if (agent_pid < 0) {
+            std::perror("deskbox-agent: fork");
+            return 1;
+        }
+        if (agent_pid > 0) run_as_init();
+    }
     try {
-        std::vector<std::string> args(argv + 1, argv + argc);
         if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
             std::fputs(kAgentUsage, stdout);
             return 0;

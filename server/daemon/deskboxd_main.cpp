@@ -1,0 +1,47 @@
+// deskboxd: the host server. Serves API v1 and runs sandboxes.
+#include <signal.h>
+
+#include <cstdio>
+
+#include "server/daemon/server_config.hpp"
+
+int main(int argc, char** argv) {
+    using namespace deskbox::server;
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+        std::fputs(kServerUsage, stdout);
+        return 0;
+    }
+    ServerConfig config;
+    try {
+        config = parse_server_config(args);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: %s\n", e.what());
+        return 2;
+    }
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    try {
+        SandboxManager manager(config.manager);
+        auto cleaned = manager.clean_leftovers();
+        for (auto& id : cleaned) std::fprintf(stderr, "deskboxd: removed leftover sandbox %s\n", id.c_str());
+        ApiRouter router(manager, config.api);
+        HttpServer http(config.http, [&router](HttpExchange& exchange) { return router.handle(exchange); });
+        http.start();
+        // One parseable line: tests and scripts read the port from it.
+        std::printf("deskboxd listening on http://%s:%u\n", config.http.address.c_str(), http.port());
+        std::fflush(stdout);
+        int sig = 0;
+        sigwait(&signals, &sig);
+        std::fprintf(stderr, "deskboxd: signal %d, stopping\n", sig);
+        http.stop();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,147 @@
+#include "server/daemon/server_config.hpp"
+
+#include <fstream>
+#include <stdexcept>
+
+namespace deskbox::server {
+
+const char* const kServerUsage = R"(usage: deskboxd [options]
+  --listen ADDR:PORT      (default 127.0.0.1:8700; port 0 picks a free one)
+  --api-key KEY           required to listen beyond loopback (repeatable; env DESKBOX_API_KEYS=a,b)
+  --config FILE           JSON file with any of these options (keys without the dashes)
+  --state-dir DIR         sandboxes, audit logs (default /var/lib/deskbox)
+  --cache-dir DIR         built templates (default /var/cache/deskbox)
+  --images-dir DIR        template definitions (default: the source tree's images/)
+  --agent PATH            deskbox-agent binary to run in sandboxes (default: the build's)
+  --default-runtime NAME  container (default)
+  --default-template NAME minimal (default)
+  --max-sandboxes N       (default 20)
+  --default-timeout S     (default 300)
+  --max-timeout S         (default 86400)
+  --threads N             HTTP worker threads (default 8)
+  --max-body-mb N         request body limit (default 64)
+)";
+
+bool is_loopback(const std::string& address) {
+    return address == "127.0.0.1" || address == "::1" || address == "localhost" ||
+           address.rfind("127.", 0) == 0;
+}
+
+namespace {
+
+void apply(ServerConfig& c, const std::string& key, const std::string& value) {
+    auto number = [&](long long min, long long max) {
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(value, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != value.size() || value.empty() || v < min || v > max)
+            throw std::invalid_argument("--" + key + ": expected an integer in " + std::to_string(min) +
+                                        ".." + std::to_string(max) + ", got '" + value + "'");
+        return v;
+    };
+    if (key == "listen") {
+        auto colon = value.rfind(':');
+        if (colon == std::string::npos) throw std::invalid_argument("--listen: expected ADDR:PORT");
+        c.http.address = value.substr(0, colon);
+        if (c.http.address.size() > 2 && c.http.address.front() == '[')
+            c.http.address = c.http.address.substr(1, c.http.address.size() - 2);
+        std::string port = value.substr(colon + 1);
+        std::size_t used = 0;
+        int p = -1;
+        try {
+            p = std::stoi(port, &used);
+        } catch (const std::exception&) {
+        }
+        if (used != port.size() || p < 0 || p > 65535)
+            throw std::invalid_argument("--listen: bad port '" + port + "'");
+        c.http.port = static_cast<unsigned short>(p);
+    } else if (key == "api-key" || key == "api_key") {
+        if (value.size() < 8) throw std::invalid_argument("--api-key: use at least 8 characters");
+        c.api.api_keys.push_back(value);
+    } else if (key == "state-dir" || key == "state_dir") {
+        c.manager.state_dir = value;
+    } else if (key == "cache-dir" || key == "cache_dir") {
+        c.manager.template_cache = value;
+    } else if (key == "images-dir" || key == "images_dir") {
+        c.manager.images_dir = value;
+    } else if (key == "agent") {
+        c.manager.agent_binary = value;
+    } else if (key == "default-runtime" || key == "default_runtime") {
+        if (value != "container" && value != "microvm")
+            throw std::invalid_argument("--default-runtime: container or microvm");
+        c.manager.default_runtime = value;
+    } else if (key == "default-template" || key == "default_template") {
+        c.manager.default_template = value;
+    } else if (key == "max-sandboxes" || key == "max_sandboxes") {
+        c.manager.max_sandboxes = static_cast<std::size_t>(number(1, 10000));
+    } else if (key == "default-timeout" || key == "default_timeout") {
+        c.manager.default_timeout = std::chrono::seconds(number(1, 30 * 86400));
+    } else if (key == "max-timeout" || key == "max_timeout") {
+        c.manager.max_timeout = std::chrono::seconds(number(1, 30 * 86400));
+    } else if (key == "threads") {
+        c.http.threads = static_cast<std::size_t>(number(1, 256));
+    } else if (key == "max-body-mb" || key == "max_body_mb") {
+        c.http.max_body_bytes = static_cast<std::size_t>(number(1, 4096)) << 20;
+    } else {
+        throw std::invalid_argument("unknown option '--" + key + "'");
+    }
+}
+
+}  // namespace
+
+ServerConfig parse_server_config(const std::vector<std::string>& args) {
+    ServerConfig c;
+#ifdef DESKBOX_SOURCE_DIR
+    c.manager.images_dir = std::string(DESKBOX_SOURCE_DIR) + "/images";
+#endif
+#ifdef DESKBOX_AGENT_BINARY
+    c.manager.agent_binary = DESKBOX_AGENT_BINARY;
+#endif
+    if (const char* keys = std::getenv("DESKBOX_API_KEYS")) {
+        std::string all = keys;
+        std::size_t start = 0;
+        while (start <= all.size()) {
+            auto comma = all.find(',', start);
+            std::string key = all.substr(start, comma - start);
+            if (!key.empty()) apply(c, "api-key", key);
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        if (args[i].rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + args[i] + "'");
+        std::string key = args[i].substr(2);
+        if (i + 1 >= args.size()) throw std::invalid_argument(args[i] + ": needs a value");
+        std::string value = args[++i];
+        if (key == "config") {
+            std::ifstream in(value);
+            if (!in) throw std::invalid_argument("--config: cannot read " + value);
+            nlohmann::json j;
+            try {
+                j = nlohmann::json::parse(in);
+            } catch (const std::exception& e) {
+                throw std::invalid_argument("--config " + value + ": " + e.what());
+            }
+            if (!j.is_object()) throw std::invalid_argument("--config: expected a JSON object");
+            for (auto& [k, v] : j.items()) {
+                if (v.is_array() && (k == "api_keys" || k == "api-key" || k == "api_key")) {
+                    for (auto& key_value : v) apply(c, "api-key", key_value.get<std::string>());
+                } else {
+                    apply(c, k, v.is_string() ? v.get<std::string>() : v.dump());
+                }
+            }
+            continue;
+        }
+        apply(c, key, value);
+    }
+    if (!is_loopback(c.http.address) && c.api.api_keys.empty())
+        throw std::invalid_argument("refusing to listen on " + c.http.address +
+                                    " without an API key (--api-key or DESKBOX_API_KEYS)");
+    return c;
+}
+
+}  // namespace deskbox::server

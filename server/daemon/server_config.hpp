@@ -1,0 +1,28 @@
+// deskboxd's configuration: flags, optionally on top of a JSON config file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/api/api_router.hpp"
+#include "server/http/http_server.hpp"
+#include "server/sandbox/sandbox_manager.hpp"
+
+namespace deskbox::server {
+
+struct ServerConfig {
+    HttpOptions http;
+    ApiOptions api;
+    ManagerOptions manager;
+};
+
+// Parses flags (argv without argv[0]); `--config FILE` loads a JSON file whose keys are the
+// flag names without dashes; later flags override it. Throws std::invalid_argument.
+// Refuses to listen beyond loopback without an API key.
+ServerConfig parse_server_config(const std::vector<std::string>& args);
+
+bool is_loopback(const std::string& address);
+
+extern const char* const kServerUsage;
+
+}  // namespace deskbox::server

@@ -1,0 +1,174 @@
+#include "server/http/http_server.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/version.hpp>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+
+namespace deskbox::server {
+
+namespace beast = boost::beast;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+HttpResponse json_error(unsigned status, const std::string& code, const std::string& message,
+                        const std::string& field, unsigned version) {
+    nlohmann::json error = {{"code", code}, {"message", message}};
+    if (!field.empty()) error["field"] = field;
+    HttpResponse res{static_cast<http::status>(status), version};
+    res.set(http::field::content_type, "application/json");
+    res.body() = nlohmann::json{{"error", error}}.dump();
+    res.prepare_payload();
+    return res;
+}
+
+namespace {
+
+// One keep-alive connection: read a request, answer it, repeat.
+class Session : public std::enable_shared_from_this<Session> {
+public:
+    Session(tcp::socket&& socket, const HttpHandler& handler, const HttpOptions& options)
+        : stream_(std::move(socket)), handler_(handler), options_(options) {}
+
+    void run() {
+        net::dispatch(stream_.get_executor(),
+                      beast::bind_front_handler(&Session::read, shared_from_this()));
+    }
+
+private:
+    void read() {
+        parser_.emplace();
+        parser_->body_limit(options_.max_body_bytes);
+        parser_->header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+        stream_.expires_after(std::chrono::seconds(120));
+        http::async_read(stream_, buffer_, *parser_,
+                         beast::bind_front_handler(&Session::on_read, shared_from_this()));
+    }
+
+    void on_read(beast::error_code ec, std::size_t) {
+        if (ec == http::error::end_of_stream || ec == net::error::eof) return close();
+        if (ec == http::error::body_limit) {
+            auto res = json_error(413, "payload_too_large",
+                                  "request body is over the limit of " +
+                                      std::to_string(options_.max_body_bytes) + " bytes");
+            res.keep_alive(false);
+            return write(std::move(res));
+        }
+        if (ec == http::error::header_limit) {
+            auto res = json_error(431, "headers_too_large", "request headers are too large");
+            res.keep_alive(false);
+            return write(std::move(res));
+        }
+        if (ec) {
+            if (ec == beast::error::timeout || ec == net::error::operation_aborted ||
+                ec == net::error::connection_reset)
+                return close();
+            auto res = json_error(400, "bad_request", "malformed HTTP request: " + ec.message());
+            res.keep_alive(false);
+            return write(std::move(res));
+        }
+        HttpRequest request = parser_->release();
+        stream_.expires_never();
+        HttpExchange exchange{request, &stream_};
+        HttpResponse res;
+        try {
+            res = handler_(exchange);
+        } catch (const std::exception& e) {
+            res = json_error(500, "internal", e.what(), {}, request.version());
+        }
+        if (exchange.taken) return;  // a WebSocket owns the stream now
+        res.version(request.version());
+        res.keep_alive(request.keep_alive());
+        res.set(http::field::server, "deskboxd");
+        if (!res.has_content_length() && !res.chunked()) res.prepare_payload();
+        write(std::move(res));
+    }
+
+    void write(HttpResponse&& res) {
+        auto response = std::make_shared<HttpResponse>(std::move(res));
+        bool keep = response->keep_alive();
+        http::async_write(stream_, *response,
+                          [self = shared_from_this(), response, keep](beast::error_code ec,
+                                                                      std::size_t) {
+                              if (ec || !keep) return self->close();
+                              self->read();
+                          });
+    }
+
+    void close() {
+        beast::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    }
+
+    beast::tcp_stream stream_;
+    beast::flat_buffer buffer_;
+    std::optional<http::request_parser<http::string_body>> parser_;
+    const HttpHandler& handler_;
+    const HttpOptions& options_;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+    net::io_context io;
+    tcp::acceptor acceptor{io};
+    HttpHandler handler;
+    std::vector<std::thread> threads;
+    std::atomic<bool> stopped{false};
+    const HttpOptions* options = nullptr;
+
+    void accept() {
+        acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+            if (ec) {
+                if (!acceptor.is_open()) return;
+            } else {
+                std::make_shared<Session>(std::move(socket), handler, *options)->run();
+            }
+            accept();
+        });
+    }
+};
+
+HttpServer::HttpServer(HttpOptions options, HttpHandler handler)
+    : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
+    impl_->handler = std::move(handler);
+    impl_->options = &options_;
+    beast::error_code ec;
+    auto address = net::ip::make_address(options_.address, ec);
+    if (ec) throw std::system_error(ec, "listen address '" + options_.address + "'");
+    tcp::endpoint endpoint{address, options_.port};
+    auto& acceptor = impl_->acceptor;
+    acceptor.open(endpoint.protocol());
+    acceptor.set_option(net::socket_base::reuse_address(true));
+    acceptor.bind(endpoint, ec);
+    if (ec)
+        throw std::system_error(ec, "cannot listen on " + options_.address + ":" +
+                                        std::to_string(options_.port));
+    acceptor.listen(net::socket_base::max_listen_connections);
+    port_ = acceptor.local_endpoint().port();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::start() {
+    impl_->accept();
+    for (std::size_t i = 0; i < std::max<std::size_t>(1, options_.threads); ++i)
+        impl_->threads.emplace_back([this] { impl_->io.run(); });
+}
+
+void HttpServer::stop() {
+    if (impl_->stopped.exchange(true)) return;
+    net::post(impl_->io, [this] {
+        beast::error_code ec;
+        impl_->acceptor.close(ec);
+    });
+    impl_->io.stop();
+    for (auto& t : impl_->threads)
+        if (t.joinable()) t.join();
+}
+
+}  // namespace deskbox::server

@@ -1,0 +1,391 @@
+#include "server/sandbox/sandbox.hpp"
+
+#include <sys/random.h>
+
+#include <boost/beast/core/detail/base64.hpp>
+
+#include <cstdio>
+
+namespace deskbox::server {
+namespace {
+
+std::string iso8601(SystemClock::time_point t) {
+    std::time_t secs = SystemClock::to_time_t(t);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+std::string base64(const std::vector<std::uint8_t>& bytes) {
+    namespace b64 = boost::beast::detail::base64;
+    std::string out(b64::encoded_size(bytes.size()), '\0');
+    out.resize(b64::encode(out.data(), bytes.data(), bytes.size()));
+    return out;
+}
+
+// The agent's error codes become HTTP statuses: its input errors are the client's fault.
+ApiError from_agent_error(const protocol::RpcError& e) {
+    const std::string& c = e.code();
+    unsigned status = 502;
+    if (c == "invalid_action" || c == "bad_request") status = 400;
+    else if (c == "not_found") status = 404;
+    else if (c == "permission_denied") status = 403;
+    else if (c == "is_a_directory" || c == "not_a_directory" || c == "already_exists" ||
+             c == "not_empty")
+        status = 409;
+    else if (c == "too_large") status = 413;
+    else if (c == "timeout") status = 504;
+    return ApiError(status, c, e.what(), e.field());
+}
+
+}  // namespace
+
+const char* to_string(SandboxStatus status) {
+    switch (status) {
+        case SandboxStatus::starting: return "starting";
+        case SandboxStatus::running: return "running";
+        case SandboxStatus::paused: return "paused";
+        case SandboxStatus::error: return "error";
+        case SandboxStatus::killed: return "killed";
+    }
+    return "unknown";
+}
+
+std::string random_token(std::size_t bytes) {
+    std::vector<unsigned char> raw(bytes);
+    std::size_t got = 0;
+    while (got < bytes) {
+        ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
+        if (n > 0) got += static_cast<std::size_t>(n);
+    }
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : raw) {
+        out += hex[c >> 4];
+        out += hex[c & 15];
+    }
+    return out;
+}
+
+Sandbox::Sandbox(SandboxConfig config, std::filesystem::path audit_path)
+    : config_(std::move(config)),
+      view_token_(random_token(16)),
+      control_token_(random_token(16)),
+      expires_at_(SystemClock::now() + config_.timeout) {
+    if (config_.api_resolution)
+        scaler_.emplace(*config_.api_resolution, input::Size{config_.width, config_.height});
+    std::filesystem::create_directories(audit_path.parent_path());
+    audit_.open(audit_path, std::ios::app);
+}
+
+Sandbox::~Sandbox() { kill(); }
+
+void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
+    nlohmann::json line = {{"ts", iso8601(SystemClock::now())},
+                           {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         SystemClock::now().time_since_epoch())
+                                         .count()},
+                           {"sandbox", config_.id},
+                           {"kind", kind},
+                           {"detail", detail}};
+    std::lock_guard lock(audit_mutex_);
+    audit_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    audit_.flush();
+}
+
+void Sandbox::boot(runtime::Runtime& runtime, const runtime::SandboxSpec& spec,
+                   std::chrono::milliseconds agent_timeout) {
+    try {
+        instance_ = runtime.start(spec);
+        UniqueFd fd = instance_->connect_agent(agent_timeout);
+        int raw = fd.release();
+        auto channel = std::make_unique<protocol::Channel>(raw, raw);
+        nlohmann::json hello = protocol::handshake(*channel, "host");
+        int w = hello["screen"]["width"], h = hello["screen"]["height"];
+        mirror_.reset(w, h);
+        config_.width = w;
+        config_.height = h;
+        if (config_.api_resolution) scaler_.emplace(*config_.api_resolution, input::Size{w, h});
+        agent_ = std::make_unique<protocol::RpcClient>(std::move(channel));
+        agent_->on_event([this](protocol::Message&& m) { on_event(std::move(m)); });
+        agent_->on_close([this](const std::string& reason) { on_close(reason); });
+        agent_->start();
+        // The agent sends a full frame first; a sync makes sure the mirror has it.
+        auto reply = agent_->call("screen.sync", {}, {}, std::chrono::seconds(10));
+        mirror_.wait_for_seq(reply.result.value("seq", 0ull), std::chrono::seconds(5));
+    } catch (const runtime::SpecError& e) {
+        kill();
+        throw ApiError(400, "bad_request", e.what(), e.field());
+    } catch (const std::exception& e) {
+        std::string tail = instance_ ? instance_->log_tail(2000) : "";
+        kill();
+        throw ApiError(502, "sandbox_start_failed",
+                       std::string("sandbox did not start: ") + e.what() +
+                           (tail.empty() ? "" : "; console: " + tail));
+    }
+    std::lock_guard lock(mutex_);
+    status_ = SandboxStatus::running;
+}
+
+void Sandbox::kill() {
+    if (killing_.exchange(true)) return;
+    if (agent_) agent_->close();
+    if (instance_) {
+        try {
+            instance_->kill();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "deskboxd: kill %s: %s\n", config_.id.c_str(), e.what());
+        }
+    }
+    agent_.reset();
+    mirror_.close();
+    std::lock_guard lock(mutex_);
+    status_ = SandboxStatus::killed;
+}
+
+SandboxStatus Sandbox::status() const {
+    std::lock_guard lock(mutex_);
+    return status_;
+}
+
+std::string Sandbox::error_reason() const {
+    std::lock_guard lock(mutex_);
+    return error_reason_;
+}
+
+SystemClock::time_point Sandbox::expires_at() const {
+    std::lock_guard lock(mutex_);
+    return expires_at_;
+}
+
+void Sandbox::set_timeout(std::chrono::seconds from_now) {
+    std::lock_guard lock(mutex_);
+    expires_at_ = SystemClock::now() + from_now;
+}
+
+nlohmann::json Sandbox::describe(bool with_tokens) const {
+    nlohmann::json j = {{"id", config_.id},
+                        {"state", to_string(status())},
+                        {"runtime", config_.runtime_name},
+                        {"template", config_.template_name},
+                        {"resolution", {config_.width, config_.height}},
+                        {"dpi", config_.dpi},
+                        {"created_at", iso8601(created_at_)},
+                        {"expires_at", iso8601(expires_at())},
+                        {"on_timeout", config_.pause_on_timeout ? "pause" : "kill"},
+                        {"metadata", config_.metadata}};
+    if (config_.api_resolution)
+        j["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
+    std::string reason = error_reason();
+    if (!reason.empty()) j["error"] = reason;
+    if (with_tokens) {
+        j["view_token"] = view_token_;
+        j["control_token"] = control_token_;
+    }
+    return j;
+}
+
+void Sandbox::on_event(protocol::Message&& m) {
+    const auto& h = m.header;
+    const std::string event = h.value("event", "");
+    try {
+        if (event == "damage") {
+            mirror_.apply_damage(h.at("seq").get<std::uint64_t>(), h.at("x").get<int>(),
+                                 h.at("y").get<int>(), h.at("width").get<int>(),
+                                 h.at("height").get<int>(), std::string_view(m.body));
+        } else if (event == "cursor.position") {
+            mirror_.set_cursor_position(h.at("x").get<int>(), h.at("y").get<int>());
+        } else if (event == "cursor.shape") {
+            mirror_.set_cursor_shape(
+                h.at("width").get<int>(), h.at("height").get<int>(), h.at("xhot").get<int>(),
+                h.at("yhot").get<int>(), h.at("serial").get<std::uint64_t>(),
+                std::span(reinterpret_cast<const std::uint8_t*>(m.body.data()), m.body.size()));
+        } else if (event == "session.state") {
+            audit("session", h);
+            if (h.value("state", "") == "failed") fail("desktop failed: " + h.value("reason", ""));
+        }
+    } catch (const std::exception& e) {
+        // A guest that sends nonsense loses its channel; the sandbox is reported broken.
+        throw std::runtime_error("bad " + event + " event from the agent: " + e.what());
+    }
+}
+
+void Sandbox::on_close(const std::string& reason) {
+    if (killing_) return;
+    std::string detail = "agent channel closed: " + reason;
+    if (instance_) {
+        if (auto exit = instance_->exit_info()) detail += "; sandbox " + exit->reason;
+    }
+    fail(detail);
+}
+
+void Sandbox::fail(const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    if (status_ == SandboxStatus::killed) return;
+    status_ = SandboxStatus::error;
+    if (error_reason_.empty()) error_reason_ = reason;
+}
+
+SandboxStatus Sandbox::check_health() {
+    if (status() == SandboxStatus::running && instance_ && !instance_->alive()) {
+        auto exit = instance_->exit_info();
+        fail("sandbox stopped: " + (exit ? exit->reason : std::string("unknown reason")));
+    }
+    return status();
+}
+
+void Sandbox::pause() {
+    std::lock_guard lock(mutex_);
+    if (status_ == SandboxStatus::paused) return;
+    if (status_ != SandboxStatus::running)
+        throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+    try {
+        instance_->pause();
+    } catch (const std::exception& e) {
+        throw ApiError(500, "runtime_error", std::string("pause failed: ") + e.what());
+    }
+    status_ = SandboxStatus::paused;
+}
+
+void Sandbox::resume() {
+    std::lock_guard lock(mutex_);
+    if (status_ == SandboxStatus::running) return;
+    if (status_ != SandboxStatus::paused)
+        throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+    try {
+        instance_->resume();
+    } catch (const std::exception& e) {
+        throw ApiError(500, "runtime_error", std::string("resume failed: ") + e.what());
+    }
+    status_ = SandboxStatus::running;
+}
+
+protocol::RpcClient& Sandbox::agent() {
+    std::lock_guard lock(mutex_);
+    switch (status_) {
+        case SandboxStatus::running: return *agent_;
+        case SandboxStatus::paused:
+            throw ApiError(409, "sandbox_paused", "sandbox " + config_.id + " is paused; resume it first");
+        case SandboxStatus::error:
+            throw ApiError(503, "sandbox_error", "sandbox " + config_.id + " is broken: " + error_reason_);
+        default:
+            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+    }
+}
+
+protocol::Reply Sandbox::call(const std::string& method, nlohmann::json params, std::string body,
+                              std::chrono::milliseconds timeout) {
+    auto& client = agent();
+    try {
+        return client.call(method, std::move(params), std::move(body), timeout);
+    } catch (const protocol::RpcError& e) {
+        throw from_agent_error(e);
+    } catch (const protocol::TimeoutError& e) {
+        throw ApiError(504, "agent_timeout", std::string(method) + ": " + e.what());
+    } catch (const protocol::ProtocolError& e) {
+        check_health();
+        throw ApiError(503, "agent_unavailable",
+                       "the sandbox's agent is gone (" + std::string(e.what()) + ")" +
+                           (error_reason().empty() ? "" : ": " + error_reason()));
+    }
+}
+
+streaming::EncodedImage Sandbox::screenshot(const streaming::EncodeOptions& options, int settle_ms) {
+    auto reply = call("screen.sync", {{"settle_ms", settle_ms}, {"max_ms", 500}});
+    std::uint64_t seq = reply.result.value("seq", 0ull);
+    if (!mirror_.wait_for_seq(seq, std::chrono::seconds(5)))
+        throw ApiError(504, "agent_timeout", "the screen did not arrive from the agent in time");
+    auto snapshot = mirror_.snapshot();
+    try {
+        return streaming::encode_image(snapshot, options);
+    } catch (const std::invalid_argument& e) {
+        throw ApiError(400, "bad_request", e.what());
+    }
+}
+
+nlohmann::json Sandbox::run_segment(const std::vector<input::Action>& actions, std::size_t offset) {
+    nlohmann::json native = nlohmann::json::array();
+    for (const auto& a : actions) native.push_back(input::to_native_json(a));
+    // Long holds and waits are allowed; the call must outlast them.
+    auto reply_timeout = std::chrono::seconds(30) + std::chrono::milliseconds(
+                             static_cast<long>(actions.size()) * 61'000);
+    try {
+        return call("input.actions", {{"actions", native}}, {},
+                    std::min<std::chrono::milliseconds>(reply_timeout, std::chrono::minutes(30)))
+            .result["results"];
+    } catch (const ApiError& e) {
+        // Re-base "actions[i]" on the whole request.
+        std::string field = e.field();
+        if (field.rfind("actions[", 0) == 0) {
+            auto close = field.find(']');
+            std::size_t index = std::stoul(field.substr(8, close - 8)) + offset;
+            field = "actions[" + std::to_string(index) + field.substr(close);
+        }
+        throw ApiError(e.status(), e.code(), e.what(), field);
+    }
+}
+
+nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect dialect) {
+    std::vector<input::Action> parsed;
+    try {
+        parsed = input::parse_actions(body, dialect);
+        const bool batch = body.is_object() && body.contains("actions");
+        for (std::size_t i = 0; i < parsed.size(); ++i) {
+            std::string prefix = batch ? "actions[" + std::to_string(i) + "]" : "";
+            if (scaler_) parsed[i] = scaler_->to_screen(parsed[i], prefix, dialect);
+            else input::validate_on_screen(parsed[i], {config_.width, config_.height}, prefix, dialect);
+        }
+    } catch (const input::ActionError& e) {
+        throw ApiError(400, "invalid_action", e.what(), e.field());
+    }
+    audit("actions", {{"dialect", dialect == input::Dialect::native      ? "native"
+                                  : dialect == input::Dialect::anthropic ? "anthropic"
+                                                                         : "openai"},
+                      {"actions", body}});
+
+    // Screenshots inside a batch are taken in order, between the actions around them.
+    nlohmann::json results = nlohmann::json::array();
+    std::vector<input::Action> segment;
+    std::size_t segment_start = 0;
+    auto flush = [&] {
+        if (segment.empty()) return;
+        for (auto& r : run_segment(segment, segment_start)) results.push_back(r);
+        segment.clear();
+    };
+    for (std::size_t i = 0; i < parsed.size(); ++i) {
+        if (std::holds_alternative<input::Screenshot>(parsed[i])) {
+            flush();
+            streaming::EncodeOptions options;
+            if (scaler_) {
+                options.width = scaler_->api().width;
+                options.height = scaler_->api().height;
+            }
+            auto image = screenshot(options);
+            results.push_back({{"type", "screenshot"},
+                               {"format", "png"},
+                               {"width", image.width},
+                               {"height", image.height},
+                               {"base64_image", base64(image.bytes)}});
+            segment_start = i + 1;
+            continue;
+        }
+        if (segment.empty()) segment_start = i;
+        segment.push_back(parsed[i]);
+    }
+    flush();
+    // Positions the agent reports are in screen pixels; the client thinks in API pixels.
+    if (scaler_) {
+        for (auto& r : results) {
+            if (r.is_object() && r.contains("x") && r.contains("y") && !r.contains("base64_image")) {
+                auto p = scaler_->to_api({r["x"].get<int>(), r["y"].get<int>()});
+                r["x"] = p.x;
+                r["y"] = p.y;
+            }
+        }
+    }
+    return {{"results", results}};
+}
+
+}  // namespace deskbox::server

@@ -1,0 +1,348 @@
+#include "server/sandbox/sandbox_manager.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <fstream>
+
+#include "common/child_process.hpp"
+#include "server/runtime/container_runtime.hpp"
+
+namespace deskbox::server {
+namespace {
+
+const std::set<std::string> kCreateFields = {
+    "template", "runtime", "resolution", "dpi",    "timeout_s", "metadata",
+    "env",      "api_resolution", "on_timeout", "limits", "network"};
+
+std::pair<int, int> parse_size(const nlohmann::json& v, const std::string& field) {
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
+        throw bad_request(field, "expected [width, height] as two integers");
+    int w = v[0], h = v[1];
+    if (w < 64 || h < 64 || w > 8192 || h > 8192)
+        throw bad_request(field, "each side must be in 64..8192");
+    return {w, h};
+}
+
+}  // namespace
+
+SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(options)) {
+    std::filesystem::create_directories(options_.state_dir);
+    // Sandboxes get a copy of the agent, so rebuilding it never disturbs running ones.
+    agent_dir_ = options_.state_dir / "agent";
+    if (!options_.agent_binary.empty()) {
+        if (!std::filesystem::exists(options_.agent_binary))
+            throw std::runtime_error("agent binary not found: " + options_.agent_binary.string());
+        std::filesystem::create_directories(agent_dir_ / "bin");
+        auto target = agent_dir_ / "bin" / "deskbox-agent";
+        auto temp = agent_dir_ / "bin" / ".deskbox-agent.new";
+        std::filesystem::copy_file(options_.agent_binary, temp,
+                                   std::filesystem::copy_options::overwrite_existing);
+        std::filesystem::permissions(temp, std::filesystem::perms(0755));
+        std::filesystem::rename(temp, target);
+    }
+    container_runtime_ = std::make_unique<runtime::ContainerRuntime>();
+    reaper_ = std::thread([this] { reaper_loop(); });
+}
+
+SandboxManager::~SandboxManager() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    reaper_wake_.notify_all();
+    reaper_.join();
+    std::map<std::string, std::shared_ptr<Sandbox>> all;
+    {
+        std::lock_guard lock(mutex_);
+        all.swap(sandboxes_);
+    }
+    for (auto& [id, sandbox] : all) sandbox->kill();
+}
+
+std::vector<std::string> SandboxManager::clean_leftovers() {
+    std::vector<std::string> cleaned;
+    for (const auto& id : container_runtime_->list_leftovers(options_.state_dir)) {
+        try {
+            container_runtime_->cleanup_leftover(options_.state_dir, id);
+            cleaned.push_back(id);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "deskboxd: could not clean leftover %s: %s\n", id.c_str(), e.what());
+        }
+    }
+    return cleaned;
+}
+
+runtime::Runtime& SandboxManager::runtime_for(const std::string& name) {
+    if (name == "container") return *container_runtime_;
+    if (name == "microvm")
+        throw ApiError(400, "runtime_unavailable", "runtime 'microvm' is not available on this server",
+                       "runtime");
+    throw bad_request("runtime", "unknown runtime '" + name + "' (container, microvm)");
+}
+
+std::vector<std::string> SandboxManager::template_names() const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (auto& e : std::filesystem::directory_iterator(options_.images_dir / "templates", ec))
+        if (std::filesystem::exists(e.path() / "template.json")) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+nlohmann::json SandboxManager::template_definition(const std::string& name) const {
+    auto path = options_.images_dir / "templates" / name / "template.json";
+    std::ifstream in(path);
+    if (!in) throw bad_request("template", "unknown template '" + name + "'");
+    return nlohmann::json::parse(in);
+}
+
+std::filesystem::path SandboxManager::template_rootfs(const std::string& name) const {
+    // The build tool owns the content hash; ask it where the rootfs is.
+    std::vector<std::string> argv = {"python3", (options_.images_dir / "build.py").string(),
+                                      "--print-path", name};
+    if (!options_.template_cache.empty()) ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
+    auto r = run_process(argv, std::chrono::seconds(30));
+    std::string path = r.out;
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
+    if (auto nl = path.rfind('\n'); nl != std::string::npos) path = path.substr(nl + 1);
+    if (r.status.exit_code != 0 || path.empty())
+        throw ApiError(500, "template_error", "template '" + name + "': " + r.err);
+    if (!std::filesystem::exists(std::filesystem::path(path) / "usr"))
+        throw ApiError(409, "template_not_built",
+                       "template '" + name + "' is not built; run: images/build.py " + name,
+                       "template");
+    return path;
+}
+
+SandboxConfig SandboxManager::parse_create(const nlohmann::json& request) const {
+    if (!request.is_object()) throw bad_request("", "request body must be a JSON object");
+    for (auto& [key, value] : request.items())
+        if (!kCreateFields.count(key)) throw bad_request(key, "unknown field");
+    SandboxConfig c;
+    c.template_name = options_.default_template;
+    c.runtime_name = options_.default_runtime;
+    c.timeout = options_.default_timeout;
+    auto string_field = [&](const char* name, std::string& out) {
+        if (!request.contains(name)) return;
+        if (!request[name].is_string()) throw bad_request(name, "expected a string");
+        out = request[name];
+    };
+    string_field("template", c.template_name);
+    string_field("runtime", c.runtime_name);
+    nlohmann::json definition = template_definition(c.template_name);
+    if (definition.contains("session")) {
+        auto& s = definition["session"];
+        if (s.contains("resolution")) std::tie(c.width, c.height) = parse_size(s["resolution"], "template.session.resolution");
+        c.dpi = s.value("dpi", c.dpi);
+    }
+    if (request.contains("resolution")) std::tie(c.width, c.height) = parse_size(request["resolution"], "resolution");
+    if (request.contains("api_resolution")) {
+        auto [w, h] = parse_size(request["api_resolution"], "api_resolution");
+        c.api_resolution = input::Size{w, h};
+    }
+    if (request.contains("dpi")) {
+        if (!request["dpi"].is_number_integer()) throw bad_request("dpi", "expected an integer");
+        c.dpi = request["dpi"];
+        if (c.dpi < 24 || c.dpi > 600) throw bad_request("dpi", "must be in 24..600");
+    }
+    if (request.contains("timeout_s")) {
+        const auto& t = request["timeout_s"];
+        if (!t.is_number_integer()) throw bad_request("timeout_s", "expected an integer number of seconds");
+        long long s = t;
+        if (s < 1 || s > options_.max_timeout.count())
+            throw bad_request("timeout_s", "must be in 1.." + std::to_string(options_.max_timeout.count()));
+        c.timeout = std::chrono::seconds(s);
+    }
+    if (request.contains("on_timeout")) {
+        const auto& v = request["on_timeout"];
+        if (v != "kill" && v != "pause") throw bad_request("on_timeout", "expected \"kill\" or \"pause\"");
+        c.pause_on_timeout = v == "pause";
+    }
+    if (request.contains("metadata")) {
+        if (!request["metadata"].is_object()) throw bad_request("metadata", "expected an object");
+        if (request["metadata"].dump().size() > 16384) throw bad_request("metadata", "larger than 16 KiB");
+        c.metadata = request["metadata"];
+    }
+    if (request.contains("env")) {
+        if (!request["env"].is_object()) throw bad_request("env", "expected an object of strings");
+        for (auto& [k, v] : request["env"].items()) {
+            if (!v.is_string()) throw bad_request("env." + k, "expected a string");
+            if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
+                throw bad_request("env", "invalid variable name '" + k + "'");
+            c.env[k] = v;
+        }
+    }
+    if (request.contains("network")) {
+        if (!request["network"].is_boolean()) throw bad_request("network", "expected a boolean");
+        c.network = request["network"];
+    }
+    if (request.contains("limits")) {
+        const auto& l = request["limits"];
+        if (!l.is_object()) throw bad_request("limits", "expected an object");
+        for (auto& [k, v] : l.items()) {
+            if (k == "memory_mb") {
+                if (!v.is_number_integer() || v.get<long long>() < 128 || v.get<long long>() > 65536)
+                    throw bad_request("limits.memory_mb", "expected an integer in 128..65536");
+                c.limits.memory_mb = v;
+            } else if (k == "cpus") {
+                if (!v.is_number() || v.get<double>() < 0.1 || v.get<double>() > 64)
+                    throw bad_request("limits.cpus", "expected a number in 0.1..64");
+                c.limits.cpus = v;
+            } else if (k == "pids") {
+                if (!v.is_number_integer() || v.get<long long>() < 32 || v.get<long long>() > 65536)
+                    throw bad_request("limits.pids", "expected an integer in 32..65536");
+                c.limits.pids = v;
+            } else {
+                throw bad_request("limits." + k, "unknown field");
+            }
+        }
+    }
+    return c;
+}
+
+std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
+    SandboxConfig config = parse_create(request);
+    runtime::Runtime& runtime = runtime_for(config.runtime_name);
+    auto rootfs = template_rootfs(config.template_name);
+    auto definition = template_definition(config.template_name);
+    config.id = "sb-" + random_token(6);
+    {
+        std::lock_guard lock(mutex_);
+        if (sandboxes_.size() + starting_ >= options_.max_sandboxes)
+            throw ApiError(429, "too_many_sandboxes",
+                           "this server runs at most " + std::to_string(options_.max_sandboxes) +
+                               " sandboxes; kill one first");
+        ++starting_;
+    }
+    struct StartingGuard {
+        SandboxManager* m;
+        ~StartingGuard() {
+            std::lock_guard lock(m->mutex_);
+            --m->starting_;
+        }
+    } guard{this};
+
+    runtime::SandboxSpec spec;
+    spec.id = config.id;
+    spec.template_rootfs = rootfs;
+    spec.agent_dir = agent_dir_;
+    spec.width = config.width;
+    spec.height = config.height;
+    spec.dpi = config.dpi;
+    spec.limits = config.limits;
+    spec.network = config.network;
+    spec.hostname = config.id;
+    spec.state_root = options_.state_dir;
+    spec.env = {{"HOME", "/home/user"}, {"USER", "user"}, {"LANG", "C.UTF-8"}};
+    if (definition.contains("env"))
+        for (auto& [k, v] : definition["env"].items()) spec.env[k] = v;
+    for (auto& [k, v] : config.env) spec.env[k] = v;
+    spec.entry = {"/opt/deskbox/bin/deskbox-agent", "--init", "--channel",
+                  "unix-listen:/run/deskbox/agent.sock", "--size",
+                  std::to_string(config.width) + "x" + std::to_string(config.height), "--dpi",
+                  std::to_string(config.dpi)};
+    if (definition.contains("session")) {
+        const auto& s = definition["session"];
+        if (s.contains("window_manager")) {
+            std::string wm;
+            for (auto& w : s["window_manager"]) wm += (wm.empty() ? "" : " ") + w.get<std::string>();
+            spec.entry.insert(spec.entry.end(), {"--wm", wm.empty() ? "none" : wm});
+        }
+        for (auto& app : s.value("autostart", nlohmann::json::array())) {
+            std::string line;
+            for (auto& w : app) line += (line.empty() ? "" : " ") + w.get<std::string>();
+            spec.entry.insert(spec.entry.end(), {"--autostart", line});
+        }
+    }
+    for (auto& [k, v] : spec.env) spec.entry.insert(spec.entry.end(), {"--env", k + "=" + v});
+
+    auto sandbox = std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
+    sandbox->audit("create", request);
+    sandbox->boot(runtime, spec, options_.agent_timeout);
+    std::lock_guard lock(mutex_);
+    sandboxes_[config.id] = sandbox;
+    return sandbox;
+}
+
+std::shared_ptr<Sandbox> SandboxManager::find(const std::string& id) const {
+    std::lock_guard lock(mutex_);
+    auto it = sandboxes_.find(id);
+    if (it == sandboxes_.end()) throw ApiError(404, "not_found", "no sandbox '" + id + "'", "id");
+    return it->second;
+}
+
+std::vector<std::shared_ptr<Sandbox>> SandboxManager::list() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<Sandbox>> out;
+    for (auto& [id, s] : sandboxes_) out.push_back(s);
+    return out;
+}
+
+void SandboxManager::kill(const std::string& id) {
+    std::shared_ptr<Sandbox> sandbox;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = sandboxes_.find(id);
+        if (it == sandboxes_.end()) throw ApiError(404, "not_found", "no sandbox '" + id + "'", "id");
+        sandbox = it->second;
+        sandboxes_.erase(it);
+    }
+    sandbox->audit("kill", nlohmann::json::object());
+    sandbox->kill();
+}
+
+void SandboxManager::set_timeout(const std::string& id, const nlohmann::json& body) {
+    auto sandbox = find(id);
+    if (!body.is_object() || !body.contains("timeout_s") || !body["timeout_s"].is_number_integer())
+        throw bad_request("timeout_s", "expected an integer number of seconds");
+    long long s = body["timeout_s"];
+    if (s < 1 || s > options_.max_timeout.count())
+        throw bad_request("timeout_s", "must be in 1.." + std::to_string(options_.max_timeout.count()));
+    for (auto& [k, v] : body.items())
+        if (k != "timeout_s") throw bad_request(k, "unknown field");
+    sandbox->set_timeout(std::chrono::seconds(s));
+    sandbox->audit("timeout", body);
+}
+
+std::map<std::string, std::size_t> SandboxManager::count_by_state() const {
+    std::map<std::string, std::size_t> counts = {
+        {"starting", 0}, {"running", 0}, {"paused", 0}, {"error", 0}};
+    std::lock_guard lock(mutex_);
+    counts["starting"] = starting_;
+    for (auto& [id, s] : sandboxes_) ++counts[to_string(s->status())];
+    return counts;
+}
+
+void SandboxManager::reaper_loop() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+        reaper_wake_.wait_for(lock, std::chrono::milliseconds(500));
+        if (stopping_) break;
+        auto now = SystemClock::now();
+        std::vector<std::shared_ptr<Sandbox>> expired;
+        for (auto& [id, s] : sandboxes_)
+            if (s->expires_at() <= now) expired.push_back(s);
+        lock.unlock();
+        for (auto& s : list()) s->check_health();
+        for (auto& s : expired) {
+            if (s->config().pause_on_timeout && s->status() == SandboxStatus::running) {
+                try {
+                    s->pause();
+                    s->audit("timeout", {{"action", "pause"}});
+                    s->set_timeout(options_.max_timeout);  // paused ones wait for a resume or kill
+                } catch (const std::exception&) {
+                }
+            } else if (!s->config().pause_on_timeout || s->status() != SandboxStatus::paused) {
+                s->audit("timeout", {{"action", "kill"}});
+                try {
+                    kill(s->id());
+                } catch (const ApiError&) {
+                }
+            }
+        }
+        lock.lock();
+    }
+}
+
+}  // namespace deskbox::server

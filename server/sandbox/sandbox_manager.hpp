@@ -1,0 +1,74 @@
+// The registry of sandboxes: create (validating the request), find, kill, timeouts, restart
+// safety (leftovers of a crashed predecessor are removed at start), and the figures /metrics
+// reports.
+#pragma once
+
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/runtime/runtime.hpp"
+#include "server/sandbox/sandbox.hpp"
+
+namespace deskbox::server {
+
+struct ManagerOptions {
+    std::filesystem::path state_dir = "/var/lib/deskbox";
+    std::filesystem::path images_dir;        // the repo's images/ (template definitions)
+    std::filesystem::path template_cache;    // where built rootfs live (DESKBOX_CACHE)
+    std::filesystem::path agent_binary;      // deskbox-agent to put into sandboxes
+    std::string default_runtime = "container";
+    std::string default_template = "minimal";
+    std::size_t max_sandboxes = 20;
+    std::chrono::seconds default_timeout{300};
+    std::chrono::seconds max_timeout{24 * 3600};
+    std::chrono::milliseconds agent_timeout{30'000};
+};
+
+class SandboxManager {
+public:
+    explicit SandboxManager(ManagerOptions options);
+    ~SandboxManager();  // kills every sandbox
+    SandboxManager(const SandboxManager&) = delete;
+    SandboxManager& operator=(const SandboxManager&) = delete;
+
+    // Removes what a crashed predecessor left; returns the ids it cleaned.
+    std::vector<std::string> clean_leftovers();
+
+    std::shared_ptr<Sandbox> create(const nlohmann::json& request);  // throws ApiError
+    std::shared_ptr<Sandbox> find(const std::string& id) const;      // throws ApiError 404
+    std::vector<std::shared_ptr<Sandbox>> list() const;
+    void kill(const std::string& id);                                 // throws ApiError 404
+    void set_timeout(const std::string& id, const nlohmann::json& body);
+
+    const ManagerOptions& options() const { return options_; }
+    std::map<std::string, std::size_t> count_by_state() const;
+    std::vector<std::string> template_names() const;
+
+private:
+    SandboxConfig parse_create(const nlohmann::json& request) const;
+    runtime::Runtime& runtime_for(const std::string& name);
+    std::filesystem::path template_rootfs(const std::string& name) const;
+    nlohmann::json template_definition(const std::string& name) const;
+    void reaper_loop();
+
+    ManagerOptions options_;
+    std::filesystem::path agent_dir_;
+    std::unique_ptr<runtime::Runtime> container_runtime_;
+
+    mutable std::mutex mutex_;
+    std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+    std::size_t starting_ = 0;
+    std::condition_variable reaper_wake_;
+    bool stopping_ = false;
+    std::thread reaper_;
+};
+
+}  // namespace deskbox::server
