@@ -1,0 +1,586 @@
+#include "server/runtime/container_runtime.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <string.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "server/runtime/cgroups.hpp"
+#include "server/runtime/mounts.hpp"
+#include "server/runtime/oci_bundle.hpp"
+
+namespace deskbox::runtime {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct ContainerSandbox::Shared {
+    ContainerRuntimeOptions options;
+    std::mutex mutex;
+    std::set<std::string> live;  // live_key(state_root, id) of every instance not torn down
+
+    static std::string live_key(const fs::path& state_root, const std::string& id) {
+        return state_root.lexically_normal().string() + '\n' + id;
+    }
+};
+
+namespace {
+
+constexpr const char* kRuntimeName = "container";
+
+std::string trim(std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    std::size_t start = 0;
+    while (start < s.size() && std::isspace(static_cast<unsigned char>(s[start]))) ++start;
+    return s.substr(start);
+}
+
+std::string read_tail(const fs::path& file, std::size_t max_bytes) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return {};
+    in.seekg(0, std::ios::end);
+    auto size = static_cast<std::size_t>(std::max<std::streamoff>(in.tellg(), 0));
+    std::size_t take = std::min(size, max_bytes);
+    in.seekg(static_cast<std::streamoff>(size - take));
+    std::string data(take, '\0');
+    in.read(data.data(), static_cast<std::streamsize>(take));
+    data.resize(static_cast<std::size_t>(in.gcount()));
+    return data;
+}
+
+std::vector<std::string> runc_argv(const ContainerRuntimeOptions& options,
+                                   const fs::path& runc_root,
+                                   std::initializer_list<std::string> args) {
+    std::vector<std::string> argv = {options.runc, "--root", runc_root.string()};
+    argv.insert(argv.end(), args);
+    return argv;
+}
+
+RunResult run_runc(const ContainerRuntimeOptions& options, const fs::path& runc_root,
+                   std::initializer_list<std::string> args) {
+    auto argv = runc_argv(options, runc_root, args);
+    try {
+        return run_process(argv, options.stop_timeout);
+    } catch (const std::system_error& e) {
+        throw RuntimeError("cannot run " + options.runc + ": " + e.what());
+    }
+}
+
+void check_runc(const RunResult& result, const std::string& what) {
+    if (result.timed_out) throw RuntimeError("runc " + what + " timed out");
+    if (result.status.exit_code != 0 || result.status.signal != 0)
+        throw RuntimeError("runc " + what + " failed (exit " +
+                           std::to_string(result.status.exit_code) + "): " + trim(result.err));
+}
+
+bool runc_has_container(const fs::path& runc_root, const std::string& id) {
+    std::error_code ec;
+    return fs::exists(runc_root / id, ec);
+}
+
+// Error messages from runc's JSON log (--log-format json): one object per line.
+std::string runc_log_errors(const fs::path& runc_log) {
+    std::ifstream in(runc_log);
+    std::string line, errors;
+    while (std::getline(in, line)) {
+        auto entry = json::parse(line, nullptr, false);
+        if (!entry.is_object() || entry.value("level", "") != "error") continue;
+        if (!errors.empty()) errors += "; ";
+        errors += entry.value("msg", line);
+    }
+    return errors;
+}
+
+std::vector<std::string> residue_of(const ContainerRuntimeOptions& options,
+                                    const fs::path& state_root, const std::string& id,
+                                    bool dir_counts) {
+    ContainerPaths paths(state_root, id);
+    std::vector<std::string> left;
+    if (runc_has_container(paths.runc_root, id)) left.push_back("runc container " + id);
+    std::error_code ec;
+    if (fs::exists(paths.dir, ec))
+        for (const auto& mount : mounts_under(paths.dir)) left.push_back("mount " + mount.string());
+    std::string cgroup = "/" + options.cgroup_parent + "/" + id;
+    for (const auto& dir : existing_cgroup_dirs(cgroup)) left.push_back("cgroup " + dir.string());
+    if (dir_counts && fs::exists(paths.dir, ec)) left.push_back("directory " + paths.dir.string());
+    return left;
+}
+
+// Removes everything sandbox `id` may hold, in the order that lets each step succeed:
+// processes (runc, then the cgroup itself), mounts, then files. Used by kill and by
+// leftover cleanup alike, so a crashed server's sandbox ends up exactly like a killed one.
+void teardown(const ContainerRuntimeOptions& options, const fs::path& state_root,
+              const std::string& id, bool keep_state) {
+    ContainerPaths paths(state_root, id);
+    std::string problems;
+    auto attempt = [&](auto&& step) {
+        try {
+            step();
+        } catch (const std::exception& e) {
+            problems += std::string(problems.empty() ? "" : "; ") + e.what();
+        }
+    };
+    attempt([&] {
+        if (!runc_has_container(paths.runc_root, id)) return;
+        auto result = run_runc(options, paths.runc_root, {"delete", "--force", id});
+        if (result.status.exit_code != 0 && runc_has_container(paths.runc_root, id))
+            check_runc(result, "delete --force " + id);
+    });
+    attempt([&] { remove_cgroup("/" + options.cgroup_parent + "/" + id); });
+    attempt([&] {
+        std::error_code ec;
+        if (!fs::exists(paths.dir, ec)) return;
+        for (const auto& mount : mounts_under(paths.dir)) unmount_all(mount);
+    });
+    if (!keep_state) {
+        attempt([&] {
+            std::error_code ec;
+            fs::remove_all(paths.dir, ec);
+            if (ec) throw RuntimeError("remove " + paths.dir.string() + ": " + ec.message());
+        });
+    }
+    auto left = residue_of(options, state_root, id, !keep_state);
+    if (!left.empty()) {
+        std::string list;
+        for (const auto& item : left) list += (list.empty() ? "" : ", ") + item;
+        throw RuntimeError("sandbox " + id + " not fully removed: " + list +
+                           (problems.empty() ? "" : " (" + problems + ")"));
+    }
+}
+
+void make_dir(const fs::path& dir, mode_t mode) {
+    if (::mkdir(dir.c_str(), mode) != 0)
+        throw RuntimeError("mkdir " + dir.string() + ": " + std::strerror(errno));
+    ::chmod(dir.c_str(), mode);  // not narrowed by the umask
+}
+
+int pidfd_open(pid_t pid) {
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+bool pidfd_exited(int pidfd) {
+    pollfd p{pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+}
+
+std::string signal_name(int sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+}  // namespace
+
+ContainerPaths::ContainerPaths(const fs::path& state_root, const std::string& id)
+    : runc_root(state_root / "runc"),
+      dir(sandbox_dir(state_root, id)),
+      metadata(dir / "sandbox.json"),
+      upper(dir / "upper"),
+      work(dir / "work"),
+      bundle(dir / "bundle"),
+      rootfs(bundle / "rootfs"),
+      run_dir(dir / "run"),
+      console_log(dir / "console.log"),
+      runc_log(dir / "runc.log"),
+      pid_file(dir / "container.pid") {}
+
+// ---------------------------------------------------------------- ContainerSandbox
+
+ContainerSandbox::ContainerSandbox(Key, std::shared_ptr<Shared> shared, const SandboxSpec& spec)
+    : shared_(std::move(shared)), spec_(spec), paths_(spec.state_root, spec.id) {}
+
+ContainerSandbox::~ContainerSandbox() {
+    try {
+        do_kill({});
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskbox: tearing down sandbox %s: %s\n", spec_.id.c_str(), e.what());
+    }
+}
+
+std::string ContainerSandbox::cgroup_path() const {
+    return "/" + shared_->options.cgroup_parent + "/" + spec_.id;
+}
+
+fs::path ContainerSandbox::agent_socket_path() const {
+    return paths_.run_dir / kAgentSocketName;
+}
+
+void ContainerSandbox::launch() {
+    const auto& options = shared_->options;
+    {
+        json metadata = {{"runtime", kRuntimeName},
+                         {"id", spec_.id},
+                         {"cgroup", cgroup_path()},
+                         {"template_rootfs", spec_.template_rootfs.string()},
+                         {"created_unix", static_cast<std::int64_t>(std::time(nullptr))}};
+        std::ofstream out(paths_.metadata);
+        out << metadata.dump(2) << '\n';
+        if (!out) throw RuntimeError("cannot write " + paths_.metadata.string());
+    }
+    make_dir(paths_.upper, 0755);  // becomes the mode of / inside
+    make_dir(paths_.work, 0700);
+    make_dir(paths_.bundle, 0700);
+    make_dir(paths_.rootfs, 0755);
+    // The agent (running as spec.uid) creates its socket here; nobody else may enter.
+    make_dir(paths_.run_dir, 0700);
+    if (::chown(paths_.run_dir.c_str(), spec_.uid, spec_.gid) != 0)
+        throw RuntimeError("chown " + paths_.run_dir.string() + ": " + std::strerror(errno));
+
+    mount_overlay(spec_.template_rootfs, paths_.upper, paths_.work, paths_.rootfs);
+
+    BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path()};
+    write_oci_config(make_oci_config(spec_, layout), paths_.bundle);
+
+    // runc writes the pid file (temp file + rename) once the entry was exec'd: watch for it
+    // rather than polling.
+    UniqueFd inotify(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (!inotify) throw RuntimeError(std::string("inotify_init1: ") + std::strerror(errno));
+    if (::inotify_add_watch(inotify.get(), paths_.dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0)
+        throw RuntimeError("inotify_add_watch " + paths_.dir.string() + ": " +
+                           std::strerror(errno));
+
+    SpawnOptions spawn;
+    spawn.argv =
+        runc_argv(options, paths_.runc_root,
+                  {"--log", paths_.runc_log.string(), "--log-format", "json", "run", "--bundle",
+                   paths_.bundle.string(), "--pid-file", paths_.pid_file.string(), spec_.id});
+    spawn.stdout_file = paths_.console_log.string();
+    spawn.stderr_file = paths_.console_log.string();
+    spawn.new_process_group = true;  // our own signals to the server never reach it
+    try {
+        runc_ = ChildProcess::spawn(spawn);
+    } catch (const std::system_error& e) {
+        throw RuntimeError("cannot run " + options.runc + ": " + e.what());
+    }
+
+    auto deadline = std::chrono::steady_clock::now() + options.start_timeout;
+    while (true) {
+        std::error_code ec;
+        if (fs::exists(paths_.pid_file, ec)) {
+            std::ifstream in(paths_.pid_file);
+            if (in >> entry_pid_ && entry_pid_ > 0) break;
+        }
+        if (!runc_.running()) {
+            auto status = runc_.status();
+            std::string cause = runc_errors();
+            throw RuntimeError("runc run failed (exit " +
+                               std::to_string(status ? status->exit_code : -1) +
+                               "): " + (cause.empty() ? "no error message" : cause));
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0)
+            throw RuntimeError("sandbox " + spec_.id + " did not start within " +
+                               std::to_string(options.start_timeout.count()) + " ms; " +
+                               runc_errors());
+        // Wake on the pid file, or every few ms to notice runc failing.
+        pollfd p{inotify.get(), POLLIN, 0};
+        ::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 5)));
+        char drain[4096];
+        while (::read(inotify.get(), drain, sizeof drain) > 0) {
+        }
+    }
+    // A pidfd pins the entry's identity: signalling it later can never hit a reused pid.
+    // ESRCH just means the entry already ended; runc's exit status will tell how.
+    int pidfd = pidfd_open(entry_pid_);
+    if (pidfd >= 0) entry_pidfd_.reset(pidfd);
+}
+
+std::string ContainerSandbox::runc_errors() const {
+    std::string errors = runc_log_errors(paths_.runc_log);
+    if (!errors.empty()) return errors;
+    return trim(read_tail(paths_.console_log, 2048));
+}
+
+bool ContainerSandbox::alive_locked() {
+    if (exit_ || torn_down_) return false;
+    if (runc_.pid() > 0 && runc_.running()) {
+        if (!entry_pidfd_ || !pidfd_exited(entry_pidfd_.get())) return true;
+        // The entry is gone; runc is still cleaning up. Dead all the same.
+        runc_.wait(shared_->options.stop_timeout);
+    }
+    record_exit_locked();
+    return false;
+}
+
+void ContainerSandbox::record_exit_locked() {
+    if (exit_) return;
+    ExitInfo info;
+    info.requested = kill_requested_;
+    auto status = runc_.status();
+    if (!status) {
+        info.reason = kill_requested_ ? "killed on request" : "state unknown";
+    } else if (status->signal != 0) {
+        info.exit_code = status->exit_code;
+        info.reason = "the runc monitor died of " + signal_name(status->signal);
+    } else {
+        // runc reports an entry killed by a signal as 128 + signal, like a shell.
+        info.exit_code = status->exit_code;
+        if (status->exit_code > 128 && status->exit_code < 128 + 65)
+            info.signal = status->exit_code - 128;
+        if (kill_requested_) {
+            info.reason = "killed on request";
+        } else if (info.signal == SIGKILL) {
+            info.reason = "killed by SIGKILL (the memory limit of " +
+                          std::to_string(spec_.limits.memory_mb) + " MiB is the usual cause)";
+        } else if (info.signal != 0) {
+            info.reason = "killed by " + signal_name(info.signal);
+        } else {
+            info.reason = "exited with code " + std::to_string(status->exit_code);
+        }
+        if (std::string errors = runc_log_errors(paths_.runc_log); !errors.empty())
+            info.reason += "; runc: " + errors;
+    }
+    exit_ = std::move(info);
+}
+
+bool ContainerSandbox::alive() {
+    std::lock_guard lock(mutex_);
+    return alive_locked();
+}
+
+SandboxState ContainerSandbox::state() {
+    std::lock_guard lock(mutex_);
+    if (!alive_locked()) return SandboxState::exited;
+    return paused_ ? SandboxState::paused : SandboxState::running;
+}
+
+std::optional<ExitInfo> ContainerSandbox::exit_info() {
+    std::lock_guard lock(mutex_);
+    alive_locked();
+    return exit_;
+}
+
+std::string ContainerSandbox::log_tail(std::size_t max_bytes) {
+    std::lock_guard lock(mutex_);
+    if (torn_down_) {
+        return final_log_tail_.size() <= max_bytes
+                   ? final_log_tail_
+                   : final_log_tail_.substr(final_log_tail_.size() - max_bytes);
+    }
+    return read_tail(paths_.console_log, max_bytes);
+}
+
+UniqueFd ContainerSandbox::connect_agent(std::chrono::milliseconds timeout) {
+    return connect_unix_retry(agent_socket_path(), std::chrono::steady_clock::now() + timeout,
+                              [this]() -> std::string {
+                                  std::lock_guard lock(mutex_);
+                                  if (alive_locked()) return {};
+                                  return exit_ ? exit_->reason : "not running";
+                              });
+}
+
+void ContainerSandbox::pause() {
+    std::lock_guard lock(mutex_);
+    if (!alive_locked())
+        throw RuntimeError("cannot pause sandbox " + spec_.id + ": it is not running (" +
+                           (exit_ ? exit_->reason : "") + ")");
+    if (paused_) return;
+    check_runc(run_runc(shared_->options, paths_.runc_root, {"pause", spec_.id}),
+               "pause " + spec_.id);
+    paused_ = true;
+}
+
+void ContainerSandbox::resume() {
+    std::lock_guard lock(mutex_);
+    if (!alive_locked())
+        throw RuntimeError("cannot resume sandbox " + spec_.id + ": it is not running (" +
+                           (exit_ ? exit_->reason : "") + ")");
+    if (!paused_) return;
+    check_runc(run_runc(shared_->options, paths_.runc_root, {"resume", spec_.id}),
+               "resume " + spec_.id);
+    paused_ = false;
+}
+
+void ContainerSandbox::do_kill(const KillOptions& options) {
+    std::lock_guard lock(mutex_);
+    if (torn_down_) return;
+    const auto& runtime_options = shared_->options;
+    if (runc_.pid() > 0 && runc_.running()) {
+        if (!exit_ && !(entry_pidfd_ && pidfd_exited(entry_pidfd_.get()))) kill_requested_ = true;
+        // A frozen task never handles SIGKILL (cgroup v1): thaw first.
+        if (paused_) {
+            if (auto freezer = controller_dir("freezer", cgroup_path()))
+                std::ofstream(*freezer / "freezer.state") << "THAWED";
+            paused_ = false;
+        }
+        // Killing PID 1 of the sandbox's PID namespace ends every process in it; runc, its
+        // parent, then reaps it, removes the cgroup and its state, and exits.
+        if (entry_pidfd_)
+            ::syscall(SYS_pidfd_send_signal, entry_pidfd_.get(), SIGKILL, nullptr, 0);
+        else
+            (void)run_runc(runtime_options, paths_.runc_root, {"kill", spec_.id, "KILL"});
+        if (!runc_.wait(runtime_options.stop_timeout)) {
+            runc_.signal(SIGKILL);
+            runc_.wait();
+        }
+    }
+    record_exit_locked();
+    final_log_tail_ = read_tail(paths_.console_log, 65536);
+    entry_pidfd_.reset();
+    teardown(runtime_options, spec_.state_root, spec_.id, options.keep_state);
+    torn_down_ = true;
+    std::lock_guard live_lock(shared_->mutex);
+    shared_->live.erase(Shared::live_key(spec_.state_root, spec_.id));
+}
+
+// ---------------------------------------------------------------- ContainerRuntime
+
+ContainerRuntime::ContainerRuntime(ContainerRuntimeOptions options)
+    : shared_(std::make_shared<ContainerSandbox::Shared>()) {
+    if (options.runc.empty()) throw SpecError("runc", "must name the runc program");
+    try {
+        validate_id(options.cgroup_parent);  // one path component, same character rules
+    } catch (const SpecError& e) {
+        throw SpecError("cgroup_parent", std::string(e.what()).substr(e.field().size() + 2));
+    }
+    shared_->options = std::move(options);
+}
+
+ContainerRuntime::~ContainerRuntime() = default;
+
+const ContainerRuntimeOptions& ContainerRuntime::options() const {
+    return shared_->options;
+}
+
+std::string ContainerRuntime::cgroup_path(const std::string& id) const {
+    return "/" + shared_->options.cgroup_parent + "/" + id;
+}
+
+std::unique_ptr<SandboxInstance> ContainerRuntime::start(const SandboxSpec& spec) {
+    return start_container(spec);
+}
+
+std::unique_ptr<ContainerSandbox> ContainerRuntime::start_container(const SandboxSpec& spec) {
+    validate_spec(spec);
+    if (spec.network)
+        throw SpecError("network",
+                        "networking is not implemented by the container runtime yet; sandboxes "
+                        "get loopback only (network: false)");
+    std::error_code ec;
+    if (!fs::is_directory(spec.template_rootfs, ec))
+        throw SpecError("template_rootfs", "'" + spec.template_rootfs.string() +
+                                               "' is not a directory (template not built?)");
+    if (!fs::exists(spec.template_rootfs / "bin", ec) &&
+        !fs::exists(spec.template_rootfs / "usr", ec))
+        throw SpecError("template_rootfs", "'" + spec.template_rootfs.string() +
+                                               "' has no bin/ or usr/: not a root filesystem");
+    if (auto problem = overlay_path_problem(spec.template_rootfs); !problem.empty())
+        throw SpecError("template_rootfs", problem);
+    if (auto problem = overlay_path_problem(spec.state_root); !problem.empty())
+        throw SpecError("state_root", problem);
+    if (!spec.agent_dir.empty() && !fs::is_directory(spec.agent_dir, ec))
+        throw SpecError("agent_dir", "'" + spec.agent_dir.string() + "' is not a directory");
+    if (!spec.agent_dir.empty() && !spec.agent_dir.is_absolute())
+        throw SpecError("agent_dir", "must be an absolute path");
+    if (!spec.template_rootfs.is_absolute())
+        throw SpecError("template_rootfs", "must be an absolute path");
+
+    std::string key = ContainerSandbox::Shared::live_key(spec.state_root, spec.id);
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->live.count(key))
+            throw SpecError("id", "sandbox '" + spec.id + "' already runs in this state root");
+    }
+    fs::create_directories(spec.state_root / "sandboxes", ec);
+    if (ec)
+        throw RuntimeError("cannot create " + (spec.state_root / "sandboxes").string() + ": " +
+                           ec.message());
+    ContainerPaths paths(spec.state_root, spec.id);
+    if (::mkdir(paths.dir.c_str(), 0700) != 0) {
+        if (errno == EEXIST)
+            throw RuntimeError("sandbox directory " + paths.dir.string() +
+                               " already exists (a leftover? see list_leftovers)");
+        throw RuntimeError("mkdir " + paths.dir.string() + ": " + std::strerror(errno));
+    }
+    // From here on the sandbox object owns the directory: its destructor removes it and
+    // whatever launch() managed to create when launch() throws.
+    auto sandbox = std::make_unique<ContainerSandbox>(ContainerSandbox::Key(), shared_, spec);
+    {
+        std::lock_guard lock(shared_->mutex);
+        shared_->live.insert(key);
+    }
+    sandbox->launch();
+    return sandbox;
+}
+
+std::vector<std::string> ContainerRuntime::list_leftovers(const fs::path& state_root) {
+    const auto& options = shared_->options;
+    std::set<std::string> ids;
+    std::error_code ec;
+    fs::path sandboxes = state_root / "sandboxes";
+    for (const auto& entry : fs::directory_iterator(sandboxes, ec)) {
+        if (!entry.is_directory(ec)) continue;
+        // Another runtime's sandbox says so in its sandbox.json; a dir without one is a
+        // start that crashed early, ours to clean as much as anyone's.
+        std::ifstream in(entry.path() / "sandbox.json");
+        if (in) {
+            auto metadata = json::parse(in, nullptr, false);
+            if (metadata.is_object() && metadata.value("runtime", kRuntimeName) != kRuntimeName)
+                continue;
+        }
+        ids.insert(entry.path().filename().string());
+    }
+    fs::path runc_root = state_root / "runc";
+    if (fs::is_directory(runc_root, ec)) {
+        auto result = run_runc(options, runc_root, {"list", "--format", "json"});
+        check_runc(result, "list");
+        auto list = json::parse(result.out, nullptr, false);
+        if (list.is_array())
+            for (const auto& container : list)
+                if (container.is_object() && container.contains("id"))
+                    ids.insert(container["id"].get<std::string>());
+    }
+    auto canonical_sandboxes = fs::weakly_canonical(sandboxes, ec);
+    if (ec) canonical_sandboxes = sandboxes;
+    for (const auto& mount : mounts_under(canonical_sandboxes)) {
+        auto relative = mount.lexically_relative(canonical_sandboxes);
+        if (!relative.empty() && *relative.begin() != "..") ids.insert(relative.begin()->string());
+    }
+    for (const auto& name : child_cgroups("/" + options.cgroup_parent)) ids.insert(name);
+
+    std::vector<std::string> leftovers;
+    std::lock_guard lock(shared_->mutex);
+    for (const auto& id : ids) {
+        bool valid = true;
+        try {
+            validate_id(id);
+        } catch (const SpecError&) {
+            valid = false;
+        }
+        if (valid && !shared_->live.count(ContainerSandbox::Shared::live_key(state_root, id)))
+            leftovers.push_back(id);
+    }
+    return leftovers;
+}
+
+void ContainerRuntime::cleanup_leftover(const fs::path& state_root, const std::string& id) {
+    validate_id(id);
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->live.count(ContainerSandbox::Shared::live_key(state_root, id)))
+            throw RuntimeError("sandbox " + id + " is live in this server; kill it instead");
+    }
+    teardown(shared_->options, state_root, id, /*keep_state=*/false);
+}
+
+std::vector<std::string> ContainerRuntime::residue(const fs::path& state_root,
+                                                   const std::string& id) const {
+    return residue_of(shared_->options, state_root, id, true);
+}
+
+}  // namespace deskbox::runtime

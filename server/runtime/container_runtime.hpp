@@ -1,0 +1,126 @@
+// The `container` runtime: each sandbox is a runc container.
+//
+// Per sandbox, under <state_root>/sandboxes/<id>/:
+//   sandbox.json        who owns this dir (runtime, id, cgroup) — lets a restarted server
+//                       recognise leftovers
+//   upper/ work/        overlayfs upper and work dirs (the sandbox's writes)
+//   bundle/config.json  OCI config; bundle/rootfs is the overlay mount (template = lowerdir)
+//   run/                bind-mounted at /run/deskbox; the agent listens on run/agent.sock
+//   console.log         the container's stdout and stderr; runc.log: runc's own (JSON) log
+//   container.pid       host pid of the entry (written by runc)
+// runc keeps its state in <state_root>/runc; cgroups are /<cgroup_parent>/<id> in every
+// hierarchy.
+//
+// runc runs in the foreground (`runc run`, not `run -d`), one process per sandbox: it is the
+// subreaper and parent of the entry, so the entry's exit status reaches us and no zombie is
+// left even where the host's PID 1 does not reap orphans. start() returns once runc wrote
+// the pid file, which it does after the entry was exec'd.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "common/unique_fd.hpp"
+#include "server/runtime/runtime.hpp"
+
+namespace deskbox::runtime {
+
+struct ContainerRuntimeOptions {
+    std::string runc = "runc";  // program name or path
+    // Sandbox cgroups are /<cgroup_parent>/<id>. Use one parent per state root: leftover
+    // cleanup treats every cgroup under it as its own.
+    std::string cgroup_parent = "deskbox";
+    std::chrono::milliseconds start_timeout{30000};
+    std::chrono::milliseconds stop_timeout{10000};
+};
+
+// The files of one sandbox (see the layout above).
+struct ContainerPaths {
+    explicit ContainerPaths(const std::filesystem::path& state_root, const std::string& id);
+    std::filesystem::path runc_root, dir, metadata, upper, work, bundle, rootfs, run_dir,
+        console_log, runc_log, pid_file;
+};
+
+class ContainerRuntime;
+
+class ContainerSandbox : public SandboxInstance {
+  public:
+    ~ContainerSandbox() override;
+
+    const std::string& id() const override { return spec_.id; }
+    std::filesystem::path agent_socket_path() const override;
+    UniqueFd connect_agent(std::chrono::milliseconds timeout) override;
+    void pause() override;
+    void resume() override;
+    bool alive() override;
+    SandboxState state() override;
+    std::optional<ExitInfo> exit_info() override;
+    std::string log_tail(std::size_t max_bytes = 4096) override;
+
+    const ContainerPaths& paths() const { return paths_; }
+    std::string cgroup_path() const;
+    pid_t entry_pid() const { return entry_pid_; }  // host pid of the entry (PID 1 inside)
+    pid_t runc_pid() const { return runc_.pid(); }  // the `runc run` monitoring it
+
+    // Only ContainerRuntime can make one (it needs the shared live-sandbox registry).
+    class Key {
+        friend class ContainerRuntime;
+        Key() = default;
+    };
+    struct Shared;
+    ContainerSandbox(Key, std::shared_ptr<Shared> shared, const SandboxSpec& spec);
+
+  protected:
+    void do_kill(const KillOptions& options) override;
+
+  private:
+    friend class ContainerRuntime;
+    void launch();  // mounts, writes the bundle, runs runc; throws
+    bool alive_locked();
+    void record_exit_locked();
+    std::string runc_errors() const;
+
+    std::shared_ptr<Shared> shared_;
+    SandboxSpec spec_;
+    ContainerPaths paths_;
+    std::mutex mutex_;
+    ChildProcess runc_;
+    UniqueFd entry_pidfd_;
+    pid_t entry_pid_ = -1;
+    bool paused_ = false;
+    bool kill_requested_ = false;
+    bool torn_down_ = false;
+    std::optional<ExitInfo> exit_;
+    std::string final_log_tail_;
+};
+
+class ContainerRuntime : public Runtime {
+  public:
+    explicit ContainerRuntime(ContainerRuntimeOptions options = {});
+    ~ContainerRuntime() override;
+
+    const char* name() const override { return "container"; }
+    std::unique_ptr<SandboxInstance> start(const SandboxSpec& spec) override;
+    // Same as start(), typed, for callers (tests, tools) that need container details.
+    std::unique_ptr<ContainerSandbox> start_container(const SandboxSpec& spec);
+    std::vector<std::string> list_leftovers(const std::filesystem::path& state_root) override;
+    void cleanup_leftover(const std::filesystem::path& state_root, const std::string& id) override;
+
+    // What of sandbox `id` still exists: runc container, mounts, cgroup dirs, its directory.
+    // Empty means nothing is left.
+    std::vector<std::string> residue(const std::filesystem::path& state_root,
+                                     const std::string& id) const;
+    std::string cgroup_path(const std::string& id) const;
+    const ContainerRuntimeOptions& options() const;
+
+  private:
+    std::shared_ptr<ContainerSandbox::Shared> shared_;
+};
+
+}  // namespace deskbox::runtime

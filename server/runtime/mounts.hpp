@@ -1,0 +1,38 @@
+// Host-side mount helpers: the overlay root filesystem of a sandbox and the scan of
+// /proc/self/mountinfo that proves nothing is left mounted after a kill.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace deskbox::runtime {
+
+struct MountEntry {
+    std::filesystem::path mount_point;
+    std::string root;  // the path inside the mounted filesystem (cgroup hierarchies use it)
+    std::string fstype;
+    std::string source;
+    std::string super_options;  // e.g. "rw,memory" for a cgroup v1 hierarchy
+};
+
+// Parses mountinfo (escapes such as \040 decoded). Throws RuntimeError if unreadable.
+std::vector<MountEntry> read_mountinfo(const std::filesystem::path& file = "/proc/self/mountinfo");
+
+// Mount points at or below `dir`, deepest first (the order to unmount them in).
+std::vector<std::filesystem::path> mounts_under(const std::filesystem::path& dir);
+
+// overlayfs options are comma/colon separated, so those characters cannot appear in paths.
+// Returns the empty string if `path` is usable, else the reason.
+std::string overlay_path_problem(const std::filesystem::path& path);
+
+// Mounts an overlay of read-only `lower` with `upper`/`work` (same filesystem) at `target`.
+// Throws RuntimeError with the kernel's reason.
+void mount_overlay(const std::filesystem::path& lower, const std::filesystem::path& upper,
+                   const std::filesystem::path& work, const std::filesystem::path& target);
+
+// Unmounts `target` (every stacked mount on it). Not mounted is fine. A busy mount is retried
+// briefly, then detached lazily. Throws RuntimeError if it cannot be removed.
+void unmount_all(const std::filesystem::path& target);
+
+}  // namespace deskbox::runtime

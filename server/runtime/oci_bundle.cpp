@@ -1,0 +1,203 @@
+#include "server/runtime/oci_bundle.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+namespace deskbox::runtime {
+
+using nlohmann::json;
+
+json default_seccomp_profile() {
+    // A deny-list over an allow-by-default policy. Docker's default is an allow-list of
+    // ~350 syscalls tuned to its capability sets; ours has no capabilities at all, so most
+    // privileged calls fail with EPERM anyway. The list removes kernel attack surface that an
+    // unprivileged process could still reach, plus privileged calls for defence in depth.
+    //
+    // Deliberately allowed:
+    //  - unshare/clone/clone3 with namespace flags: Chromium's and Firefox's own sandboxes
+    //    create user/pid/net namespaces. Inside those they may hold capabilities, which is why
+    //    every mount-family call is denied here regardless of capabilities. chroot stays
+    //    allowed for the same reason (Chromium's setuid-less sandbox chroots).
+    //  - ptrace, process_vm_*, pidfd_getfd: only reach the sandbox's own processes of the same
+    //    uid (PID namespace, no CAP_SYS_PTRACE); debuggers and crash reporters need them.
+    //  - personality, mbind & co.: harmless without capabilities.
+    static const char* const kDenied[] = {
+        // kernel keyrings are not namespaced
+        "add_key", "keyctl", "request_key",
+        // mounts and namespace entry (a user namespace would otherwise allow mounts)
+        "mount", "umount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount", "fspick",
+        "move_mount", "open_tree", "mount_setattr", "setns",
+        // kernel modules and kexec
+        "init_module", "finit_module", "delete_module", "create_module", "get_kernel_syms",
+        "query_module", "kexec_load", "kexec_file_load",
+        // whole-machine state
+        "reboot", "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime",
+        "stime", "syslog", "quotactl", "quotactl_fd", "nfsservctl", "lookup_dcookie", "_sysctl",
+        "sysfs", "ustat", "uselib", "vhangup",
+        // large, frequently exploited interfaces no desktop app needs
+        "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+        "io_uring_register", "fanotify_init", "open_by_handle_at",
+        // raw hardware access
+        "iopl", "ioperm", "vm86", "vm86old"};
+    json names = json::array();
+    for (const char* name : kDenied) names.push_back(name);
+
+    json architectures = json::array();
+#if defined(__x86_64__)
+    architectures = {"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"};
+#elif defined(__aarch64__)
+    architectures = {"SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"};
+#endif
+    return json{
+        {"defaultAction", "SCMP_ACT_ALLOW"},
+        {"architectures", architectures},
+        {"syscalls",
+         json::array({json{{"names", names}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", EPERM}}})}};
+}
+
+std::map<std::string, std::string> default_guest_env(const SandboxSpec& spec) {
+    std::string home = spec.uid == 0 ? "/root" : "/home/user";
+    return {
+        {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+        {"HOME", home},
+        {"LANG", "C.UTF-8"},
+        {"DESKBOX_SANDBOX_ID", spec.id},
+        {"DESKBOX_SCREEN", std::to_string(spec.width) + "x" + std::to_string(spec.height)},
+        {"DESKBOX_DPI", std::to_string(spec.dpi)},
+        {"DESKBOX_AGENT_SOCKET", std::string(kGuestRunDir) + "/" + kAgentSocketName},
+    };
+}
+
+json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
+    auto env_map = default_guest_env(spec);
+    for (const auto& [key, value] : spec.env) env_map[key] = value;
+    json env = json::array();
+    for (const auto& [key, value] : env_map) env.push_back(key + "=" + value);
+
+    // tmpfs pages are charged to the memory cgroup, so their size caps only keep one of them
+    // from taking the whole limit.
+    std::string tmpfs_size = "size=" + std::to_string(spec.limits.memory_mb / 2) + "m";
+
+    json mounts = json::array({
+        {{"destination", "/proc"},
+         {"type", "proc"},
+         {"source", "proc"},
+         {"options", {"nosuid", "noexec", "nodev"}}},
+        {{"destination", "/dev"},
+         {"type", "tmpfs"},
+         {"source", "tmpfs"},
+         {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
+        {{"destination", "/dev/pts"},
+         {"type", "devpts"},
+         {"source", "devpts"},
+         {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}}},
+        // XShm and browsers share memory through /dev/shm.
+        {{"destination", "/dev/shm"},
+         {"type", "tmpfs"},
+         {"source", "shm"},
+         {"options", {"nosuid", "noexec", "nodev", "mode=1777", tmpfs_size}}},
+        {{"destination", "/dev/mqueue"},
+         {"type", "mqueue"},
+         {"source", "mqueue"},
+         {"options", {"nosuid", "noexec", "nodev"}}},
+        {{"destination", "/sys"},
+         {"type", "sysfs"},
+         {"source", "sysfs"},
+         {"options", {"nosuid", "noexec", "nodev", "ro"}}},
+        {{"destination", "/sys/fs/cgroup"},
+         {"type", "cgroup"},
+         {"source", "cgroup"},
+         {"options", {"nosuid", "noexec", "nodev", "relatime", "ro"}}},
+        {{"destination", "/tmp"},
+         {"type", "tmpfs"},
+         {"source", "tmpfs"},
+         {"options", {"nosuid", "nodev", "mode=1777", tmpfs_size}}},
+        {{"destination", kGuestRunDir},
+         {"type", "bind"},
+         {"source", layout.run_dir.string()},
+         {"options", {"rbind", "rprivate", "nosuid", "nodev", "noexec"}}},
+    });
+    if (!spec.agent_dir.empty())
+        mounts.push_back({{"destination", kGuestAgentDir},
+                          {"type", "bind"},
+                          {"source", spec.agent_dir.string()},
+                          {"options", {"rbind", "rprivate", "ro", "nosuid", "nodev"}}});
+
+    const std::int64_t cpu_period = 100000;  // µs, the kernel default
+    const auto cpu_quota = static_cast<std::int64_t>(std::llround(spec.limits.cpus * cpu_period));
+    const auto memory_bytes = static_cast<std::int64_t>(spec.limits.memory_mb) * 1024 * 1024;
+
+    json namespaces = json::array();
+    for (const char* type : {"pid", "network", "ipc", "uts", "mount", "cgroup"})
+        namespaces.push_back({{"type", type}});
+
+    // Browsers want many fds. runc cannot raise the hard limit above ours without
+    // CAP_SYS_RESOURCE (which hosts in containers often lack), so stay within it.
+    rlimit nofile{};
+    std::uint64_t max_files = 65536;
+    if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_max != RLIM_INFINITY)
+        max_files = std::min<std::uint64_t>(max_files, nofile.rlim_max);
+
+    json no_capabilities = json::array();
+    return json{
+        {"ociVersion", "1.0.2"},
+        {"process",
+         {{"terminal", false},
+          {"user", {{"uid", spec.uid}, {"gid", spec.gid}}},
+          {"args", spec.entry},
+          {"env", env},
+          {"cwd", "/"},
+          {"capabilities",
+           {{"bounding", no_capabilities},
+            {"effective", no_capabilities},
+            {"permitted", no_capabilities},
+            {"inheritable", no_capabilities},
+            {"ambient", no_capabilities}}},
+          {"rlimits",
+           json::array({{{"type", "RLIMIT_NOFILE"}, {"hard", max_files}, {"soft", max_files}}})},
+          {"noNewPrivileges", true},
+          // Under host memory pressure the kernel should pick a sandbox before deskboxd.
+          {"oomScoreAdj", 500}}},
+        {"root", {{"path", layout.rootfs.string()}, {"readonly", false}}},
+        {"hostname", spec.hostname.empty() ? std::string("deskbox") : spec.hostname},
+        {"mounts", mounts},
+        {"annotations", {{"org.deskbox.sandbox-id", spec.id}}},
+        {"linux",
+         {{"cgroupsPath", layout.cgroup_path},
+          {"resources",
+           {{"devices", json::array({{{"allow", false}, {"access", "rwm"}}})},
+            // swap == limit: no swap on top of the memory limit.
+            {"memory", {{"limit", memory_bytes}, {"swap", memory_bytes}}},
+            {"cpu", {{"quota", cpu_quota}, {"period", cpu_period}}},
+            {"pids", {{"limit", spec.limits.pids}}}}},
+          {"namespaces", namespaces},
+          {"seccomp", default_seccomp_profile()},
+          {"maskedPaths",
+           {"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+            "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
+            "/proc/scsi"}},
+          {"readonlyPaths",
+           {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}},
+    };
+}
+
+void write_oci_config(const json& config, const std::filesystem::path& bundle_dir) {
+    auto final_path = bundle_dir / "config.json";
+    auto temp_path = bundle_dir / ".config.json.tmp";
+    {
+        std::ofstream out(temp_path, std::ios::trunc);
+        out << config.dump(2) << '\n';
+        out.flush();
+        if (!out) throw RuntimeError("cannot write " + temp_path.string());
+    }
+    std::error_code ec;
+    std::filesystem::rename(temp_path, final_path, ec);
+    if (ec) throw RuntimeError("cannot write " + final_path.string() + ": " + ec.message());
+}
+
+}  // namespace deskbox::runtime

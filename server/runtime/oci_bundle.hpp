@@ -1,0 +1,38 @@
+// The OCI runtime bundle of a container sandbox: config.json for runc (namespaces, mounts,
+// cgroup limits, seccomp, no capabilities) generated from a SandboxSpec.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/runtime/runtime.hpp"
+
+namespace deskbox::runtime {
+
+// Where things appear inside every sandbox (same paths in the microVM guest).
+inline constexpr const char* kGuestAgentDir = "/opt/deskbox";  // the agent build, read-only
+inline constexpr const char* kGuestRunDir = "/run/deskbox";    // host-shared, agent channel
+inline constexpr const char* kAgentSocketName = "agent.sock";
+
+struct BundleLayout {
+    std::filesystem::path rootfs;   // the mounted overlay (config.json says "rootfs")
+    std::filesystem::path run_dir;  // host side of /run/deskbox
+    std::string cgroup_path;        // absolute, e.g. "/deskbox/<id>"
+};
+
+// Syscalls denied (EPERM) in every sandbox; everything else is allowed. See the .cpp for
+// what is blocked and why some (unshare, ptrace) are not.
+nlohmann::json default_seccomp_profile();
+
+// The environment every guest process starts with, before SandboxSpec::env overrides.
+std::map<std::string, std::string> default_guest_env(const SandboxSpec& spec);
+
+// config.json for runc. `spec` must already be validated.
+nlohmann::json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout);
+
+// Writes <bundle_dir>/config.json (via a temp file and rename). Throws RuntimeError.
+void write_oci_config(const nlohmann::json& config, const std::filesystem::path& bundle_dir);
+
+}  // namespace deskbox::runtime

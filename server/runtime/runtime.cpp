@@ -1,0 +1,147 @@
+#include "server/runtime/runtime.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+namespace deskbox::runtime {
+namespace {
+
+bool is_alnum(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+bool has_nul(const std::string& s) {
+    return s.find('\0') != std::string::npos;
+}
+
+void validate_hostname(const std::string& hostname) {
+    if (hostname.empty()) return;
+    if (hostname.size() > 64) throw SpecError("hostname", "longer than 64 characters");
+    std::size_t label_start = 0;
+    for (std::size_t i = 0; i <= hostname.size(); ++i) {
+        if (i == hostname.size() || hostname[i] == '.') {
+            std::size_t len = i - label_start;
+            if (len == 0 || len > 63)
+                throw SpecError("hostname", "'" + hostname + "' has an empty or too long label");
+            if (hostname[label_start] == '-' || hostname[i - 1] == '-')
+                throw SpecError("hostname", "'" + hostname + "': a label starts or ends with '-'");
+            label_start = i + 1;
+        } else if (!is_alnum(hostname[i]) && hostname[i] != '-') {
+            throw SpecError("hostname",
+                            "'" + hostname + "' may only hold letters, digits, '-', '.'");
+        }
+    }
+}
+
+}  // namespace
+
+void validate_id(const std::string& id) {
+    if (id.empty()) throw SpecError("id", "must not be empty");
+    if (id.size() > 64) throw SpecError("id", "longer than 64 characters");
+    if (!is_alnum(id[0])) throw SpecError("id", "'" + id + "' must start with a letter or digit");
+    for (char c : id)
+        if (!is_alnum(c) && c != '_' && c != '.' && c != '-')
+            throw SpecError("id", "'" + id + "' may only hold letters, digits, '_', '.', '-'");
+}
+
+std::filesystem::path sandbox_dir(const std::filesystem::path& state_root, const std::string& id) {
+    return state_root / "sandboxes" / id;
+}
+
+void validate_spec(const SandboxSpec& spec) {
+    validate_id(spec.id);
+    if (spec.template_rootfs.empty()) throw SpecError("template_rootfs", "must be set");
+    if (spec.state_root.empty() || !spec.state_root.is_absolute())
+        throw SpecError("state_root", "must be an absolute path");
+    if (spec.entry.empty() || spec.entry[0].empty())
+        throw SpecError("entry", "needs at least the program to run");
+    for (std::size_t i = 0; i < spec.entry.size(); ++i)
+        if (has_nul(spec.entry[i]))
+            throw SpecError("entry[" + std::to_string(i) + "]", "contains a NUL byte");
+    for (const auto& [key, value] : spec.env) {
+        bool valid_key = !key.empty() && !(key[0] >= '0' && key[0] <= '9');
+        for (char c : key) valid_key = valid_key && (is_alnum(c) || c == '_');
+        if (!valid_key)
+            throw SpecError("env", "'" + key + "' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+        if (has_nul(value)) throw SpecError("env." + key, "contains a NUL byte");
+    }
+    if (spec.width < 64 || spec.width > 8192)
+        throw SpecError("width", std::to_string(spec.width) + " is outside 64..8192");
+    if (spec.height < 64 || spec.height > 8192)
+        throw SpecError("height", std::to_string(spec.height) + " is outside 64..8192");
+    if (spec.dpi < 24 || spec.dpi > 960)
+        throw SpecError("dpi", std::to_string(spec.dpi) + " is outside 24..960");
+    const auto& limits = spec.limits;
+    if (limits.memory_mb < 64 || limits.memory_mb > (std::uint64_t{1} << 22))
+        throw SpecError("limits.memory_mb",
+                        std::to_string(limits.memory_mb) + " is outside 64..4194304 (MiB)");
+    if (!std::isfinite(limits.cpus) || limits.cpus < 0.01 || limits.cpus > 1024)
+        throw SpecError("limits.cpus", std::to_string(limits.cpus) + " is outside 0.01..1024");
+    if (limits.pids < 16 || limits.pids > 4194304)
+        throw SpecError("limits.pids", std::to_string(limits.pids) + " is outside 16..4194304");
+    validate_hostname(spec.hostname);
+}
+
+const char* to_string(SandboxState state) {
+    switch (state) {
+        case SandboxState::running:
+            return "running";
+        case SandboxState::paused:
+            return "paused";
+        case SandboxState::exited:
+            return "exited";
+    }
+    return "unknown";
+}
+
+UniqueFd connect_unix_retry(const std::filesystem::path& path,
+                            std::chrono::steady_clock::time_point deadline,
+                            const std::function<std::string()>& still_alive) {
+    // sun_path holds 107 bytes; deep state roots are reached through the directory's fd.
+    UniqueFd dir_fd;
+    std::string address = path.string();
+    sockaddr_un addr{};
+    if (address.size() >= sizeof addr.sun_path) {
+        auto parent = path.parent_path();
+        int fd = ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            throw RuntimeError("agent socket directory " + parent.string() + ": " +
+                               std::strerror(errno));
+        dir_fd.reset(fd);
+        address = "/proc/self/fd/" + std::to_string(fd) + "/" + path.filename().string();
+        if (address.size() >= sizeof addr.sun_path)
+            throw RuntimeError("agent socket name too long: " + path.string());
+    }
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, address.c_str(), address.size() + 1);
+
+    auto pause_for = std::chrono::milliseconds(2);
+    int last_errno = 0;
+    while (true) {
+        UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (!sock) throw RuntimeError(std::string("socket: ") + std::strerror(errno));
+        if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0)
+            return sock;
+        last_errno = errno;
+        if (last_errno != ENOENT && last_errno != ECONNREFUSED && last_errno != EAGAIN &&
+            last_errno != EINTR)
+            throw RuntimeError("connect to agent socket " + path.string() + ": " +
+                               std::strerror(last_errno));
+        if (std::string dead = still_alive ? still_alive() : std::string(); !dead.empty())
+            throw RuntimeError("sandbox ended before its agent listened on " + path.string() +
+                               ": " + dead);
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw RuntimeError("agent did not listen on " + path.string() + " in time (" +
+                               std::strerror(last_errno) + ")");
+        std::this_thread::sleep_for(pause_for);
+        pause_for = std::min(pause_for * 2, std::chrono::milliseconds(50));
+    }
+}
+
+}  // namespace deskbox::runtime
