@@ -75,6 +75,8 @@ public:
         o.stderr_file = (dir_.path() / "agent.log").string();
         process_ = ChildProcess::spawn(o);
     }
+    // SIGTERM first: the agent stops its desktop (Xvfb runs in a process group of its own).
+    ~AgentProcess() { process_.terminate(std::chrono::seconds(10)); }
     // Connects (retrying while the agent starts its desktop) and shakes hands.
     std::unique_ptr<protocol::RpcClient> connect(HostMirror* mirror, json* hello = nullptr) {
         for (int attempt = 0; attempt < 300; ++attempt) {

@@ -1,0 +1,342 @@
+// deskboxd end to end: the real server binary, real runc containers of the `minimal`
+// template, driven over HTTP like a client. Needs the template built (images/build.py minimal);
+// without it the tests are skipped with the command to run.
+#include <gtest/gtest.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/child_process.hpp"
+#include "common/temp_dir.hpp"
+
+namespace deskbox {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+struct Answer {
+    unsigned status = 0;
+    std::string body;
+    std::map<std::string, std::string> headers;
+    json js() const { return json::parse(body, nullptr, false); }
+};
+
+class Server {
+public:
+    explicit Server(std::vector<std::string> extra = {}) {
+        SpawnOptions o;
+        o.argv = {DESKBOXD_PATH, "--listen", "127.0.0.1:0", "--state-dir", (dir_.path() / "state").string()};
+        for (auto& a : extra) o.argv.push_back(a);
+        o.pipe_stdout = true;
+        o.stderr_file = (dir_.path() / "deskboxd.log").string();
+        process_ = ChildProcess::spawn(o);
+        std::string line;
+        char c;
+        while (::read(process_.stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
+        auto colon = line.rfind(':');
+        if (line.find("listening") == std::string::npos || colon == std::string::npos) {
+            ADD_FAILURE() << "deskboxd did not start: " << line << "\n" << log();
+            return;
+        }
+        port_ = std::stoi(line.substr(colon + 1));
+    }
+    ~Server() { process_.terminate(20s); }
+    std::string log() const {
+        std::ifstream in(dir_.path() / "deskboxd.log");
+        return std::string((std::istreambuf_iterator<char>(in)), {});
+    }
+    std::filesystem::path state() const { return dir_.path() / "state"; }
+
+    Answer call(http::verb method, const std::string& target, const std::string& body = {},
+                std::map<std::string, std::string> headers = {}) {
+        net::io_context io;
+        beast::tcp_stream stream(io);
+        stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+        http::request<http::string_body> req{method, target, 11};
+        req.set(http::field::host, "127.0.0.1");
+        for (auto& [k, v] : headers) req.set(k, v);
+        if (!body.empty() || method == http::verb::post || method == http::verb::put) {
+            req.body() = body;
+            req.prepare_payload();
+        }
+        http::write(stream, req);
+        beast::flat_buffer buffer;
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(256 << 20);
+        beast::error_code ec;
+        http::read(stream, buffer, parser, ec);
+        Answer a;
+        if (ec) return a;
+        auto res = parser.release();
+        a.status = res.result_int();
+        a.body = res.body();
+        for (auto& f : res) a.headers[std::string(f.name_string())] = std::string(f.value());
+        return a;
+    }
+    Answer post(const std::string& target, const json& body) { return call(http::verb::post, target, body.dump()); }
+    Answer get(const std::string& target) { return call(http::verb::get, target); }
+    Answer del(const std::string& target) { return call(http::verb::delete_, target); }
+
+private:
+    TempDir dir_{"deskboxd-test"};
+    ChildProcess process_;
+    int port_ = 0;
+};
+
+bool template_built() {
+    auto r = run_process({"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build.py", "--print-path", "minimal"});
+    std::string path = r.out;
+    while (!path.empty() && path.back() == '\n') path.pop_back();
+    return r.status.exit_code == 0 && std::filesystem::exists(path + "/usr/bin/Xvfb");
+}
+
+#define REQUIRE_TEMPLATE()                                                                  \
+    if (!template_built()) GTEST_SKIP() << "template 'minimal' not built: run images/build.py minimal"
+
+// Polls until `f` returns true (the desktop is asynchronous); bounded, never a timing assert.
+template <typename F>
+bool eventually(F f, std::chrono::milliseconds limit = 20s) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+        if (f()) return true;
+        std::this_thread::sleep_for(100ms);
+    }
+    return f();
+}
+
+std::string run(Server& s, const std::string& id, const std::string& cmd) {
+    auto a = s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", cmd}});
+    EXPECT_EQ(a.status, 200u) << a.body;
+    return a.js().value("stdout", "");
+}
+
+TEST(Api, HealthAndBadRequestsNeedNoSandbox) {
+    Server s({"--max-body-mb", "1"});
+    EXPECT_EQ(s.get("/healthz").status, 200u);
+    auto metrics = s.get("/metrics");
+    EXPECT_EQ(metrics.status, 200u);
+    EXPECT_NE(metrics.body.find("deskbox_sandboxes{state=\"running\"} 0"), std::string::npos);
+
+    auto a = s.call(http::verb::post, "/v1/sandboxes", "{not json");
+    EXPECT_EQ(a.status, 400u);
+    EXPECT_EQ(a.js()["error"]["code"], "malformed_json");
+    a = s.post("/v1/sandboxes", {{"template", "minimal"}, {"colour", "blue"}});
+    EXPECT_EQ(a.status, 400u);
+    EXPECT_EQ(a.js()["error"]["field"], "colour");
+    a = s.post("/v1/sandboxes", {{"resolution", {10, "x"}}});
+    EXPECT_EQ(a.status, 400u);
+    EXPECT_EQ(a.js()["error"]["field"], "resolution");
+    a = s.post("/v1/sandboxes", {{"template", "no-such-template"}});
+    EXPECT_EQ(a.status, 400u);
+    EXPECT_EQ(a.js()["error"]["field"], "template");
+    a = s.post("/v1/sandboxes", {{"timeout_s", 999999999}});
+    EXPECT_EQ(a.js()["error"]["field"], "timeout_s");
+    a = s.get("/v1/sandboxes/sb-nope/screenshot");
+    EXPECT_EQ(a.status, 404u);
+    a = s.get("/v1/nothing");
+    EXPECT_EQ(a.status, 404u);
+    a = s.call(http::verb::post, "/v1/sandboxes", std::string(2 << 20, 'x'));
+    EXPECT_EQ(a.status, 413u);
+    EXPECT_EQ(s.get("/healthz").status, 200u);  // still serving
+}
+
+TEST(Api, ApiKeyIsRequiredWhenConfigured) {
+    Server s({"--api-key", "secret-key-123"});
+    EXPECT_EQ(s.get("/v1/sandboxes").status, 401u);
+    EXPECT_EQ(s.call(http::verb::get, "/v1/sandboxes", {}, {{"Authorization", "Bearer wrong-key-000"}}).status, 401u);
+    EXPECT_EQ(s.call(http::verb::get, "/v1/sandboxes", {}, {{"Authorization", "Bearer secret-key-123"}}).status, 200u);
+    EXPECT_EQ(s.get("/healthz").status, 200u);
+}
+
+TEST(Api, RefusesPublicListenWithoutKey) {
+    auto r = run_process({DESKBOXD_PATH, "--listen", "0.0.0.0:0"}, 10s);
+    EXPECT_EQ(r.status.exit_code, 2);
+    EXPECT_NE(r.err.find("without an API key"), std::string::npos) << r.err;
+}
+
+TEST(Api, SandboxEndToEnd) {
+    REQUIRE_TEMPLATE();
+    Server s({"--max-sandboxes", "2"});
+    auto created = s.post("/v1/sandboxes", {{"template", "minimal"}, {"resolution", {1024, 768}}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    json sb = created.js();
+    std::string id = sb["id"];
+    EXPECT_EQ(sb["state"], "running");
+    EXPECT_EQ(sb["resolution"], json({1024, 768}));
+    EXPECT_FALSE(sb["view_token"].get<std::string>().empty());
+    const std::string base = "/v1/sandboxes/" + id;
+
+    // Screenshot: a valid image of the right size, in each format.
+    for (std::string format : {"png", "jpeg", "webp"}) {
+        auto shot = s.get(base + "/screenshot?format=" + format);
+        ASSERT_EQ(shot.status, 200u) << shot.body;
+        EXPECT_EQ(shot.headers["X-Screen-Width"], "1024");
+        cv::Mat img = cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+        ASSERT_FALSE(img.empty()) << format;
+        EXPECT_EQ(img.cols, 1024);
+        EXPECT_EQ(img.rows, 768);
+    }
+    auto scaled = s.get(base + "/screenshot?format=jpeg&width=512");
+    cv::Mat small = cv::imdecode(std::vector<uchar>(scaled.body.begin(), scaled.body.end()), cv::IMREAD_COLOR);
+    EXPECT_EQ(small.cols, 512);
+    EXPECT_EQ(small.rows, 384);
+    EXPECT_EQ(s.get(base + "/screenshot?format=gif").status, 400u);
+
+    // The template autostarts a terminal; type Unicode into it and read it back.
+    json terminal;
+    ASSERT_TRUE(eventually([&] {
+        json windows = s.get(base + "/windows").js();
+        for (auto& w : windows["windows"])
+            if (w.value("class", "").find("term") != std::string::npos ||
+                w.value("class", "").find("Term") != std::string::npos) {
+                terminal = w;
+                return true;
+            }
+        return false;
+    })) << s.get(base + "/windows").body;
+    int cx = terminal["x"].get<int>() + terminal["width"].get<int>() / 2;
+    int cy = terminal["y"].get<int>() + terminal["height"].get<int>() / 2;
+    const std::string text = "Grêmio naïve 日本語 😀";
+    auto act = s.post(base + "/actions",
+                      {{"actions", {{{"type", "click"}, {"x", cx}, {"y", cy}},
+                                    {{"type", "type"}, {"text", "printf '%s' '" + text + "' > ~/typed.txt\n"}}}}});
+    ASSERT_EQ(act.status, 200u) << act.body;
+    EXPECT_TRUE(eventually([&] { return run(s, id, "cat ~/typed.txt 2>/dev/null") == text; }));
+
+    // Dialects: Anthropic and OpenAI payloads go through the same path.
+    auto ant = s.post(base + "/actions?dialect=anthropic", {{"action", "mouse_move"}, {"coordinate", {10, 20}}});
+    EXPECT_EQ(ant.status, 200u) << ant.body;
+    auto cursor = s.get(base + "/cursor").js();
+    EXPECT_EQ(cursor["x"], 10);
+    EXPECT_EQ(cursor["y"], 20);
+    auto oai = s.post(base + "/actions?dialect=openai", {{"type", "move"}, {"x", 30}, {"y", 40}});
+    EXPECT_EQ(oai.status, 200u) << oai.body;
+    EXPECT_EQ(s.get(base + "/cursor").js()["x"], 30);
+    auto shot_action = s.post(base + "/actions?dialect=anthropic", {{"action", "screenshot"}});
+    EXPECT_FALSE(shot_action.js()["results"][0].value("base64_image", "").empty());
+
+    // Invalid actions: named fields, nothing executed.
+    auto bad = s.post(base + "/actions", {{"type", "click"}, {"x", 1024}, {"y", 0}});
+    EXPECT_EQ(bad.status, 400u);
+    EXPECT_EQ(bad.js()["error"]["field"], "x");
+    bad = s.post(base + "/actions?dialect=anthropic", {{"action", "left_click"}, {"coordinate", {5, 99999}}});
+    EXPECT_EQ(bad.status, 400u);
+    EXPECT_EQ(bad.js()["error"]["field"], "coordinate[1]");
+    bad = s.post(base + "/actions", {{"actions", {{{"type", "move"}, {"x", 1}, {"y", 1}}, {{"type", "fly"}}}}});
+    EXPECT_EQ(bad.js()["error"]["field"], "actions[1].type");
+    EXPECT_EQ(s.post(base + "/actions?dialect=klingon", {{"type", "wait"}}).status, 400u);
+
+    // Commands: exit code, stderr, stdin, env, cwd.
+    auto cmd = s.post(base + "/commands", {{"cmd", "cat; echo err >&2; exit 3"}, {"stdin", "in"}});
+    EXPECT_EQ(cmd.js()["exit_code"], 3);
+    EXPECT_EQ(cmd.js()["stdout"], "in");
+    EXPECT_EQ(cmd.js()["stderr"], "err\n");
+    cmd = s.post(base + "/commands", {{"argv", {"sh", "-c", "echo $FOO; pwd"}}, {"env", {{"FOO", "bar"}}}, {"cwd", "/tmp"}});
+    EXPECT_EQ(cmd.js()["stdout"], "bar\n/tmp\n");
+    EXPECT_EQ(s.post(base + "/commands", {{"cmd", 5}}).status, 400u);
+
+    // Files: binary round trip, listing, removal.
+    std::string blob;
+    std::mt19937 rng(1);
+    for (int i = 0; i < 200000; ++i) blob.push_back(static_cast<char>(rng()));
+    EXPECT_EQ(s.call(http::verb::put, base + "/files?path=/home/user/dir/blob.bin", blob).status, 200u);
+    auto back = s.get(base + "/files?path=/home/user/dir/blob.bin");
+    EXPECT_EQ(back.body, blob);
+    auto listing = s.get(base + "/files?path=/home/user/dir").js();
+    EXPECT_EQ(listing["entries"][0]["name"], "blob.bin");
+    EXPECT_EQ(s.del(base + "/files?path=/home/user/dir/blob.bin").status, 200u);
+    EXPECT_EQ(s.get(base + "/files?path=/home/user/dir/blob.bin").status, 404u);
+    EXPECT_EQ(s.get(base + "/files").status, 400u);
+
+    // Clipboard.
+    EXPECT_EQ(s.call(http::verb::put, base + "/clipboard", json{{"text", "naïve 日本語"}}.dump()).status, 200u);
+    EXPECT_EQ(s.get(base + "/clipboard").js()["text"], "naïve 日本語");
+
+    // Pause keeps a running process frozen, resume continues it (read on the host side).
+    s.post(base + "/commands", {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /home/user/count; sleep 0.05; done"},
+                                {"background", true}});
+    auto count_file = s.state() / "sandboxes" / id / "upper" / "home" / "user" / "count";
+    auto read_count = [&] {
+        std::ifstream in(count_file);
+        long v = -1;
+        in >> v;
+        return v;
+    };
+    ASSERT_TRUE(eventually([&] { return read_count() > 2; }));
+    ASSERT_EQ(s.post(base + "/pause", json::object()).status, 200u);
+    EXPECT_EQ(s.get(base).js()["state"], "paused");
+    EXPECT_EQ(s.post(base + "/commands", {{"cmd", "true"}}).status, 409u);
+    long frozen = read_count();
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(read_count(), frozen);
+    ASSERT_EQ(s.post(base + "/resume", json::object()).status, 200u);
+    EXPECT_TRUE(eventually([&] { return read_count() > frozen; }));
+
+    // A second sandbox sees none of the first's files or processes; a third is refused.
+    auto other = s.post("/v1/sandboxes", {{"template", "minimal"}});
+    ASSERT_EQ(other.status, 201u) << other.body;
+    std::string other_id = other.js()["id"];
+    EXPECT_EQ(s.post("/v1/sandboxes", json::object()).status, 429u);
+    run(s, id, "echo mine > /home/user/secret");
+    EXPECT_EQ(run(s, other_id, "cat /home/user/secret 2>&1 || echo absent"), "cat: /home/user/secret: No such file or directory\nabsent\n");
+    EXPECT_EQ(run(s, other_id, "pgrep -f 'echo \\$i' || echo none"), "none\n");
+    EXPECT_EQ(s.get("/v1/sandboxes").js()["sandboxes"].size(), 2u);
+
+    // Kill leaves nothing behind.
+    EXPECT_EQ(s.del("/v1/sandboxes/" + other_id).status, 200u);
+    EXPECT_EQ(s.del(base).status, 200u);
+    EXPECT_EQ(s.get(base).status, 404u);
+    for (auto& gone : {id, other_id}) {
+        EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / gone));
+        std::ifstream mounts("/proc/self/mountinfo");
+        std::string all((std::istreambuf_iterator<char>(mounts)), {});
+        EXPECT_EQ(all.find(gone), std::string::npos) << "mount left for " << gone;
+        EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/memory/deskbox/" + gone));
+    }
+    auto audit = s.state() / "audit" / (id + ".jsonl");
+    std::ifstream audit_in(audit);
+    std::string audit_text((std::istreambuf_iterator<char>(audit_in)), {});
+    EXPECT_NE(audit_text.find("\"kind\":\"actions\""), std::string::npos);
+    EXPECT_NE(audit_text.find("\"kind\":\"command\""), std::string::npos);
+}
+
+TEST(Api, TimeoutKillsAndAgentDeathIsReported) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    auto a = s.post("/v1/sandboxes", {{"timeout_s", 2}});
+    ASSERT_EQ(a.status, 201u) << a.body << s.log();
+    std::string short_lived = a.js()["id"];
+    auto b = s.post("/v1/sandboxes", json::object());
+    ASSERT_EQ(b.status, 201u) << b.body;
+    std::string id = b.js()["id"];
+    EXPECT_TRUE(eventually([&] { return s.get("/v1/sandboxes/" + short_lived).status == 404; }, 30s));
+    EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / short_lived));
+
+    // Extend then kill the agent from inside: the API reports a clear 5xx, then kill works.
+    EXPECT_EQ(s.post("/v1/sandboxes/" + id + "/timeout", {{"timeout_s", 600}}).status, 200u);
+    s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", "kill -9 $(pgrep -x deskbox-agent | tail -1)"}, {"background", true}});
+    EXPECT_TRUE(eventually([&] { return s.get("/v1/sandboxes/" + id).js().value("state", "") == "error"; }));
+    auto broken = s.get("/v1/sandboxes/" + id + "/screenshot");
+    EXPECT_GE(broken.status, 500u);
+    EXPECT_FALSE(broken.js()["error"]["message"].get<std::string>().empty());
+    EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+    EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / id));
+}
+
+}  // namespace
+}  // namespace deskbox
