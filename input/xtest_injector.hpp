@@ -1,11 +1,27 @@
 // Executes actions on an X display with XTest. Each call returns after the X server has
 // processed the events (XSync). Modifiers and buttons it pressed are released even on failure.
+//
+// Keys: a keysym is typed with a keycode of the current keymap and group, pressing Shift or
+// Level3/Level5 keys as the level needs; keysyms the layout lacks (é on "us", 日, 😀) go to
+// spare keycodes (those without keysyms; two keysyms each, plain and Shift) remapped on
+// demand, in batches. Clients resolve a keycode to a keysym when they *read* an event, not
+// when it was sent, so a spare keycode is reused (least recently used first) only when a
+// client reading one key press per `client_key_cost` would have read its last event, plus
+// `spare_reuse_interval`. Typing that needs no reuse is never slowed down. Spare keycodes are
+// emptied again on destruction.
+//
+// Text is typed with the user's held and locked modifiers (Shift, CapsLock) lifted for the
+// action and restored after it, so CapsLock does not turn "a" into "A".
+//
+// Not thread-safe: one injector per desktop, used by one thread at a time.
 #pragma once
 
 #include <X11/Xlib.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,10 +29,22 @@
 
 namespace deskbox::input {
 
+struct XTestInjectorOptions {
+    // Margin between the modelled client having read the last event of a spare keycode and
+    // mapping that keycode to another keysym.
+    // Measured on 2 loaded cores (load average 10): 50 ms + 0.5 ms/key let a test client fall
+    // behind; 100 ms + 1 ms/key did not.
+    std::chrono::milliseconds spare_reuse_interval{100};
+    // How long the slowest client we wait for takes per key press (1 ms: 1000 keys/s).
+    std::chrono::microseconds client_key_cost{1000};
+};
+
 class XTestInjector {
-public:
-    // Does not take ownership of `display`. Throws std::runtime_error if XTest is missing.
-    explicit XTestInjector(Display* display);
+  public:
+    // Does not take ownership of `display`: the injector opens its own connection to the same
+    // display, so keymap notifications never consume the caller's events.
+    // Throws std::runtime_error if the display cannot be opened or XTest/XKB are missing.
+    explicit XTestInjector(Display* display, XTestInjectorOptions options = {});
     ~XTestInjector();
     XTestInjector(const XTestInjector&) = delete;
     XTestInjector& operator=(const XTestInjector&) = delete;
@@ -28,7 +56,10 @@ public:
 
     Point cursor_position();
 
-private:
+    // The keycodes the injector may remap (empty in the keymap when it started).
+    std::vector<KeyCode> spare_keycodes() const;
+
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
