@@ -52,12 +52,12 @@ struct Message {
 };
 
 class ProtocolError : public std::runtime_error {
-public:
+  public:
     using std::runtime_error::runtime_error;
 };
 
 // Serialises a message; throws ProtocolError if it breaks `limits`, the header is not a JSON
-// object or a header string is not valid UTF-8.
+// object (null counts as {}) or a header string is not valid UTF-8.
 std::string encode(const Message& message, const Limits& limits = {});
 // Everything encode() produces except the body, which follows it unchanged on the wire. Lets a
 // sender write a large body straight from the message without copying it.
@@ -70,7 +70,7 @@ std::string encode_head(const Message& message, const Limits& limits = {});
 // frame whose header passed the limits (reserved once at its exact size, then filled in place),
 // so a peer can never make it allocate more than Limits allow per frame.
 class FrameDecoder {
-public:
+  public:
     explicit FrameDecoder(Limits limits = {});
 
     void feed(std::string_view bytes);
@@ -88,9 +88,15 @@ public:
 
     // Bytes received and not yet returned by next() (including a partially received body).
     std::size_t buffered() const;
+
+    // Hands back a large body the caller is done with; the next large body is received into
+    // its storage. Fresh multi-megabyte allocations come from mmap and fault in every page,
+    // which costs more than the copy itself; reusing one buffer avoids that.
+    void recycle(std::string&& body);
+    static constexpr std::size_t kRecycleMinBytes = 1 << 20;
     const Limits& limits() const { return limits_; }
 
-private:
+  private:
     [[noreturn]] void fail(std::string reason);
     void check_poisoned() const;
     bool filling_body() const { return pending_ && pending_->body.size() < pending_body_size_; }
@@ -101,8 +107,11 @@ private:
     std::size_t end_ = 0;
     std::optional<Message> pending_;  // header parsed, body arriving
     std::size_t pending_body_size_ = 0;
-    std::size_t prepared_ = 0;  // span size handed out by prepare(), for commit() to check
+    std::size_t pending_head_size_ = 0;  // prefix + header bytes of pending_, for buffered()
+    std::size_t prepared_ = 0;           // span size handed out by prepare(), for commit() to check
+    bool prepared_body_ = false;         // that span points into pending_->body
     std::optional<std::string> poisoned_;
+    std::string spare_body_;  // from recycle()
 };
 
 }  // namespace deskbox::protocol

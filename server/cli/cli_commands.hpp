@@ -1,0 +1,62 @@
+// The deskbox CLI's commands: each talks to deskboxd through ApiClient and writes to the
+// streams in Context, so main() only wires up stdin/stdout/stderr and the environment.
+// Exit codes: 0 ok, 1 API or connection error, 2 usage; `exec` returns the command's code.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/cli/cli_args.hpp"
+#include "server/client/api_client.hpp"
+
+namespace deskbox::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitApiError = 1;
+inline constexpr int kExitUsage = 2;
+
+struct Environment {
+    std::optional<std::string> server;   // DESKBOX_SERVER
+    std::optional<std::string> api_key;  // DESKBOX_API_KEY
+};
+
+class Context {
+  public:
+    Context(std::ostream& out, std::ostream& err, std::istream& in) : out(out), err(err), in(in) {}
+    std::ostream& out;
+    std::ostream& err;
+    std::istream& in;
+    client::ClientOptions options;
+    // Created on first use, so usage errors never need a server.
+    client::ApiClient& client();
+
+  private:
+    std::unique_ptr<client::ApiClient> client_;
+};
+
+// Runs `deskbox ARGS...` (without the program name) and returns the exit code; never throws.
+int run_cli(const std::vector<std::string>& args, const Environment& environment, std::ostream& out,
+            std::ostream& err, std::istream& in);
+
+// The synopsis and notes of a command ("" if unknown).
+const std::string& usage_of(const std::string& command);
+// "/v1/sandboxes/ID" with the id percent-encoded.
+std::string sandbox_path(const std::string& id);
+// Writes bytes to `path` through a temporary file renamed into place; "-" is `out`.
+void write_output(Context& context, const std::string& path, const std::string& bytes);
+
+// Display text of a JSON value ("-" for null or missing).
+std::string text_of(const nlohmann::json& value);
+std::string text_of(const nlohmann::json& object, const char* key);
+// A non-empty string member of a server answer; `where` names the answer in the error.
+std::string required_string(const nlohmann::json& object, const char* key,
+                            const std::string& where);
+// The POST /v1/sandboxes body from create's (and demo's) options.
+nlohmann::json create_request(const ParsedArgs& args);
+
+int command_demo(Context& context, const std::vector<std::string>& tokens);
+
+}  // namespace deskbox::cli

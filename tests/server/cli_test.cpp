@@ -1,0 +1,1017 @@
+// The `deskbox` CLI and its ApiClient, run as a real process against a small fake deskboxd
+// written here with Beast: the code under test is the client, so the server only records what
+// it receives and answers as scripted. (The end-to-end test against the real deskboxd lives
+// with the server.)
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/child_process.hpp"
+#include "common/temp_dir.hpp"
+#include "server/client/api_client.hpp"
+
+namespace deskbox {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace fs = std::filesystem;
+using tcp = asio::ip::tcp;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::string kDeskbox = DESKBOX_CLI_BINARY;
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// An independent decoder, so the test does not trust the client's encoder.
+std::string percent_decode(const std::string& text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0 &&
+            hex_value(text[i + 2]) >= 0) {
+            out += static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2]));
+            i += 2;
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
+struct RecordedRequest {
+    std::string method;
+    std::string target;                          // as sent
+    std::string path;                            // before '?'
+    std::map<std::string, std::string> query;    // decoded
+    std::map<std::string, std::string> headers;  // lower-case names
+    std::string body;
+    int connection = 0;  // 1-based number of the TCP connection it came on
+
+    json json_body() const { return json::parse(body); }
+    std::string header(const std::string& name) const {
+        auto it = headers.find(name);
+        return it == headers.end() ? "<none>" : it->second;
+    }
+    std::string line() const { return method + " " + path; }
+};
+
+struct FakeAnswer {
+    unsigned status = 200;
+    std::string body = "{}";
+    std::string content_type = "application/json";
+    std::vector<std::pair<std::string, std::string>> headers;
+    bool close = false;       // answer with "Connection: close" and close
+    bool drop_after = false;  // keep-alive answer, then close anyway (an idle timeout)
+};
+
+FakeAnswer json_answer(const json& body, unsigned status = 200) {
+    return FakeAnswer{status, body.dump(), "application/json", {}, false, false};
+}
+
+FakeAnswer raw_answer(unsigned status, std::string body, std::string content_type,
+                      std::vector<std::pair<std::string, std::string>> headers = {}) {
+    return FakeAnswer{status, std::move(body), std::move(content_type), std::move(headers), false,
+                      false};
+}
+
+FakeAnswer error_answer(unsigned status, const std::string& code, const std::string& message,
+                        const std::string& field = {}) {
+    json error = {{"code", code}, {"message", message}};
+    if (!field.empty()) error["field"] = field;
+    return json_answer(json{{"error", error}}, status);
+}
+
+// A scripted HTTP/1.1 server on 127.0.0.1 with one I/O thread; records every request.
+class FakeServer {
+  public:
+    using Handler = std::function<FakeAnswer(const RecordedRequest&)>;
+
+    FakeServer() : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+        accept();
+        thread_ = std::thread([this] { io_.run(); });
+    }
+    ~FakeServer() {
+        io_.stop();
+        thread_.join();
+    }
+    FakeServer(const FakeServer&) = delete;
+    FakeServer& operator=(const FakeServer&) = delete;
+
+    std::string url() const {
+        return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+    }
+    void set_handler(Handler handler) {
+        std::lock_guard lock(mutex_);
+        handler_ = std::move(handler);
+    }
+    std::vector<RecordedRequest> requests() const {
+        std::lock_guard lock(mutex_);
+        return requests_;
+    }
+    int connections() const {
+        std::lock_guard lock(mutex_);
+        return connections_;
+    }
+
+  private:
+    struct Session : std::enable_shared_from_this<Session> {
+        Session(FakeServer& server, tcp::socket socket, int number)
+            : server(server), socket(std::move(socket)), number(number) {}
+        FakeServer& server;
+        tcp::socket socket;
+        int number;
+        beast::flat_buffer buffer;
+        std::optional<http::request_parser<http::string_body>> parser;
+        http::response<http::string_body> response;
+        bool drop = false;
+
+        void read() {
+            parser.emplace();
+            parser->body_limit(64 << 20);
+            http::async_read(socket, buffer, *parser,
+                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                                 if (!ec) self->answer();
+                             });
+        }
+        void answer() {
+            auto request = parser->release();
+            RecordedRequest recorded;
+            recorded.method = std::string(request.method_string());
+            recorded.target = std::string(request.target());
+            auto question = recorded.target.find('?');
+            recorded.path = recorded.target.substr(0, question);
+            if (question != std::string::npos) {
+                std::stringstream pairs(recorded.target.substr(question + 1));
+                std::string pair;
+                while (std::getline(pairs, pair, '&')) {
+                    auto eq = pair.find('=');
+                    recorded.query[percent_decode(pair.substr(0, eq))] =
+                        eq == std::string::npos ? "" : percent_decode(pair.substr(eq + 1));
+                }
+            }
+            for (const auto& field : request) {
+                std::string name(field.name_string());
+                for (auto& c : name)
+                    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+                recorded.headers[name] = std::string(field.value());
+            }
+            recorded.body = request.body();
+            recorded.connection = number;
+            FakeAnswer scripted;
+            {
+                std::lock_guard lock(server.mutex_);
+                server.requests_.push_back(recorded);
+                if (server.handler_) scripted = server.handler_(recorded);
+            }
+            response = {static_cast<http::status>(scripted.status), 11};
+            response.set(http::field::content_type, scripted.content_type);
+            for (const auto& [name, value] : scripted.headers) response.set(name, value);
+            response.body() = scripted.body;
+            response.keep_alive(request.keep_alive() && !scripted.close);
+            response.prepare_payload();
+            drop = scripted.drop_after || !response.keep_alive();
+            http::async_write(socket, response,
+                              [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                                  if (ec) return;
+                                  if (self->drop) {
+                                      beast::error_code ignored;
+                                      self->socket.shutdown(tcp::socket::shutdown_both, ignored);
+                                      self->socket.close(ignored);
+                                      return;
+                                  }
+                                  self->read();
+                              });
+        }
+    };
+
+    void accept() {
+        acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+            if (ec) return;
+            int number;
+            {
+                std::lock_guard lock(mutex_);
+                number = ++connections_;
+            }
+            std::make_shared<Session>(*this, std::move(socket), number)->read();
+            accept();
+        });
+    }
+
+    asio::io_context io_;
+    tcp::acceptor acceptor_;
+    std::thread thread_;
+    mutable std::mutex mutex_;
+    Handler handler_;
+    std::vector<RecordedRequest> requests_;
+    int connections_ = 0;
+};
+
+// Runs the real `deskbox` binary with a clean environment for its own variables.
+RunResult run_deskbox(const std::vector<std::string>& args, const std::string& stdin_data = "",
+                      const std::vector<std::string>& env = {}) {
+    std::vector<std::string> argv = {"/usr/bin/env", "-u", "DESKBOX_SERVER", "-u",
+                                     "DESKBOX_API_KEY"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.push_back(kDeskbox);
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult result = run_process(argv, 60s, stdin_data);
+    EXPECT_FALSE(result.timed_out);
+    return result;
+}
+
+std::string read_file(const fs::path& path) {
+    std::ifstream file(path, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << file.rdbuf();
+    return bytes.str();
+}
+
+void write_file(const fs::path& path, const std::string& bytes) {
+    std::ofstream file(path, std::ios::binary);
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Every byte value, then pseudo-random bytes: CR/LF, NUL and invalid UTF-8 included.
+std::string binary_blob(std::size_t size) {
+    std::string bytes;
+    for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);
+    std::mt19937 random(42);
+    while (bytes.size() < size) bytes += static_cast<char>(random() & 0xff);
+    return bytes;
+}
+
+class CliTest : public ::testing::Test {
+  protected:
+    RunResult run(std::vector<std::string> args, const std::string& stdin_data = "") {
+        args.insert(args.begin(), {"--server", server.url()});
+        return run_deskbox(args, stdin_data);
+    }
+    RecordedRequest only_request() {
+        auto requests = server.requests();
+        EXPECT_EQ(requests.size(), 1u);
+        return requests.empty() ? RecordedRequest{} : requests.front();
+    }
+
+    FakeServer server;
+    TempDir temp{"deskbox-cli-test"};
+};
+
+// --- sandboxes -----------------------------------------------------------------------------
+
+TEST_F(CliTest, CreateSendsTheDefaultsAndPrintsTheId) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"id", "sb-123"}, {"state", "running"}}, 201);
+    });
+    RunResult result = run({"create"});
+    EXPECT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, "sb-123\n");
+    RecordedRequest request = only_request();
+    EXPECT_EQ(request.line(), "POST /v1/sandboxes");
+    EXPECT_EQ(request.header("content-type"), "application/json");
+    EXPECT_EQ(request.header("authorization"), "<none>");
+    EXPECT_EQ(request.json_body(), json({{"template", "minimal"},
+                                         {"runtime", "container"},
+                                         {"resolution", {1280, 800}},
+                                         {"timeout_s", 300}}));
+}
+
+TEST_F(CliTest, CreateWithEveryOptionAndJsonOutput) {
+    json answer = {{"id", "sb-9"}, {"state", "running"}, {"view_token", "v"}};
+    server.set_handler([&](const RecordedRequest&) { return json_answer(answer, 201); });
+    RunResult result = run(
+        {"--api-key",  "secret-key", "create",       "--template", "desktop",  "--runtime=microvm",
+         "--size",     "1920x1080",  "--timeout",    "60",         "--dpi",    "120",
+         "--api-size", "1024x768",   "--on-timeout", "pause",      "--memory", "2048",
+         "--cpus",     "1.5",        "--pids",       "500",        "--env",    "LANG=pt_BR.UTF-8",
+         "--env",      "A=b=c",      "--meta",       "owner=ci",   "--json"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(json::parse(result.out), answer);
+    RecordedRequest request = only_request();
+    EXPECT_EQ(request.header("authorization"), "Bearer secret-key");
+    EXPECT_EQ(request.json_body(),
+              json({{"template", "desktop"},
+                    {"runtime", "microvm"},
+                    {"resolution", {1920, 1080}},
+                    {"timeout_s", 60},
+                    {"dpi", 120},
+                    {"api_resolution", {1024, 768}},
+                    {"on_timeout", "pause"},
+                    {"limits", {{"memory_mb", 2048}, {"cpus", 1.5}, {"pids", 500}}},
+                    {"env", {{"LANG", "pt_BR.UTF-8"}, {"A", "b=c"}}},
+                    {"metadata", {{"owner", "ci"}}}}));
+}
+
+TEST_F(CliTest, ServerAndApiKeyComeFromTheEnvironment) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"sandboxes", json::array()}});
+    });
+    RunResult result =
+        run_deskbox({"list"}, "", {"DESKBOX_SERVER=" + server.url(), "DESKBOX_API_KEY=from-env"});
+    EXPECT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(only_request().header("authorization"), "Bearer from-env");
+}
+
+TEST_F(CliTest, ListPrintsATableOrJson) {
+    json answer = {{"sandboxes",
+                    {{{"id", "sb-1"},
+                      {"state", "running"},
+                      {"template", "minimal"},
+                      {"runtime", "container"},
+                      {"resolution", {1280, 800}},
+                      {"expires_at", "2030-01-01T00:00:00Z"}},
+                     {{"id", "sb-2"},
+                      {"state", "paused"},
+                      {"template", "desktop"},
+                      {"runtime", "microvm"},
+                      {"resolution", {800, 600}}}}}};
+    server.set_handler([&](const RecordedRequest&) { return json_answer(answer); });
+    RunResult table = run({"list"});
+    ASSERT_EQ(table.status.exit_code, 0) << table.err;
+    std::istringstream lines(table.out);
+    std::string header, first, second;
+    std::getline(lines, header);
+    std::getline(lines, first);
+    std::getline(lines, second);
+    EXPECT_EQ(header.rfind("ID", 0), 0u);
+    EXPECT_NE(header.find("STATE"), std::string::npos);
+    EXPECT_EQ(first.rfind("sb-1", 0), 0u);
+    EXPECT_NE(first.find("1280x800"), std::string::npos);
+    EXPECT_NE(first.find("2030-01-01T00:00:00Z"), std::string::npos);
+    EXPECT_NE(second.find("paused"), std::string::npos);
+    EXPECT_NE(second.find("microvm"), std::string::npos);
+
+    RunResult as_json = run({"list", "--json"});
+    EXPECT_EQ(json::parse(as_json.out), answer);
+    for (const auto& request : server.requests()) EXPECT_EQ(request.line(), "GET /v1/sandboxes");
+}
+
+TEST_F(CliTest, LifecycleCommandsHitTheirPaths) {
+    server.set_handler([](const RecordedRequest& request) {
+        if (request.path == "/v1/sandboxes/sb-1/timeout") {
+            return json_answer({{"id", "sb-1"}, {"expires_at", "2030-01-01T00:10:00Z"}});
+        }
+        return json_answer({{"id", "sb-1"}, {"state", "running"}});
+    });
+    EXPECT_EQ(run({"inspect", "sb-1"}).status.exit_code, 0);
+    EXPECT_EQ(run({"pause", "sb-1"}).out, "sb-1\n");
+    EXPECT_EQ(run({"resume", "sb-1"}).status.exit_code, 0);
+    RunResult timeout = run({"timeout", "sb-1", "900"});
+    EXPECT_EQ(timeout.out, "sb-1 expires at 2030-01-01T00:10:00Z\n");
+    EXPECT_EQ(run({"kill", "sb-1"}).out, "sb-1\n");
+
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 5u);
+    EXPECT_EQ(requests[0].line(), "GET /v1/sandboxes/sb-1");
+    EXPECT_EQ(requests[1].line(), "POST /v1/sandboxes/sb-1/pause");
+    EXPECT_EQ(requests[1].header("content-length"), "0");
+    EXPECT_EQ(requests[2].line(), "POST /v1/sandboxes/sb-1/resume");
+    EXPECT_EQ(requests[3].line(), "POST /v1/sandboxes/sb-1/timeout");
+    EXPECT_EQ(requests[3].json_body(), json({{"timeout_s", 900}}));
+    EXPECT_EQ(requests[4].line(), "DELETE /v1/sandboxes/sb-1");
+}
+
+TEST_F(CliTest, KillGoesOnAfterOneFailureAndExitsOne) {
+    server.set_handler([](const RecordedRequest& request) {
+        if (request.path == "/v1/sandboxes/gone") {
+            return error_answer(404, "not_found", "no sandbox \"gone\"", "id");
+        }
+        return json_answer(json::object());
+    });
+    RunResult result = run({"kill", "sb-a", "gone", "sb-b"});
+    EXPECT_EQ(result.status.exit_code, 1);
+    EXPECT_EQ(result.out, "sb-a\nsb-b\n");
+    EXPECT_NE(result.err.find("no sandbox \"gone\""), std::string::npos) << result.err;
+    EXPECT_EQ(server.requests().size(), 3u);
+}
+
+TEST_F(CliTest, SandboxIdsArePercentEncodedInPaths) {
+    run({"inspect", "a/b c"});
+    EXPECT_EQ(only_request().target, "/v1/sandboxes/a%2Fb%20c");
+}
+
+// --- errors --------------------------------------------------------------------------------
+
+TEST_F(CliTest, ApiErrorsPrintCodeMessageFieldAndExitOne) {
+    server.set_handler([](const RecordedRequest&) {
+        return error_answer(400, "bad_request", "resolution: width must be from 320 to 7680",
+                            "resolution");
+    });
+    RunResult result = run({"create", "--size", "100x100"});
+    EXPECT_EQ(result.status.exit_code, 1);
+    EXPECT_EQ(result.out, "");
+    EXPECT_NE(result.err.find("resolution: width must be from 320 to 7680"), std::string::npos)
+        << result.err;
+    EXPECT_NE(result.err.find("bad_request"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("field resolution"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("400"), std::string::npos) << result.err;
+}
+
+TEST_F(CliTest, NonJsonErrorBodiesStillSayWhatHappened) {
+    server.set_handler([](const RecordedRequest&) {
+        return raw_answer(502, "upstream exploded\n", "text/plain");
+    });
+    RunResult result = run({"list"});
+    EXPECT_EQ(result.status.exit_code, 1);
+    EXPECT_NE(result.err.find("upstream exploded"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("502"), std::string::npos) << result.err;
+}
+
+TEST_F(CliTest, UnauthorizedWithoutKeyHintsAtTheKey) {
+    server.set_handler([](const RecordedRequest&) {
+        return error_answer(401, "unauthorized", "missing or wrong API key");
+    });
+    RunResult result = run({"list"});
+    EXPECT_EQ(result.status.exit_code, 1);
+    EXPECT_NE(result.err.find("missing or wrong API key"), std::string::npos);
+    EXPECT_NE(result.err.find("DESKBOX_API_KEY"), std::string::npos) << result.err;
+}
+
+TEST(CliConnection, RefusedConnectionSaysHowToStartTheServer) {
+    // A port that was just free: bind, note it, close.
+    unsigned short port;
+    {
+        asio::io_context io;
+        tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+        port = acceptor.local_endpoint().port();
+    }
+    std::string url = "http://127.0.0.1:" + std::to_string(port);
+    RunResult result = run_deskbox({"--server", url, "list"});
+    EXPECT_EQ(result.status.exit_code, 1);
+    EXPECT_EQ(result.err, "deskbox: cannot reach deskboxd at " + url +
+                              ": is it running? (scripts/run.sh starts it)\n");
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoWithoutTouchingTheServer) {
+    struct Case {
+        std::vector<std::string> args;
+        std::string message;
+    };
+    const std::vector<Case> cases = {
+        {{}, "no command given"},
+        {{"frobnicate"}, "unknown command \"frobnicate\""},
+        {{"click", "sb"}, "usage: deskbox click"},
+        {{"click", "sb", "10", "ten"}, "Y: expected an integer, got \"ten\""},
+        {{"create", "--size", "wide"}, "--size: expected WIDTHxHEIGHT"},
+        {{"create", "--bogus"}, "unknown option --bogus for 'create'"},
+        {{"create", "--on-timeout", "explode"}, "--on-timeout: expected kill or pause"},
+        {{"create", "--env", "=x"}, "--env: expected NAME=VALUE"},
+        {{"act", "sb", "{not json"}, "ACTION is not valid JSON"},
+        {{"act", "sb", "[1]"}, "ACTION must be a JSON object"},
+        {{"screenshot", "sb", "--format", "gif"}, "--format: expected png, jpeg or webp"},
+        {{"exec", "sb"}, "no command given"},
+        {{"exec", "sb", "--shell", "ls", "--", "ls"}, "either --shell LINE or a command"},
+        {{"files", "get", "sb", "relative/path"}, "PATH must be absolute"},
+        {{"files", "chmod", "sb", "/x"}, "expected get, put, ls or rm"},
+        {{"timeout", "sb", "-5"}, "SECONDS: must be from 0"},
+        {{"type", "sb", "\xff\xfe"}, "not valid UTF-8"},
+        {{"--server", "https://example.com", "list"}, "https is not supported"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> args = c.args;
+        // --server after the command too, except where the case sets its own.
+        if (args.empty() || args[0] != "--server")
+            args.insert(args.begin(), {"--server", server.url()});
+        RunResult result = run_deskbox(args);
+        std::string shown = json(c.args).dump(-1, ' ', false, json::error_handler_t::replace);
+        EXPECT_EQ(result.status.exit_code, 2) << shown << "\n" << result.err;
+        EXPECT_NE(result.err.find(c.message), std::string::npos) << shown << "\n" << result.err;
+    }
+    EXPECT_EQ(server.requests().size(), 0u);
+}
+
+TEST_F(CliTest, HelpExitsZero) {
+    RunResult main_help = run_deskbox({"--help"});
+    EXPECT_EQ(main_help.status.exit_code, 0);
+    EXPECT_NE(main_help.out.find("usage: deskbox"), std::string::npos);
+    RunResult command_help = run_deskbox({"exec", "--help"});
+    EXPECT_EQ(command_help.status.exit_code, 0);
+    EXPECT_NE(command_help.out.find("--shell"), std::string::npos);
+}
+
+// --- desktop -------------------------------------------------------------------------------
+
+TEST_F(CliTest, ScreenshotSendsTheQueryAndSavesTheBytesExactly) {
+    const std::string image = binary_blob(3 << 20);  // larger than any one socket read
+    server.set_handler([&](const RecordedRequest&) {
+        return raw_answer(200, image, "image/jpeg",
+                          {{"X-Screen-Width", "1280"}, {"X-Screen-Height", "800"}});
+    });
+    fs::path output = temp.path() / "shot.jpg";
+    RunResult result = run({"screenshot", "sb-1", "-o", output.string(), "--format", "jpeg",
+                            "--quality", "80", "--width", "640"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, output.string() + "\n");
+    EXPECT_TRUE(read_file(output) == image);
+    RecordedRequest request = only_request();
+    EXPECT_EQ(request.line(), "GET /v1/sandboxes/sb-1/screenshot");
+    EXPECT_EQ(request.query, (std::map<std::string, std::string>{
+                                 {"format", "jpeg"}, {"quality", "80"}, {"width", "640"}}));
+    // No temporary file is left beside it.
+    EXPECT_EQ(std::distance(fs::directory_iterator(temp.path()), fs::directory_iterator()), 1);
+}
+
+TEST_F(CliTest, ScreenshotToStdoutAndDefaultName) {
+    const std::string image = binary_blob(5000);
+    server.set_handler([&](const RecordedRequest&) { return raw_answer(200, image, "image/png"); });
+    RunResult to_stdout = run({"screenshot", "sb-1", "-o", "-"});
+    EXPECT_TRUE(to_stdout.out == image);
+    EXPECT_EQ(server.requests().at(0).query.at("format"), "png");
+
+    // The default name lands in the working directory: run through a shell that cds there.
+    RunResult named = run_process({"/bin/sh", "-c",
+                                   "cd \"$1\" && exec /usr/bin/env -u DESKBOX_SERVER \"$2\" "
+                                   "--server \"$3\" screenshot sb-1",
+                                   "sh", temp.path().string(), kDeskbox, server.url()});
+    EXPECT_EQ(named.status.exit_code, 0) << named.err;
+    EXPECT_EQ(named.out, "screenshot-sb-1.png\n");
+    EXPECT_TRUE(read_file(temp.path() / "screenshot-sb-1.png") == image);
+}
+
+TEST_F(CliTest, ActPassesTheJsonAndDialectThrough) {
+    json results = {{"results", {{{"ok", true}}}}};
+    server.set_handler([&](const RecordedRequest&) { return json_answer(results); });
+    json action = {{"action", "left_click"}, {"coordinate", {10, 20}}};
+    RunResult result = run({"act", "sb-1", action.dump(), "--dialect", "anthropic"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(json::parse(result.out), results);
+    RecordedRequest request = only_request();
+    EXPECT_EQ(request.line(), "POST /v1/sandboxes/sb-1/actions");
+    EXPECT_EQ(request.query.at("dialect"), "anthropic");
+    EXPECT_EQ(request.json_body(), action);
+
+    json batch = {{"actions", {{{"type", "wait"}, {"duration_ms", 5}}}}};
+    RunResult from_stdin = run({"act", "sb-1", "-"}, batch.dump());
+    ASSERT_EQ(from_stdin.status.exit_code, 0) << from_stdin.err;
+    EXPECT_EQ(server.requests().at(1).json_body(), batch);
+    EXPECT_EQ(server.requests().at(1).target, "/v1/sandboxes/sb-1/actions");
+}
+
+TEST_F(CliTest, ActionShortcutsBuildNativeActions) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"results", {json::object()}}});
+    });
+    const std::string text = "Grêmio — 日本語 🎉\n";
+    ASSERT_EQ(
+        run({"click", "sb", "10", "20", "--button", "right", "--count", "2"}).status.exit_code, 0);
+    ASSERT_EQ(run({"click", "sb", "0", "0"}).status.exit_code, 0);
+    ASSERT_EQ(run({"move", "sb", "5", "6"}).status.exit_code, 0);
+    ASSERT_EQ(run({"scroll", "sb", "100", "200", "-3", "--dx", "1"}).status.exit_code, 0);
+    ASSERT_EQ(run({"type", "sb", text}).status.exit_code, 0);
+    ASSERT_EQ(run({"key", "sb", "ctrl+shift+t"}).status.exit_code, 0);
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 6u);
+    for (const auto& request : requests) EXPECT_EQ(request.line(), "POST /v1/sandboxes/sb/actions");
+    EXPECT_EQ(requests[0].json_body(),
+              json({{"type", "click"}, {"x", 10}, {"y", 20}, {"button", "right"}, {"count", 2}}));
+    EXPECT_EQ(requests[1].json_body(), json({{"type", "click"}, {"x", 0}, {"y", 0}}));
+    EXPECT_EQ(requests[2].json_body(), json({{"type", "move"}, {"x", 5}, {"y", 6}}));
+    EXPECT_EQ(requests[3].json_body(),
+              json({{"type", "scroll"}, {"x", 100}, {"y", 200}, {"dy", -3}, {"dx", 1}}));
+    EXPECT_EQ(requests[4].json_body(), json({{"type", "type"}, {"text", text}}));
+    EXPECT_EQ(requests[5].json_body(), json({{"type", "key"}, {"keys", "ctrl+shift+t"}}));
+}
+
+TEST_F(CliTest, WindowsClipboardAndCursor) {
+    server.set_handler([](const RecordedRequest& request) {
+        if (request.path.ends_with("/windows")) {
+            return json_answer({{"windows",
+                                 {{{"id", 4194305},
+                                   {"title", "user@box: ~"},
+                                   {"class", "XTerm"},
+                                   {"x", 10},
+                                   {"y", 20},
+                                   {"width", 484},
+                                   {"height", 316},
+                                   {"active", true},
+                                   {"visible", true}}}},
+                                {"active", 4194305}});
+        }
+        if (request.path.ends_with("/cursor")) return json_answer({{"x", 640}, {"y", 400}});
+        if (request.method == "GET") return json_answer({{"text", "cópia 日本"}});
+        return json_answer(json::object());
+    });
+    RunResult windows = run({"windows", "sb"});
+    ASSERT_EQ(windows.status.exit_code, 0) << windows.err;
+    EXPECT_NE(windows.out.find("4194305"), std::string::npos) << windows.out;
+    EXPECT_NE(windows.out.find("484x316+10+20"), std::string::npos) << windows.out;
+    EXPECT_NE(windows.out.find("user@box: ~"), std::string::npos) << windows.out;
+    EXPECT_EQ(run({"cursor", "sb"}).out, "640 400\n");
+    EXPECT_EQ(run({"clipboard", "get", "sb"}).out, "cópia 日本");
+    EXPECT_EQ(run({"clipboard", "set", "sb", "olá"}).status.exit_code, 0);
+    EXPECT_EQ(run({"clipboard", "set", "sb", "-"}, "from stdin\n").status.exit_code, 0);
+
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 5u);
+    EXPECT_EQ(requests[0].line(), "GET /v1/sandboxes/sb/windows");
+    EXPECT_EQ(requests[1].line(), "GET /v1/sandboxes/sb/cursor");
+    EXPECT_EQ(requests[2].line(), "GET /v1/sandboxes/sb/clipboard");
+    EXPECT_EQ(requests[3].line(), "PUT /v1/sandboxes/sb/clipboard");
+    EXPECT_EQ(requests[3].json_body(), json({{"text", "olá"}}));
+    EXPECT_EQ(requests[4].json_body(), json({{"text", "from stdin\n"}}));
+}
+
+// --- commands and files --------------------------------------------------------------------
+
+TEST_F(CliTest, ExecPrintsOutputAndExitsWithTheCommandsCode) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"exit_code", 3},
+                            {"stdout", "out line\n"},
+                            {"stderr", "err line\n"},
+                            {"timed_out", false}});
+    });
+    RunResult result = run({"exec", "sb", "--env", "A=1", "--cwd", "/tmp", "--timeout", "30", "ls",
+                            "-la", "/tmp dir"});
+    EXPECT_EQ(result.status.exit_code, 3);
+    EXPECT_EQ(result.out, "out line\n");
+    EXPECT_EQ(result.err, "err line\n");
+    RecordedRequest request = only_request();
+    EXPECT_EQ(request.line(), "POST /v1/sandboxes/sb/commands");
+    EXPECT_EQ(request.json_body(), json({{"argv", {"ls", "-la", "/tmp dir"}},
+                                         {"env", {{"A", "1"}}},
+                                         {"cwd", "/tmp"},
+                                         {"timeout_s", 30}}));
+}
+
+TEST_F(CliTest, ExecShellStdinBackgroundAndDashDash) {
+    server.set_handler([](const RecordedRequest& request) {
+        if (request.json_body().value("background", false)) return json_answer({{"pid", 4242}});
+        return json_answer({{"exit_code", 0}, {"stdout", ""}, {"stderr", ""}});
+    });
+    EXPECT_EQ(run({"exec", "sb", "--shell", "echo $HOME | wc -c"}).status.exit_code, 0);
+    EXPECT_EQ(run({"exec", "sb", "-i", "--", "cat", "--number"}, "piped\n").status.exit_code, 0);
+    RunResult background = run({"exec", "sb", "--background", "--", "xterm"});
+    EXPECT_EQ(background.out, "4242\n");
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 3u);
+    EXPECT_EQ(requests[0].json_body(), json({{"cmd", "echo $HOME | wc -c"}}));
+    EXPECT_EQ(requests[1].json_body(), json({{"argv", {"cat", "--number"}}, {"stdin", "piped\n"}}));
+    EXPECT_EQ(requests[2].json_body(), json({{"argv", {"xterm"}}, {"background", true}}));
+}
+
+TEST_F(CliTest, ExecTimedOutWithoutCodeExits124) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"exit_code", nullptr}, {"stdout", "partial"}, {"timed_out", true}});
+    });
+    RunResult result = run({"exec", "sb", "sleep", "100"});
+    EXPECT_EQ(result.status.exit_code, 124);
+    EXPECT_EQ(result.out, "partial");
+    EXPECT_NE(result.err.find("timed out"), std::string::npos);
+}
+
+TEST_F(CliTest, FilesGetIsByteExactToAFileAndToStdout) {
+    const std::string blob = binary_blob(1 << 20);
+    server.set_handler(
+        [&](const RecordedRequest&) { return raw_answer(200, blob, "application/octet-stream"); });
+    fs::path local = temp.path() / "copy.bin";
+    RunResult to_file = run({"files", "get", "sb", "/home/user/a b/ü.bin", "-o", local.string()});
+    ASSERT_EQ(to_file.status.exit_code, 0) << to_file.err;
+    EXPECT_EQ(to_file.out, "");
+    EXPECT_TRUE(read_file(local) == blob);
+    RunResult to_stdout = run({"files", "get", "sb", "/etc/x"});
+    EXPECT_EQ(to_stdout.out.size(), blob.size());
+    EXPECT_TRUE(to_stdout.out == blob);
+
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_EQ(requests[0].line(), "GET /v1/sandboxes/sb/files");
+    EXPECT_EQ(requests[0].target, "/v1/sandboxes/sb/files?path=/home/user/a%20b/%C3%BC.bin");
+    EXPECT_EQ(requests[0].query.at("path"), "/home/user/a b/ü.bin");
+}
+
+TEST_F(CliTest, FilesGetErrorLeavesNoLocalFile) {
+    server.set_handler([](const RecordedRequest&) {
+        return error_answer(404, "not_found", "/nope: no such file", "path");
+    });
+    fs::path local = temp.path() / "never.bin";
+    RunResult result = run({"files", "get", "sb", "/nope", "-o", local.string()});
+    EXPECT_EQ(result.status.exit_code, 1);
+    EXPECT_NE(result.err.find("/nope: no such file"), std::string::npos);
+    EXPECT_FALSE(fs::exists(local));
+}
+
+TEST_F(CliTest, FilesPutUploadsTheBytesExactly) {
+    const std::string blob = binary_blob(2 << 20);
+    fs::path local = temp.path() / "upload.bin";
+    write_file(local, blob);
+    RunResult from_file = run({"files", "put", "sb", local.string(), "/tmp/up.bin"});
+    ASSERT_EQ(from_file.status.exit_code, 0) << from_file.err;
+    RunResult from_stdin = run({"files", "put", "sb", "-", "/tmp/stdin.bin"}, blob.substr(0, 1000));
+    ASSERT_EQ(from_stdin.status.exit_code, 0) << from_stdin.err;
+    RunResult with_mode =
+        run({"files", "put", "sb", local.string(), "/tmp/run.sh", "--mode", "0755"});
+    ASSERT_EQ(with_mode.status.exit_code, 0) << with_mode.err;
+    RunResult bad_mode = run({"files", "put", "sb", local.string(), "/tmp/x", "--mode", "rwx"});
+    EXPECT_EQ(bad_mode.status.exit_code, 2);
+    EXPECT_NE(bad_mode.err.find("--mode: expected octal digits"), std::string::npos);
+    RunResult missing = run({"files", "put", "sb", (temp.path() / "absent").string(), "/tmp/x"});
+    EXPECT_EQ(missing.status.exit_code, 1);
+    EXPECT_NE(missing.err.find("cannot read"), std::string::npos);
+
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 3u);
+    EXPECT_EQ(requests[2].query,
+              (std::map<std::string, std::string>{{"path", "/tmp/run.sh"}, {"mode", "0755"}}));
+    EXPECT_EQ(requests[0].line(), "PUT /v1/sandboxes/sb/files");
+    EXPECT_EQ(requests[0].query.at("path"), "/tmp/up.bin");
+    EXPECT_EQ(requests[0].header("content-type"), "application/octet-stream");
+    EXPECT_EQ(requests[0].body.size(), blob.size());
+    EXPECT_TRUE(requests[0].body == blob);
+    EXPECT_TRUE(requests[1].body == blob.substr(0, 1000));
+}
+
+TEST_F(CliTest, FilesLsAndRm) {
+    server.set_handler([](const RecordedRequest& request) {
+        if (request.method == "DELETE") return json_answer(json::object());
+        if (request.query.at("path") == "/etc/hostname") {
+            return raw_answer(200, "box\n", "application/octet-stream");
+        }
+        return json_answer(
+            {{"entries",
+              {{{"name", "notes.txt"}, {"type", "file"}, {"size", 12}, {"mode", 420}},
+               {{"name", "sub"}, {"type", "directory"}, {"size", 4096}, {"mode", 493}}}}});
+    });
+    RunResult listing = run({"files", "ls", "sb", "/home/user"});
+    ASSERT_EQ(listing.status.exit_code, 0) << listing.err;
+    EXPECT_NE(listing.out.find("notes.txt"), std::string::npos);
+    EXPECT_NE(listing.out.find("0644"), std::string::npos) << listing.out;
+    EXPECT_NE(listing.out.find("0755"), std::string::npos) << listing.out;
+    RunResult of_file = run({"files", "ls", "sb", "/etc/hostname"});
+    EXPECT_EQ(of_file.status.exit_code, 1);
+    EXPECT_NE(of_file.err.find("is a file"), std::string::npos);
+    EXPECT_EQ(run({"files", "rm", "sb", "/tmp/x"}).status.exit_code, 0);
+    EXPECT_EQ(run({"files", "rm", "-r", "sb", "/tmp/dir"}).status.exit_code, 0);
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 4u);
+    EXPECT_EQ(requests[3].query,
+              (std::map<std::string, std::string>{{"path", "/tmp/dir"}, {"recursive", "true"}}));
+    EXPECT_EQ(requests[0].line(), "GET /v1/sandboxes/sb/files");
+    EXPECT_EQ(requests[2].line(), "DELETE /v1/sandboxes/sb/files");
+    EXPECT_EQ(requests[2].query.at("path"), "/tmp/x");
+}
+
+// --- demo ----------------------------------------------------------------------------------
+
+// deskboxd as the demo sees it: the sandbox starts, no terminal shows until xterm is launched.
+class DemoServer {
+  public:
+    explicit DemoServer(FakeServer& server, bool fail_actions = false) {
+        png_ = "\x89PNG\r\n\x1a\n" + binary_blob(10000);
+        server.set_handler([this, fail_actions](const RecordedRequest& request) {
+            const std::string base = "/v1/sandboxes/demo-1";
+            if (request.line() == "POST /v1/sandboxes") {
+                return json_answer({{"id", "demo-1"},
+                                    {"state", "starting"},
+                                    {"view_token", "vt/+="},
+                                    {"control_token", "ct"}},
+                                   201);
+            }
+            if (request.line() == "GET " + base) {
+                return json_answer(
+                    {{"id", "demo-1"}, {"state", ++inspects_ < 2 ? "starting" : "running"}});
+            }
+            if (request.line() == "GET " + base + "/windows") {
+                json windows = json::array({{{"id", 1},
+                                             {"title", "openbox"},
+                                             {"class", "Openbox"},
+                                             {"x", 0},
+                                             {"y", 0},
+                                             {"width", 10},
+                                             {"height", 10}}});
+                if (xterm_started_) {
+                    windows.push_back({{"id", 2},
+                                       {"title", "user@deskbox: ~"},
+                                       {"class", "XTerm"},
+                                       {"x", 100},
+                                       {"y", 50},
+                                       {"width", 400},
+                                       {"height", 300},
+                                       {"active", true},
+                                       {"visible", true}});
+                }
+                return json_answer({{"windows", windows}});
+            }
+            if (request.line() == "POST " + base + "/commands") {
+                xterm_started_ = true;
+                return json_answer({{"pid", 77}});
+            }
+            if (request.line() == "POST " + base + "/actions") {
+                if (fail_actions)
+                    return error_answer(400, "invalid_action", "bad key", "actions[2].keys");
+                return json_answer({{"results", json::array({{}, {}, {}, {}})}});
+            }
+            if (request.line() == "GET " + base + "/screenshot") {
+                return raw_answer(200, png_, "image/png",
+                                  {{"X-Screen-Width", "1280"}, {"X-Screen-Height", "800"}});
+            }
+            if (request.line() == "DELETE " + base) return json_answer(json::object());
+            return error_answer(404, "not_found", "unexpected " + request.line());
+        });
+    }
+    const std::string& png() const { return png_; }
+
+  private:
+    std::string png_;
+    int inspects_ = 0;
+    bool xterm_started_ = false;
+};
+
+std::vector<std::string> lines_of(const std::vector<RecordedRequest>& requests) {
+    std::vector<std::string> lines;
+    for (const auto& request : requests) lines.push_back(request.line());
+    return lines;
+}
+
+TEST_F(CliTest, DemoTypesIntoATerminalSavesAScreenshotAndKills) {
+    DemoServer demo(server);
+    fs::path output = temp.path() / "demo.png";
+    RunResult result = run({"demo", "-o", output.string(), "--start-terminal-after", "0"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out,
+              "sandbox:    demo-1\n"
+              "viewer:     " +
+                  server.url() +
+                  "/view/demo-1?token=vt%2F%2B%3D\n"
+                  "screenshot: " +
+                  output.string() + "\n");
+    EXPECT_TRUE(read_file(output) == demo.png());
+
+    auto requests = server.requests();
+    auto lines = lines_of(requests);
+    ASSERT_GE(lines.size(), 8u);
+    EXPECT_EQ(lines.front(), "POST /v1/sandboxes");
+    EXPECT_EQ(requests.front().json_body().at("template"), "minimal");
+    EXPECT_EQ(lines.back(), "DELETE /v1/sandboxes/demo-1");
+    auto find = [&](const std::string& line) {
+        return std::find(lines.begin(), lines.end(), line) - lines.begin();
+    };
+    // The state was polled until running, xterm started, then actions, then the screenshot.
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), "GET /v1/sandboxes/demo-1"), 2);
+    auto commands = find("POST /v1/sandboxes/demo-1/commands");
+    auto actions = find("POST /v1/sandboxes/demo-1/actions");
+    auto screenshot = find("GET /v1/sandboxes/demo-1/screenshot");
+    ASSERT_LT(commands, actions);
+    ASSERT_LT(actions, screenshot);
+    EXPECT_EQ(requests[commands].json_body(), json({{"argv", {"xterm"}}, {"background", true}}));
+    json batch = requests[actions].json_body().at("actions");
+    ASSERT_EQ(batch.size(), 4u);
+    EXPECT_EQ(batch[0], json({{"type", "click"}, {"x", 300}, {"y", 200}}));  // the xterm's middle
+    EXPECT_EQ(batch[1],
+              json({{"type", "type"}, {"text", "echo \"Hello from deskbox — Grêmio 日本語\""}}));
+    EXPECT_EQ(batch[2], json({{"type", "key"}, {"keys", "Return"}}));
+    EXPECT_EQ(batch[3].at("type"), "wait");
+    // Keep-alive: the whole demo went over one connection.
+    EXPECT_EQ(server.connections(), 1);
+    for (const auto& request : requests) EXPECT_EQ(request.connection, 1);
+}
+
+TEST_F(CliTest, DemoKeepLeavesTheSandbox) {
+    DemoServer demo(server);
+    fs::path output = temp.path() / "kept.png";
+    RunResult result =
+        run({"demo", "--keep", "-o", output.string(), "--start-terminal-after", "0"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    for (const auto& line : lines_of(server.requests()))
+        EXPECT_NE(line, "DELETE /v1/sandboxes/demo-1");
+    EXPECT_NE(result.err.find("deskbox kill demo-1"), std::string::npos);
+}
+
+TEST_F(CliTest, DemoFailureStillKillsTheSandbox) {
+    DemoServer demo(server, /*fail_actions=*/true);
+    fs::path output = temp.path() / "never.png";
+    RunResult result = run({"demo", "-o", output.string(), "--start-terminal-after", "0"});
+    EXPECT_EQ(result.status.exit_code, 1);
+    EXPECT_NE(result.err.find("bad key"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("actions[2].keys"), std::string::npos) << result.err;
+    EXPECT_EQ(lines_of(server.requests()).back(), "DELETE /v1/sandboxes/demo-1");
+    EXPECT_FALSE(fs::exists(output));
+}
+
+// --- the client library --------------------------------------------------------------------
+
+client::ClientOptions options_for(const std::string& url, const std::string& api_key = {}) {
+    client::ClientOptions options;
+    options.server = url;
+    options.api_key = api_key;
+    return options;
+}
+
+TEST(ApiClientLibrary, ParsesServerUrls) {
+    auto url = client::parse_server_url("http://127.0.0.1:8700");
+    EXPECT_EQ(url.host, "127.0.0.1");
+    EXPECT_EQ(url.port, "8700");
+    EXPECT_EQ(url.base_path, "");
+    auto with_path = client::parse_server_url("HTTP://[::1]:9000/deskbox/");
+    EXPECT_EQ(with_path.host, "::1");
+    EXPECT_EQ(with_path.base_path, "/deskbox");
+    EXPECT_EQ(with_path.to_string(), "http://[::1]:9000/deskbox");
+    EXPECT_EQ(client::parse_server_url("example.com").port, "80");
+    for (const char* bad : {"https://x", "ftp://x", "http://:80", "http://x:0", "http://x:99999",
+                            "http://x:80?q", "http://u@x", "http://[::1"}) {
+        EXPECT_THROW(client::parse_server_url(bad), std::invalid_argument) << bad;
+    }
+}
+
+TEST(ApiClientLibrary, EncodesQueries) {
+    EXPECT_EQ(client::percent_encode("a b/ü&=?"), "a%20b%2F%C3%BC%26%3D%3F");
+    EXPECT_EQ(client::Query().add("path", "/a b/&x").add("q", "1").str(), "?path=/a%20b/%26x&q=1");
+    EXPECT_EQ(client::Query().str(), "");
+}
+
+TEST(ApiClientLibrary, ReusesOneConnection) {
+    FakeServer server;
+    server.set_handler([](const RecordedRequest& request) {
+        return json_answer({{"echo", request.path}});
+    });
+    client::ApiClient api(options_for(server.url()));
+    for (int i = 0; i < 5; ++i) {
+        EXPECT_EQ(api.get_json("/v1/n" + std::to_string(i)).at("echo"),
+                  "/v1/n" + std::to_string(i));
+    }
+    EXPECT_EQ(api.post_json("/v1/p", {{"a", 1}}).at("echo"), "/v1/p");
+    EXPECT_EQ(api.connections_opened(), 1u);
+    EXPECT_EQ(server.connections(), 1);
+    EXPECT_EQ(server.requests().back().json_body(), json({{"a", 1}}));
+}
+
+TEST(ApiClientLibrary, ReconnectsWhenTheServerCloses) {
+    FakeServer server;
+    std::atomic<int> count = 0;
+    server.set_handler([&](const RecordedRequest&) {
+        FakeAnswer answer = json_answer({{"n", ++count}});
+        // First answer says "Connection: close"; the second closes silently (an idle timeout).
+        answer.close = count == 1;
+        answer.drop_after = count == 2;
+        return answer;
+    });
+    client::ApiClient api(options_for(server.url()));
+    EXPECT_EQ(api.get_json("/a").at("n"), 1);
+    EXPECT_EQ(api.get_json("/b").at("n"), 2);
+    EXPECT_EQ(api.get_json("/c").at("n"), 3);
+    EXPECT_EQ(server.connections(), 3);
+    EXPECT_EQ(api.connections_opened(), 3u);
+}
+
+TEST(ApiClientLibrary, ErrorAnswersBecomeTypedExceptions) {
+    FakeServer server;
+    server.set_handler([](const RecordedRequest&) {
+        return error_answer(422, "invalid_action", "x: out of screen", "actions[0].x");
+    });
+    client::ApiClient api(options_for(server.url(), "k"));
+    try {
+        api.post_json("/v1/sandboxes/s/actions", {{"type", "click"}});
+        FAIL() << "no exception";
+    } catch (const client::ApiError& error) {
+        EXPECT_EQ(error.status(), 422u);
+        EXPECT_EQ(error.code(), "invalid_action");
+        EXPECT_EQ(error.message(), "x: out of screen");
+        EXPECT_EQ(error.field(), "actions[0].x");
+    }
+    EXPECT_EQ(server.requests().at(0).header("authorization"), "Bearer k");
+    // send() hands back any status without throwing; the connection stays usable.
+    client::Response raw = api.send(client::Method::get, "/x");
+    EXPECT_EQ(raw.status, 422u);
+    EXPECT_EQ(raw.header("CONTENT-TYPE"), "application/json");
+    EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(ApiClientLibrary, ASilentServerTimesOut) {
+    // Listening but never accepting: the kernel completes the handshake, nobody answers.
+    asio::io_context io;
+    tcp::acceptor silent(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    silent.listen();
+    std::string url = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port());
+    client::ClientOptions options = options_for(url);
+    options.request_timeout = 300ms;
+    client::ApiClient api(options);
+    try {
+        api.get_json("/healthz");
+        FAIL() << "no exception";
+    } catch (const client::ConnectionError& error) {
+        EXPECT_FALSE(error.refused());
+        EXPECT_NE(std::string(error.what()).find("did not answer within 300 ms"), std::string::npos)
+            << error.what();
+    }
+}
+
+}  // namespace
+}  // namespace deskbox
