@@ -1,6 +1,6 @@
 // A message channel over a connected file descriptor (socket, pipe pair, virtio-serial port or
-// any other character device). Reads on one thread; sends are thread-safe (one mutex, whole
-// messages never interleave).
+// any other character device). Reads on one thread; sends are thread-safe (one sender at a
+// time, whole messages never interleave).
 //
 // The fds are switched to O_NONBLOCK and every wait is a poll() that also watches an internal
 // eventfd, so close() from another thread wakes a blocked receive() or send(). A peer that went
@@ -56,7 +56,7 @@ class Channel {
 
     // Wakes a blocked receive()/send() and makes further ones fail. Idempotent, thread-safe;
     // the first call's reason is kept. A socket is shut down at once, so the peer sees EOF now;
-    // other fds stay open (and the peer sees EOF) only until destruction.
+    // other fds stay open until destruction, when the peer sees EOF.
     void close(std::string reason = "closed locally");
     bool closed() const { return closed_; }
     // Gives a received body's storage back for reuse by a later large body (see

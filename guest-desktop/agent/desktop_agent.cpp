@@ -125,11 +125,15 @@ DesktopAgent::DesktopAgent(AgentOptions options) : options_(std::move(options)) 
         if (signal) header["signal"] = signal;
         emit(std::move(header));
     };
-    exec_ = std::make_unique<services::ExecService>(exec_callbacks, services::ExecLimits{},
-                                                    client_env);
+    // Output and clipboard text travel in the JSON header, which the protocol caps at 1 MiB.
+    services::ExecLimits exec_limits;
+    exec_limits.max_output_bytes = 256 << 10;
+    exec_ = std::make_unique<services::ExecService>(exec_callbacks, exec_limits, client_env);
     files_ = std::make_unique<services::FileService>();
     windows_ = std::make_unique<services::WindowService>(display_);
-    clipboard_ = std::make_unique<services::ClipboardService>(display_);
+    services::ClipboardOptions clipboard_options;
+    clipboard_options.max_bytes = 512 << 10;
+    clipboard_ = std::make_unique<services::ClipboardService>(display_, clipboard_options);
 }
 
 DesktopAgent::~DesktopAgent() {

@@ -355,6 +355,16 @@ struct SessionSupervisor::Impl {
         bring_up_clients();
     }
 
+    bool x_server_answers() {
+        try {
+            services::XConnection conn(":" + std::to_string(display_number));
+            XSync(conn.get(), False);
+            return !conn.broken();
+        } catch (const services::ServiceError&) {
+            return false;
+        }
+    }
+
     void monitor_loop() {
         while (sleep_unless_stopping(options.monitor_interval)) {
             if (!xvfb) continue;  // failed: nothing left to watch
@@ -363,6 +373,14 @@ struct SessionSupervisor::Impl {
                 continue;
             }
             if (wm_started && !wm.running()) {
+                // A WM usually dies because the X server did: then restart the server first.
+                if (!x_server_answers()) {
+                    xvfb->process().wait(std::chrono::seconds(2));
+                    if (!xvfb->running()) {
+                        on_xvfb_exit();
+                        continue;
+                    }
+                }
                 on_wm_exit();
                 continue;
             }

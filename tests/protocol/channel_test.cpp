@@ -84,7 +84,9 @@ TEST_P(ProtocolChannel, ARecycledBodyIsReceivedIntoAgain) {
         auto message = b->receive();
         ASSERT_TRUE(message);
         EXPECT_TRUE(message->body == pattern((4 << 20) - i * 1000, i)) << i;
-        if (storage) EXPECT_EQ(message->body.data(), storage) << i;
+        if (storage) {
+            EXPECT_EQ(message->body.data(), storage) << i;
+        }
         storage = message->body.data();
         b->recycle(std::move(message->body));
     }
