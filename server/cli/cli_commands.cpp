@@ -158,7 +158,7 @@ class Command {
   public:
     Command(Context& context, std::string name, const std::vector<std::string>& tokens,
             std::vector<OptionSpec> options, std::optional<std::size_t> rest_after = {})
-        : context_(context), name_(std::move(name)) {
+        : name_(std::move(name)) {
         options.push_back({"--server", ""});
         options.push_back({"--api-key", ""});
         options.push_back({"--help", "-h", false});
@@ -174,7 +174,6 @@ class Command {
     ParsedArgs args;
 
   private:
-    Context& context_;
     std::string name_;
 };
 

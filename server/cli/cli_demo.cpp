@@ -4,6 +4,7 @@
 #include <cctype>
 #include <chrono>
 #include <iostream>
+#include <iterator>
 #include <thread>
 #include <utility>
 
@@ -108,6 +109,22 @@ void wait_until_running(Context& context, const std::string& id, Clock::time_poi
     }
 }
 
+// xterm first (every template has it so far), then what a template without it may have.
+void launch_terminal(Context& context, const std::string& id) {
+    static const char* const kTerminals[] = {"xterm", "x-terminal-emulator", "xfce4-terminal"};
+    for (std::size_t i = 0; i < std::size(kTerminals); ++i) {
+        context.err << "deskbox demo: no terminal window yet, starting " << kTerminals[i] << "\n";
+        try {
+            context.client().post_json(sandbox_path(id) + "/commands",
+                                       json{{"argv", {kTerminals[i]}}, {"background", true}});
+            return;
+        } catch (const ApiError& error) {
+            if (i + 1 == std::size(kTerminals)) throw;
+            context.err << "deskbox demo: " << error.what() << "\n";
+        }
+    }
+}
+
 json wait_for_terminal(Context& context, const std::string& id, Clock::duration start_after,
                        Clock::time_point deadline) {
     const auto started_waiting = Clock::now();
@@ -123,9 +140,7 @@ json wait_for_terminal(Context& context, const std::string& id, Clock::duration 
             last_seen = error.what();
         }
         if (!launched && Clock::now() - started_waiting >= start_after) {
-            context.err << "deskbox demo: no terminal window yet, starting xterm\n";
-            context.client().post_json(sandbox_path(id) + "/commands",
-                                       json{{"argv", {"xterm"}}, {"background", true}});
+            launch_terminal(context, id);
             launched = true;
             continue;
         }

@@ -779,9 +779,9 @@ TEST_F(CliTest, FilesLsAndRm) {
 // deskboxd as the demo sees it: the sandbox starts, no terminal shows until xterm is launched.
 class DemoServer {
   public:
-    explicit DemoServer(FakeServer& server, bool fail_actions = false) {
+    explicit DemoServer(FakeServer& server, bool fail_actions = false, bool xterm_missing = false) {
         png_ = "\x89PNG\r\n\x1a\n" + binary_blob(10000);
-        server.set_handler([this, fail_actions](const RecordedRequest& request) {
+        server.set_handler([this, fail_actions, xterm_missing](const RecordedRequest& request) {
             const std::string base = "/v1/sandboxes/demo-1";
             if (request.line() == "POST /v1/sandboxes") {
                 return json_answer({{"id", "demo-1"},
@@ -816,6 +816,10 @@ class DemoServer {
                 return json_answer({{"windows", windows}});
             }
             if (request.line() == "POST " + base + "/commands") {
+                if (xterm_missing && request.json_body().at("argv").at(0) == "xterm") {
+                    return error_answer(400, "bad_request", "xterm: No such file or directory",
+                                        "argv");
+                }
                 xterm_started_ = true;
                 return json_answer({{"pid", 77}});
             }
@@ -887,6 +891,19 @@ TEST_F(CliTest, DemoTypesIntoATerminalSavesAScreenshotAndKills) {
     // Keep-alive: the whole demo went over one connection.
     EXPECT_EQ(server.connections(), 1);
     for (const auto& request : requests) EXPECT_EQ(request.connection, 1);
+}
+
+TEST_F(CliTest, DemoFallsBackToAnotherTerminal) {
+    DemoServer demo(server, /*fail_actions=*/false, /*xterm_missing=*/true);
+    fs::path output = temp.path() / "demo.png";
+    RunResult result = run({"demo", "-o", output.string(), "--start-terminal-after", "0"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    std::vector<json> launched;
+    for (const auto& request : server.requests()) {
+        if (request.path.ends_with("/commands")) launched.push_back(request.json_body().at("argv"));
+    }
+    EXPECT_EQ(launched, (std::vector<json>{{"xterm"}, {"x-terminal-emulator"}}));
+    EXPECT_NE(result.err.find("xterm: No such file or directory"), std::string::npos);
 }
 
 TEST_F(CliTest, DemoKeepLeavesTheSandbox) {
