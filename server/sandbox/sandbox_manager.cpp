@@ -41,6 +41,9 @@ SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(opti
         std::filesystem::permissions(temp, std::filesystem::perms(0755));
         std::filesystem::rename(temp, target);
     }
+    // Set before any thread starts: setenv is not safe next to concurrent getenv.
+    if (!options_.template_cache.empty())
+        ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
     container_runtime_ = std::make_unique<runtime::ContainerRuntime>();
     reaper_ = std::thread([this] { reaper_loop(); });
 }
@@ -98,10 +101,16 @@ nlohmann::json SandboxManager::template_definition(const std::string& name) cons
 }
 
 std::filesystem::path SandboxManager::template_rootfs(const std::string& name) const {
+    {
+        // Asking the build tool costs a Python start per create. A definition edited while the
+        // server runs takes effect after a restart, or once its old build is pruned.
+        std::lock_guard lock(mutex_);
+        auto it = rootfs_cache_.find(name);
+        if (it != rootfs_cache_.end() && std::filesystem::exists(it->second / "usr")) return it->second;
+    }
     // The build tool owns the content hash; ask it where the rootfs is.
     std::vector<std::string> argv = {"python3", (options_.images_dir / "build.py").string(),
                                       "--print-path", name};
-    if (!options_.template_cache.empty()) ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
     auto r = run_process(argv, std::chrono::seconds(30));
     std::string path = r.out;
     while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
@@ -112,10 +121,13 @@ std::filesystem::path SandboxManager::template_rootfs(const std::string& name) c
         throw ApiError(409, "template_not_built",
                        "template '" + name + "' is not built; run: images/build.py " + name,
                        "template");
+    std::lock_guard lock(mutex_);
+    rootfs_cache_[name] = path;
     return path;
 }
 
-SandboxConfig SandboxManager::parse_create(const nlohmann::json& request) const {
+SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
+                                           nlohmann::json& definition) const {
     if (!request.is_object()) throw bad_request("", "request body must be a JSON object");
     for (auto& [key, value] : request.items())
         if (!kCreateFields.count(key)) throw bad_request(key, "unknown field");
@@ -130,7 +142,7 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request) const 
     };
     string_field("template", c.template_name);
     string_field("runtime", c.runtime_name);
-    nlohmann::json definition = template_definition(c.template_name);
+    definition = template_definition(c.template_name);
     if (definition.contains("session")) {
         auto& s = definition["session"];
         if (s.contains("resolution")) std::tie(c.width, c.height) = parse_size(s["resolution"], "template.session.resolution");
@@ -202,10 +214,10 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request) const 
 }
 
 std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
-    SandboxConfig config = parse_create(request);
+    nlohmann::json definition;
+    SandboxConfig config = parse_create(request, definition);
     runtime::Runtime& runtime = runtime_for(config.runtime_name);
     auto rootfs = template_rootfs(config.template_name);
-    auto definition = template_definition(config.template_name);
     config.id = "sb-" + random_token(6);
     {
         std::lock_guard lock(mutex_);

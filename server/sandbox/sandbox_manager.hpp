@@ -53,7 +53,8 @@ public:
     std::vector<std::string> template_names() const;
 
 private:
-    SandboxConfig parse_create(const nlohmann::json& request) const;
+    // Also hands back the template's definition, read once per create.
+    SandboxConfig parse_create(const nlohmann::json& request, nlohmann::json& definition) const;
     runtime::Runtime& runtime_for(const std::string& name);
     std::filesystem::path template_rootfs(const std::string& name) const;
     nlohmann::json template_definition(const std::string& name) const;
@@ -66,6 +67,7 @@ private:
     mutable std::mutex mutex_;
     std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
     std::size_t starting_ = 0;
+    mutable std::map<std::string, std::filesystem::path> rootfs_cache_;  // template -> rootfs
     std::condition_variable reaper_wake_;
     bool stopping_ = false;
     std::thread reaper_;
