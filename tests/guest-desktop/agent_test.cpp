@@ -21,6 +21,7 @@
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
 #include "protocol/rpc.hpp"
+#include "tests/support/processes.hpp"
 
 namespace deskbox {
 namespace {
@@ -119,24 +120,7 @@ private:
     ChildProcess process_;
 };
 
-std::vector<pid_t> children_of(pid_t parent) {
-    std::vector<pid_t> out;
-    for (auto& entry : std::filesystem::directory_iterator("/proc")) {
-        std::string name = entry.path().filename();
-        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream stat(entry.path() / "stat");
-        std::string line;
-        std::getline(stat, line);
-        auto close_paren = line.rfind(')');
-        if (close_paren == std::string::npos) continue;
-        std::istringstream rest(line.substr(close_paren + 2));
-        char state;
-        pid_t ppid;
-        rest >> state >> ppid;
-        if (ppid == parent) out.push_back(std::stoi(name));
-    }
-    return out;
-}
+using testing::children_of;
 
 // Reads the display directly, for comparison with what came over the channel.
 std::vector<std::uint8_t> grab_display(const std::string& name, int w, int h) {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/processes.hpp"
 #include "common/temp_dir.hpp"
 #include "guest-desktop/services/exec_service.hpp"
 
@@ -20,25 +21,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-// Processes whose parent is this test process (zombies included).
-std::vector<pid_t> children_of_self() {
-    std::vector<pid_t> out;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-        std::string name = entry.path().filename();
-        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream stat(entry.path() / "stat");
-        std::string line;
-        if (!std::getline(stat, line)) continue;
-        auto close = line.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(line.substr(close + 2));
-        char state;
-        pid_t ppid;
-        rest >> state >> ppid;
-        if (ppid == ::getpid()) out.push_back(std::stoi(name));
-    }
-    return out;
-}
+using deskbox::testing::children_of_self;
 
 // Alive means it exists and is not a zombie waiting for init.
 bool process_alive(pid_t pid) {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/processes.hpp"
 #include "common/temp_dir.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
 
@@ -22,24 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<pid_t> children_of_self() {
-    std::vector<pid_t> out;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-        std::string name = entry.path().filename();
-        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream stat(entry.path() / "stat");
-        std::string line;
-        if (!std::getline(stat, line)) continue;
-        auto close = line.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(line.substr(close + 2));
-        char state;
-        pid_t ppid;
-        rest >> state >> ppid;
-        if (ppid == ::getpid()) out.push_back(std::stoi(name));
-    }
-    return out;
-}
+using deskbox::testing::children_of_self;
 
 std::string comm_of(pid_t pid) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
