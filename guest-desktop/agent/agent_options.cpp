@@ -1,7 +1,8 @@
 #include "guest-desktop/agent/agent_options.hpp"
 
-#include <charconv>
 #include <stdexcept>
+
+#include "common/parse_integer.hpp"
 
 namespace deskbox::agent {
 
@@ -22,14 +23,12 @@ const char* const kAgentUsage = R"(usage: deskbox-agent [options]
 namespace {
 
 int parse_int(const std::string& flag, const std::string& text, int min, int max) {
-    int value = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size())
-        throw std::invalid_argument(flag + ": expected an integer, got '" + text + "'");
-    if (value < min || value > max)
+    auto value = parse_integer(text);
+    if (!value) throw std::invalid_argument(flag + ": expected an integer, got '" + text + "'");
+    if (*value < min || *value > max)
         throw std::invalid_argument(flag + ": " + text + " is outside " + std::to_string(min) +
                                     ".." + std::to_string(max));
-    return value;
+    return static_cast<int>(*value);
 }
 
 ChannelSpec parse_channel(const std::string& text) {

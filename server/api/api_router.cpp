@@ -1,6 +1,9 @@
 #include "server/api/api_router.hpp"
 
+#include <climits>
 #include <set>
+
+#include "common/parse_integer.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -74,15 +77,10 @@ void allow_only(const std::map<std::string, std::string>& query, std::set<std::s
 
 int int_query(const std::map<std::string, std::string>& query, const std::string& name) {
     const std::string& v = query.at(name);
-    std::size_t used = 0;
-    int value = 0;
-    try {
-        value = std::stoi(v, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used != v.size() || v.empty()) throw bad_request(name, "expected an integer, got '" + v + "'");
-    return value;
+    auto value = parse_integer(v);
+    if (!value || *value < INT_MIN || *value > INT_MAX)
+        throw bad_request(name, "expected an integer, got '" + v + "'");
+    return static_cast<int>(*value);
 }
 
 std::string required_query(const std::map<std::string, std::string>& query, const std::string& name) {

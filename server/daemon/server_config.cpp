@@ -3,6 +3,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "common/parse_integer.hpp"
+
 namespace deskbox::server {
 
 const char* const kServerUsage = R"(usage: deskboxd [options]
@@ -31,17 +33,11 @@ namespace {
 
 void apply(ServerConfig& c, const std::string& key, const std::string& value) {
     auto number = [&](long long min, long long max) {
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-            v = std::stoll(value, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used != value.size() || value.empty() || v < min || v > max)
+        auto v = parse_integer(value);
+        if (!v || *v < min || *v > max)
             throw std::invalid_argument("--" + key + ": expected an integer in " + std::to_string(min) +
                                         ".." + std::to_string(max) + ", got '" + value + "'");
-        return v;
+        return *v;
     };
     if (key == "listen") {
         auto colon = value.rfind(':');
@@ -50,15 +46,9 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         if (c.http.address.size() > 2 && c.http.address.front() == '[')
             c.http.address = c.http.address.substr(1, c.http.address.size() - 2);
         std::string port = value.substr(colon + 1);
-        std::size_t used = 0;
-        int p = -1;
-        try {
-            p = std::stoi(port, &used);
-        } catch (const std::exception&) {
-        }
-        if (used != port.size() || p < 0 || p > 65535)
-            throw std::invalid_argument("--listen: bad port '" + port + "'");
-        c.http.port = static_cast<unsigned short>(p);
+        auto p = parse_integer(port);
+        if (!p || *p < 0 || *p > 65535) throw std::invalid_argument("--listen: bad port '" + port + "'");
+        c.http.port = static_cast<unsigned short>(*p);
     } else if (key == "api-key" || key == "api_key") {
         if (value.size() < 8) throw std::invalid_argument("--api-key: use at least 8 characters");
         c.api.api_keys.push_back(value);
