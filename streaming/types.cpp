@@ -4,35 +4,6 @@
 
 namespace deskbox::streaming {
 
-Rect intersect(const Rect& a, const Rect& b) {
-    int x0 = std::max(a.x, b.x);
-    int y0 = std::max(a.y, b.y);
-    int x1 = std::min(a.right(), b.right());
-    int y1 = std::min(a.bottom(), b.bottom());
-    if (x1 <= x0 || y1 <= y0) return {};
-    return {x0, y0, x1 - x0, y1 - y0};
-}
-
-Rect bounding(const Rect& a, const Rect& b) {
-    if (a.empty()) return b;
-    if (b.empty()) return a;
-    int x0 = std::min(a.x, b.x);
-    int y0 = std::min(a.y, b.y);
-    int x1 = std::max(a.right(), b.right());
-    int y1 = std::max(a.bottom(), b.bottom());
-    return {x0, y0, x1 - x0, y1 - y0};
-}
-
-bool contains(const Rect& outer, const Rect& inner) {
-    return inner.x >= outer.x && inner.y >= outer.y && inner.right() <= outer.right() &&
-           inner.bottom() <= outer.bottom();
-}
-
-std::string to_string(const Rect& rect) {
-    return std::to_string(rect.width) + "x" + std::to_string(rect.height) + "+" +
-           std::to_string(rect.x) + "+" + std::to_string(rect.y);
-}
-
 void composite_cursor(std::uint8_t* bgrx, int width, int height, std::size_t stride, int origin_x,
                       int origin_y, const CursorState& cursor) {
     const CursorImage* shape = cursor.shape.get();

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/rect.hpp"
+
 namespace deskbox::streaming {
 
 // A bad parameter from a guest or a client. `field` names it ("width", "quality", "seq"...);
@@ -23,25 +25,11 @@ class ParameterError : public std::invalid_argument {
     std::string field_;
 };
 
-struct Rect {
-    int x = 0;
-    int y = 0;
-    int width = 0;
-    int height = 0;
-
-    bool empty() const { return width <= 0 || height <= 0; }
-    int right() const { return x + width; }
-    int bottom() const { return y + height; }
-    std::int64_t area() const {
-        return empty() ? 0 : static_cast<std::int64_t>(width) * static_cast<std::int64_t>(height);
-    }
-    friend bool operator==(const Rect&, const Rect&) = default;
-};
-
-Rect intersect(const Rect& a, const Rect& b);
-Rect bounding(const Rect& a, const Rect& b);  // smallest rect holding both (empty ones ignored)
-bool contains(const Rect& outer, const Rect& inner);
-std::string to_string(const Rect& rect);  // "WxH+X+Y", for messages
+using ::deskbox::Rect;
+using ::deskbox::bounding;
+using ::deskbox::contains;
+using ::deskbox::intersect;
+using ::deskbox::to_string;
 
 inline constexpr std::size_t kBytesPerPixel = 4;
 

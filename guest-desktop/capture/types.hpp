@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/rect.hpp"
+
 namespace deskbox::capture {
 
 // Any capture failure: bad options, unsupported pixel format, lost extension, timeout.
@@ -14,36 +16,9 @@ class CaptureError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-struct Rect {
-    int x = 0;
-    int y = 0;
-    int width = 0;
-    int height = 0;
-
-    bool empty() const { return width <= 0 || height <= 0; }
-    int right() const { return x + width; }
-    int bottom() const { return y + height; }
-    friend bool operator==(const Rect&, const Rect&) = default;
-};
-
-inline Rect intersect(const Rect& a, const Rect& b) {
-    int x0 = a.x > b.x ? a.x : b.x;
-    int y0 = a.y > b.y ? a.y : b.y;
-    int x1 = a.right() < b.right() ? a.right() : b.right();
-    int y1 = a.bottom() < b.bottom() ? a.bottom() : b.bottom();
-    if (x1 <= x0 || y1 <= y0) return {};
-    return {x0, y0, x1 - x0, y1 - y0};
-}
-
-inline Rect bounding(const Rect& a, const Rect& b) {
-    if (a.empty()) return b;
-    if (b.empty()) return a;
-    int x0 = a.x < b.x ? a.x : b.x;
-    int y0 = a.y < b.y ? a.y : b.y;
-    int x1 = a.right() > b.right() ? a.right() : b.right();
-    int y1 = a.bottom() > b.bottom() ? a.bottom() : b.bottom();
-    return {x0, y0, x1 - x0, y1 - y0};
-}
+using ::deskbox::Rect;
+using ::deskbox::bounding;
+using ::deskbox::intersect;
 
 // Read-only BGRX pixels of `area` (screen coordinates); row i starts at data + i * stride.
 // Valid until the producer's next grab.
