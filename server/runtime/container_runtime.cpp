@@ -451,7 +451,25 @@ ContainerRuntime::ContainerRuntime(ContainerRuntimeOptions options)
     shared_->options = std::move(options);
 }
 
-ContainerRuntime::~ContainerRuntime() = default;
+ContainerRuntime::~ContainerRuntime() {
+    // Sandboxes outliving the runtime keep their cgroups, so rmdir fails on a busy parent
+    // and that is fine; an empty parent would otherwise stay behind per state root.
+    for (const auto& dir : existing_cgroup_dirs("/" + shared_->options.cgroup_parent))
+        ::rmdir(dir.c_str());
+}
+
+std::string ContainerRuntime::cgroup_parent_for(const fs::path& state_root) {
+    std::error_code ec;
+    auto canonical = fs::weakly_canonical(state_root, ec);
+    if (ec) canonical = fs::absolute(state_root, ec);
+    if (canonical == "/var/lib/deskbox") return "deskbox";
+    // FNV-1a: stable across runs and builds, unlike std::hash.
+    std::uint64_t hash = 14695981039346656037ull;
+    for (unsigned char c : canonical.string()) hash = (hash ^ c) * 1099511628211ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+    return std::string("deskbox-") + hex;
+}
 
 const ContainerRuntimeOptions& ContainerRuntime::options() const {
     return shared_->options;

@@ -33,8 +33,9 @@ namespace deskbox::runtime {
 
 struct ContainerRuntimeOptions {
     std::string runc = "runc";  // program name or path
-    // Sandbox cgroups are /<cgroup_parent>/<id>. Use one parent per state root: leftover
-    // cleanup treats every cgroup under it as its own.
+    // Sandbox cgroups are /<cgroup_parent>/<id>. Use one parent per state root (see
+    // cgroup_parent_for): leftover cleanup treats every cgroup under it as its own, so two
+    // servers sharing a parent would kill each other's sandboxes.
     std::string cgroup_parent = "deskbox";
     std::chrono::milliseconds start_timeout{30000};
     std::chrono::milliseconds stop_timeout{10000};
@@ -103,7 +104,12 @@ class ContainerSandbox : public SandboxInstance {
 class ContainerRuntime : public Runtime {
   public:
     explicit ContainerRuntime(ContainerRuntimeOptions options = {});
+    // Removes the cgroup parent's directories if they are empty (never kills anything).
     ~ContainerRuntime() override;
+
+    // "deskbox" for the default state root /var/lib/deskbox, else "deskbox-<hash of the
+    // canonical path>": one parent per state root.
+    static std::string cgroup_parent_for(const std::filesystem::path& state_root);
 
     const char* name() const override { return "container"; }
     std::unique_ptr<SandboxInstance> start(const SandboxSpec& spec) override;

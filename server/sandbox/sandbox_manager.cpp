@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <set>
 #include <fstream>
+#include <set>
 
 #include "common/child_process.hpp"
 #include "server/runtime/container_runtime.hpp"
@@ -12,7 +12,7 @@ namespace deskbox::server {
 namespace {
 
 const std::set<std::string> kCreateFields = {
-    "template", "runtime", "resolution", "dpi",    "timeout_s", "metadata",
+    "template", "runtime",        "resolution", "dpi",    "timeout_s", "metadata",
     "env",      "api_resolution", "on_timeout", "limits", "network"};
 
 std::pair<int, int> parse_size(const nlohmann::json& v, const std::string& field) {
@@ -44,7 +44,10 @@ SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(opti
     // Set before any thread starts: setenv is not safe next to concurrent getenv.
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
-    container_runtime_ = std::make_unique<runtime::ContainerRuntime>();
+    runtime::ContainerRuntimeOptions runtime_options;
+    runtime_options.cgroup_parent =
+        runtime::ContainerRuntime::cgroup_parent_for(options_.state_dir);
+    container_runtime_ = std::make_unique<runtime::ContainerRuntime>(runtime_options);
     reaper_ = std::thread([this] { reaper_loop(); });
 }
 
@@ -70,7 +73,8 @@ std::vector<std::string> SandboxManager::clean_leftovers() {
             container_runtime_->cleanup_leftover(options_.state_dir, id);
             cleaned.push_back(id);
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "deskboxd: could not clean leftover %s: %s\n", id.c_str(), e.what());
+            std::fprintf(stderr, "deskboxd: could not clean leftover %s: %s\n", id.c_str(),
+                         e.what());
         }
     }
     return cleaned;
@@ -79,8 +83,8 @@ std::vector<std::string> SandboxManager::clean_leftovers() {
 runtime::Runtime& SandboxManager::runtime_for(const std::string& name) {
     if (name == "container") return *container_runtime_;
     if (name == "microvm")
-        throw ApiError(400, "runtime_unavailable", "runtime 'microvm' is not available on this server",
-                       "runtime");
+        throw ApiError(400, "runtime_unavailable",
+                       "runtime 'microvm' is not available on this server", "runtime");
     throw bad_request("runtime", "unknown runtime '" + name + "' (container, microvm)");
 }
 
@@ -88,7 +92,8 @@ std::vector<std::string> SandboxManager::template_names() const {
     std::vector<std::string> names;
     std::error_code ec;
     for (auto& e : std::filesystem::directory_iterator(options_.images_dir / "templates", ec))
-        if (std::filesystem::exists(e.path() / "template.json")) names.push_back(e.path().filename());
+        if (std::filesystem::exists(e.path() / "template.json"))
+            names.push_back(e.path().filename());
     std::sort(names.begin(), names.end());
     return names;
 }
@@ -106,11 +111,12 @@ std::filesystem::path SandboxManager::template_rootfs(const std::string& name) c
         // server runs takes effect after a restart, or once its old build is pruned.
         std::lock_guard lock(mutex_);
         auto it = rootfs_cache_.find(name);
-        if (it != rootfs_cache_.end() && std::filesystem::exists(it->second / "usr")) return it->second;
+        if (it != rootfs_cache_.end() && std::filesystem::exists(it->second / "usr"))
+            return it->second;
     }
     // The build tool owns the content hash; ask it where the rootfs is.
     std::vector<std::string> argv = {"python3", (options_.images_dir / "build.py").string(),
-                                      "--print-path", name};
+                                     "--print-path", name};
     auto r = run_process(argv, std::chrono::seconds(30));
     std::string path = r.out;
     while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
@@ -145,10 +151,13 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
     definition = template_definition(c.template_name);
     if (definition.contains("session")) {
         auto& s = definition["session"];
-        if (s.contains("resolution")) std::tie(c.width, c.height) = parse_size(s["resolution"], "template.session.resolution");
+        if (s.contains("resolution"))
+            std::tie(c.width, c.height) =
+                parse_size(s["resolution"], "template.session.resolution");
         c.dpi = s.value("dpi", c.dpi);
     }
-    if (request.contains("resolution")) std::tie(c.width, c.height) = parse_size(request["resolution"], "resolution");
+    if (request.contains("resolution"))
+        std::tie(c.width, c.height) = parse_size(request["resolution"], "resolution");
     if (request.contains("api_resolution")) {
         auto [w, h] = parse_size(request["api_resolution"], "api_resolution");
         c.api_resolution = input::Size{w, h};
@@ -160,20 +169,24 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
     }
     if (request.contains("timeout_s")) {
         const auto& t = request["timeout_s"];
-        if (!t.is_number_integer()) throw bad_request("timeout_s", "expected an integer number of seconds");
+        if (!t.is_number_integer())
+            throw bad_request("timeout_s", "expected an integer number of seconds");
         long long s = t;
         if (s < 1 || s > options_.max_timeout.count())
-            throw bad_request("timeout_s", "must be in 1.." + std::to_string(options_.max_timeout.count()));
+            throw bad_request("timeout_s",
+                              "must be in 1.." + std::to_string(options_.max_timeout.count()));
         c.timeout = std::chrono::seconds(s);
     }
     if (request.contains("on_timeout")) {
         const auto& v = request["on_timeout"];
-        if (v != "kill" && v != "pause") throw bad_request("on_timeout", "expected \"kill\" or \"pause\"");
+        if (v != "kill" && v != "pause")
+            throw bad_request("on_timeout", "expected \"kill\" or \"pause\"");
         c.pause_on_timeout = v == "pause";
     }
     if (request.contains("metadata")) {
         if (!request["metadata"].is_object()) throw bad_request("metadata", "expected an object");
-        if (request["metadata"].dump().size() > 16384) throw bad_request("metadata", "larger than 16 KiB");
+        if (request["metadata"].dump().size() > 16384)
+            throw bad_request("metadata", "larger than 16 KiB");
         c.metadata = request["metadata"];
     }
     if (request.contains("env")) {
@@ -194,7 +207,8 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
         if (!l.is_object()) throw bad_request("limits", "expected an object");
         for (auto& [k, v] : l.items()) {
             if (k == "memory_mb") {
-                if (!v.is_number_integer() || v.get<long long>() < 128 || v.get<long long>() > 65536)
+                if (!v.is_number_integer() || v.get<long long>() < 128 ||
+                    v.get<long long>() > 65536)
                     throw bad_request("limits.memory_mb", "expected an integer in 128..65536");
                 c.limits.memory_mb = v;
             } else if (k == "cpus") {
@@ -250,15 +264,20 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
     if (definition.contains("env"))
         for (auto& [k, v] : definition["env"].items()) spec.env[k] = v;
     for (auto& [k, v] : config.env) spec.env[k] = v;
-    spec.entry = {"/opt/deskbox/bin/deskbox-agent", "--init", "--channel",
-                  "unix-listen:/run/deskbox/agent.sock", "--size",
-                  std::to_string(config.width) + "x" + std::to_string(config.height), "--dpi",
+    spec.entry = {"/opt/deskbox/bin/deskbox-agent",
+                  "--init",
+                  "--channel",
+                  "unix-listen:/run/deskbox/agent.sock",
+                  "--size",
+                  std::to_string(config.width) + "x" + std::to_string(config.height),
+                  "--dpi",
                   std::to_string(config.dpi)};
     if (definition.contains("session")) {
         const auto& s = definition["session"];
         if (s.contains("window_manager")) {
             std::string wm;
-            for (auto& w : s["window_manager"]) wm += (wm.empty() ? "" : " ") + w.get<std::string>();
+            for (auto& w : s["window_manager"])
+                wm += (wm.empty() ? "" : " ") + w.get<std::string>();
             spec.entry.insert(spec.entry.end(), {"--wm", wm.empty() ? "none" : wm});
         }
         for (auto& app : s.value("autostart", nlohmann::json::array())) {
@@ -269,7 +288,8 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
     }
     for (auto& [k, v] : spec.env) spec.entry.insert(spec.entry.end(), {"--env", k + "=" + v});
 
-    auto sandbox = std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
+    auto sandbox =
+        std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
     sandbox->audit("create", request);
     sandbox->boot(runtime, spec, options_.agent_timeout);
     std::lock_guard lock(mutex_);
@@ -296,7 +316,8 @@ void SandboxManager::kill(const std::string& id) {
     {
         std::lock_guard lock(mutex_);
         auto it = sandboxes_.find(id);
-        if (it == sandboxes_.end()) throw ApiError(404, "not_found", "no sandbox '" + id + "'", "id");
+        if (it == sandboxes_.end())
+            throw ApiError(404, "not_found", "no sandbox '" + id + "'", "id");
         sandbox = it->second;
         sandboxes_.erase(it);
     }
@@ -310,7 +331,8 @@ void SandboxManager::set_timeout(const std::string& id, const nlohmann::json& bo
         throw bad_request("timeout_s", "expected an integer number of seconds");
     long long s = body["timeout_s"];
     if (s < 1 || s > options_.max_timeout.count())
-        throw bad_request("timeout_s", "must be in 1.." + std::to_string(options_.max_timeout.count()));
+        throw bad_request("timeout_s",
+                          "must be in 1.." + std::to_string(options_.max_timeout.count()));
     for (auto& [k, v] : body.items())
         if (k != "timeout_s") throw bad_request(k, "unknown field");
     sandbox->set_timeout(std::chrono::seconds(s));

@@ -18,115 +18,12 @@
 
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
+#include "tests/server/deskboxd_fixture.hpp"
 
 namespace deskbox {
 namespace {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace net = boost::asio;
-using tcp = net::ip::tcp;
-using nlohmann::json;
-using namespace std::chrono_literals;
-
-struct Answer {
-    unsigned status = 0;
-    std::string body;
-    std::map<std::string, std::string> headers;
-    json js() const { return json::parse(body, nullptr, false); }
-};
-
-class Server {
-public:
-    explicit Server(std::vector<std::string> extra = {}) {
-        SpawnOptions o;
-        o.argv = {DESKBOXD_PATH, "--listen", "127.0.0.1:0", "--state-dir", (dir_.path() / "state").string()};
-        for (auto& a : extra) o.argv.push_back(a);
-        o.pipe_stdout = true;
-        o.stderr_file = (dir_.path() / "deskboxd.log").string();
-        process_ = ChildProcess::spawn(o);
-        std::string line;
-        char c;
-        while (::read(process_.stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
-        auto colon = line.rfind(':');
-        if (line.find("listening") == std::string::npos || colon == std::string::npos) {
-            ADD_FAILURE() << "deskboxd did not start: " << line << "\n" << log();
-            return;
-        }
-        port_ = std::stoi(line.substr(colon + 1));
-    }
-    ~Server() { process_.terminate(20s); }
-    std::string log() const {
-        std::ifstream in(dir_.path() / "deskboxd.log");
-        return std::string((std::istreambuf_iterator<char>(in)), {});
-    }
-    std::filesystem::path state() const { return dir_.path() / "state"; }
-
-    Answer call(http::verb method, const std::string& target, const std::string& body = {},
-                std::map<std::string, std::string> headers = {}) {
-        net::io_context io;
-        beast::tcp_stream stream(io);
-        stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
-        http::request<http::string_body> req{method, target, 11};
-        req.set(http::field::host, "127.0.0.1");
-        for (auto& [k, v] : headers) req.set(k, v);
-        if (!body.empty() || method == http::verb::post || method == http::verb::put) {
-            req.body() = body;
-            req.prepare_payload();
-        }
-        // A server refusing a huge body may answer and close before reading it all: a failed
-        // write still leaves its answer to read.
-        beast::error_code write_ec;
-        http::write(stream, req, write_ec);
-        beast::flat_buffer buffer;
-        http::response_parser<http::string_body> parser;
-        parser.body_limit(256 << 20);
-        beast::error_code ec;
-        http::read(stream, buffer, parser, ec);
-        Answer a;
-        if (ec) return a;
-        auto res = parser.release();
-        a.status = res.result_int();
-        a.body = res.body();
-        for (auto& f : res) a.headers[std::string(f.name_string())] = std::string(f.value());
-        return a;
-    }
-    Answer post(const std::string& target, const json& body) { return call(http::verb::post, target, body.dump()); }
-    Answer get(const std::string& target) { return call(http::verb::get, target); }
-    Answer del(const std::string& target) { return call(http::verb::delete_, target); }
-
-private:
-    TempDir dir_{"deskboxd-test"};
-    ChildProcess process_;
-    int port_ = 0;
-};
-
-bool template_built() {
-    auto r = run_process({"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build.py", "--print-path", "minimal"});
-    std::string path = r.out;
-    while (!path.empty() && path.back() == '\n') path.pop_back();
-    return r.status.exit_code == 0 && std::filesystem::exists(path + "/usr/bin/Xvfb");
-}
-
-#define REQUIRE_TEMPLATE()                                                                  \
-    if (!template_built()) GTEST_SKIP() << "template 'minimal' not built: run images/build.py minimal"
-
-// Polls until `f` returns true (the desktop is asynchronous); bounded, never a timing assert.
-template <typename F>
-bool eventually(F f, std::chrono::milliseconds limit = 20s) {
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-        if (f()) return true;
-        std::this_thread::sleep_for(100ms);
-    }
-    return f();
-}
-
-std::string run(Server& s, const std::string& id, const std::string& cmd) {
-    auto a = s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", cmd}});
-    EXPECT_EQ(a.status, 200u) << a.body;
-    return a.js().value("stdout", "");
-}
+using namespace test;
 
 TEST(Api, HealthAndBadRequestsNeedNoSandbox) {
     Server s({"--max-body-mb", "1"});
@@ -161,8 +58,14 @@ TEST(Api, HealthAndBadRequestsNeedNoSandbox) {
 TEST(Api, ApiKeyIsRequiredWhenConfigured) {
     Server s({"--api-key", "secret-key-123"});
     EXPECT_EQ(s.get("/v1/sandboxes").status, 401u);
-    EXPECT_EQ(s.call(http::verb::get, "/v1/sandboxes", {}, {{"Authorization", "Bearer wrong-key-000"}}).status, 401u);
-    EXPECT_EQ(s.call(http::verb::get, "/v1/sandboxes", {}, {{"Authorization", "Bearer secret-key-123"}}).status, 200u);
+    EXPECT_EQ(
+        s.call(http::verb::get, "/v1/sandboxes", {}, {{"Authorization", "Bearer wrong-key-000"}})
+            .status,
+        401u);
+    EXPECT_EQ(
+        s.call(http::verb::get, "/v1/sandboxes", {}, {{"Authorization", "Bearer secret-key-123"}})
+            .status,
+        200u);
     EXPECT_EQ(s.get("/healthz").status, 200u);
 }
 
@@ -189,13 +92,15 @@ TEST(Api, SandboxEndToEnd) {
         auto shot = s.get(base + "/screenshot?format=" + format);
         ASSERT_EQ(shot.status, 200u) << shot.body;
         EXPECT_EQ(shot.headers["X-Screen-Width"], "1024");
-        cv::Mat img = cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+        cv::Mat img =
+            cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
         ASSERT_FALSE(img.empty()) << format;
         EXPECT_EQ(img.cols, 1024);
         EXPECT_EQ(img.rows, 768);
     }
     auto scaled = s.get(base + "/screenshot?format=jpeg&width=512");
-    cv::Mat small = cv::imdecode(std::vector<uchar>(scaled.body.begin(), scaled.body.end()), cv::IMREAD_COLOR);
+    cv::Mat small =
+        cv::imdecode(std::vector<uchar>(scaled.body.begin(), scaled.body.end()), cv::IMREAD_COLOR);
     EXPECT_EQ(small.cols, 512);
     EXPECT_EQ(small.rows, 384);
     EXPECT_EQ(s.get(base + "/screenshot?format=gif").status, 400u);
@@ -215,14 +120,17 @@ TEST(Api, SandboxEndToEnd) {
     int cx = terminal["x"].get<int>() + terminal["width"].get<int>() / 2;
     int cy = terminal["y"].get<int>() + terminal["height"].get<int>() / 2;
     const std::string text = "Grêmio naïve 日本語 😀";
-    auto act = s.post(base + "/actions",
-                      {{"actions", {{{"type", "click"}, {"x", cx}, {"y", cy}},
-                                    {{"type", "type"}, {"text", "printf '%s' '" + text + "' > ~/typed.txt\n"}}}}});
+    auto act =
+        s.post(base + "/actions",
+               {{"actions",
+                 {{{"type", "click"}, {"x", cx}, {"y", cy}},
+                  {{"type", "type"}, {"text", "printf '%s' '" + text + "' > ~/typed.txt\n"}}}}});
     ASSERT_EQ(act.status, 200u) << act.body;
     EXPECT_TRUE(eventually([&] { return run(s, id, "cat ~/typed.txt 2>/dev/null") == text; }));
 
     // Dialects: Anthropic and OpenAI payloads go through the same path.
-    auto ant = s.post(base + "/actions?dialect=anthropic", {{"action", "mouse_move"}, {"coordinate", {10, 20}}});
+    auto ant = s.post(base + "/actions?dialect=anthropic",
+                      {{"action", "mouse_move"}, {"coordinate", {10, 20}}});
     EXPECT_EQ(ant.status, 200u) << ant.body;
     auto cursor = s.get(base + "/cursor").js();
     EXPECT_EQ(cursor["x"], 10);
@@ -237,10 +145,12 @@ TEST(Api, SandboxEndToEnd) {
     auto bad = s.post(base + "/actions", {{"type", "click"}, {"x", 1024}, {"y", 0}});
     EXPECT_EQ(bad.status, 400u);
     EXPECT_EQ(bad.js()["error"]["field"], "x");
-    bad = s.post(base + "/actions?dialect=anthropic", {{"action", "left_click"}, {"coordinate", {5, 99999}}});
+    bad = s.post(base + "/actions?dialect=anthropic",
+                 {{"action", "left_click"}, {"coordinate", {5, 99999}}});
     EXPECT_EQ(bad.status, 400u);
     EXPECT_EQ(bad.js()["error"]["field"], "coordinate[1]");
-    bad = s.post(base + "/actions", {{"actions", {{{"type", "move"}, {"x", 1}, {"y", 1}}, {{"type", "fly"}}}}});
+    bad = s.post(base + "/actions",
+                 {{"actions", {{{"type", "move"}, {"x", 1}, {"y", 1}}, {{"type", "fly"}}}}});
     EXPECT_EQ(bad.js()["error"]["field"], "actions[1].type");
     EXPECT_EQ(s.post(base + "/actions?dialect=klingon", {{"type", "wait"}}).status, 400u);
 
@@ -249,7 +159,9 @@ TEST(Api, SandboxEndToEnd) {
     EXPECT_EQ(cmd.js()["exit_code"], 3);
     EXPECT_EQ(cmd.js()["stdout"], "in");
     EXPECT_EQ(cmd.js()["stderr"], "err\n");
-    cmd = s.post(base + "/commands", {{"argv", {"sh", "-c", "echo $FOO; pwd"}}, {"env", {{"FOO", "bar"}}}, {"cwd", "/tmp"}});
+    cmd = s.post(
+        base + "/commands",
+        {{"argv", {"sh", "-c", "echo $FOO; pwd"}}, {"env", {{"FOO", "bar"}}}, {"cwd", "/tmp"}});
     EXPECT_EQ(cmd.js()["stdout"], "bar\n/tmp\n");
     EXPECT_EQ(s.post(base + "/commands", {{"cmd", 5}}).status, 400u);
 
@@ -257,7 +169,8 @@ TEST(Api, SandboxEndToEnd) {
     std::string blob;
     std::mt19937 rng(1);
     for (int i = 0; i < 200000; ++i) blob.push_back(static_cast<char>(rng()));
-    EXPECT_EQ(s.call(http::verb::put, base + "/files?path=/home/user/dir/blob.bin", blob).status, 200u);
+    EXPECT_EQ(s.call(http::verb::put, base + "/files?path=/home/user/dir/blob.bin", blob).status,
+              200u);
     auto back = s.get(base + "/files?path=/home/user/dir/blob.bin");
     EXPECT_EQ(back.body, blob);
     auto listing = s.get(base + "/files?path=/home/user/dir").js();
@@ -267,12 +180,15 @@ TEST(Api, SandboxEndToEnd) {
     EXPECT_EQ(s.get(base + "/files").status, 400u);
 
     // Clipboard.
-    EXPECT_EQ(s.call(http::verb::put, base + "/clipboard", json{{"text", "naïve 日本語"}}.dump()).status, 200u);
+    EXPECT_EQ(
+        s.call(http::verb::put, base + "/clipboard", json{{"text", "naïve 日本語"}}.dump()).status,
+        200u);
     EXPECT_EQ(s.get(base + "/clipboard").js()["text"], "naïve 日本語");
 
     // Pause keeps a running process frozen, resume continues it (read on the host side).
-    s.post(base + "/commands", {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /home/user/count; sleep 0.05; done"},
-                                {"background", true}});
+    s.post(base + "/commands",
+           {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /home/user/count; sleep 0.05; done"},
+            {"background", true}});
     auto count_file = s.state() / "sandboxes" / id / "upper" / "home" / "user" / "count";
     auto read_count = [&] {
         std::ifstream in(count_file);
@@ -296,7 +212,8 @@ TEST(Api, SandboxEndToEnd) {
     std::string other_id = other.js()["id"];
     EXPECT_EQ(s.post("/v1/sandboxes", json::object()).status, 429u);
     run(s, id, "echo mine > /home/user/secret");
-    EXPECT_EQ(run(s, other_id, "cat /home/user/secret 2>&1 || echo absent"), "cat: /home/user/secret: No such file or directory\nabsent\n");
+    EXPECT_EQ(run(s, other_id, "cat /home/user/secret 2>&1 || echo absent"),
+              "cat: /home/user/secret: No such file or directory\nabsent\n");
     EXPECT_EQ(run(s, other_id, "pgrep -f 'echo \\$i' || echo none"), "none\n");
     EXPECT_EQ(s.get("/v1/sandboxes").js()["sandboxes"].size(), 2u);
 
@@ -327,18 +244,103 @@ TEST(Api, TimeoutKillsAndAgentDeathIsReported) {
     auto b = s.post("/v1/sandboxes", json::object());
     ASSERT_EQ(b.status, 201u) << b.body;
     std::string id = b.js()["id"];
-    EXPECT_TRUE(eventually([&] { return s.get("/v1/sandboxes/" + short_lived).status == 404; }, 30s));
-    EXPECT_TRUE(eventually([&] { return !std::filesystem::exists(s.state() / "sandboxes" / short_lived); }));
+    EXPECT_TRUE(
+        eventually([&] { return s.get("/v1/sandboxes/" + short_lived).status == 404; }, 30s));
+    EXPECT_TRUE(eventually(
+        [&] { return !std::filesystem::exists(s.state() / "sandboxes" / short_lived); }));
 
     // Extend then kill the agent from inside: the API reports a clear 5xx, then kill works.
     EXPECT_EQ(s.post("/v1/sandboxes/" + id + "/timeout", {{"timeout_s", 600}}).status, 200u);
-    s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", "kill -9 $(pgrep -x deskbox-agent | tail -1)"}, {"background", true}});
-    EXPECT_TRUE(eventually([&] { return s.get("/v1/sandboxes/" + id).js().value("state", "") == "error"; }));
+    s.post("/v1/sandboxes/" + id + "/commands",
+           {{"cmd", "kill -9 $(pgrep -x deskbox-agent | tail -1)"}, {"background", true}});
+    EXPECT_TRUE(eventually(
+        [&] { return s.get("/v1/sandboxes/" + id).js().value("state", "") == "error"; }));
     auto broken = s.get("/v1/sandboxes/" + id + "/screenshot");
     EXPECT_GE(broken.status, 500u);
     EXPECT_FALSE(broken.js()["error"]["message"].get<std::string>().empty());
     EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
     EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / id));
+}
+
+// Restart safety: a crashed server's sandbox is removed by its successor on the same state
+// dir, completely; a server with another state dir (running meanwhile) is not touched.
+TEST(Api, RestartRemovesLeftoversAndSparesOtherServers) {
+    REQUIRE_TEMPLATE();
+    Server bystander;
+    auto kept = bystander.post("/v1/sandboxes", json::object());
+    ASSERT_EQ(kept.status, 201u) << kept.body << bystander.log();
+    std::string kept_id = kept.js()["id"];
+
+    TempDir shared_state("deskboxd-restart");
+    std::string crashed_id;
+    {
+        Server crashed({}, shared_state.path() / "state");
+        auto a = crashed.post("/v1/sandboxes", json::object());
+        ASSERT_EQ(a.status, 201u) << a.body << crashed.log();
+        crashed_id = a.js()["id"];
+        crashed.kill_hard();
+    }
+    ASSERT_TRUE(std::filesystem::exists(shared_state.path() / "state" / "sandboxes" / crashed_id));
+    {
+        Server successor({}, shared_state.path() / "state");
+        EXPECT_NE(successor.log().find("removed leftover sandbox " + crashed_id), std::string::npos)
+            << successor.log();
+        EXPECT_EQ(successor.get("/v1/sandboxes/" + crashed_id).status, 404u);
+        EXPECT_FALSE(
+            std::filesystem::exists(shared_state.path() / "state" / "sandboxes" / crashed_id));
+        auto runc = run_process(
+            {"runc", "--root", (shared_state.path() / "state" / "runc").string(), "list", "-q"});
+        EXPECT_EQ(runc.out, "");
+        std::ifstream mounts("/proc/self/mountinfo");
+        std::string all((std::istreambuf_iterator<char>(mounts)), {});
+        EXPECT_EQ(all.find(crashed_id), std::string::npos);
+        auto cgroups =
+            run_process({"find", "/sys/fs/cgroup", "-maxdepth", "3", "-name", crashed_id});
+        EXPECT_EQ(cgroups.out, "");
+    }
+    // The bystander's sandbox lived through both starts.
+    EXPECT_EQ(bystander.get("/v1/sandboxes/" + kept_id).js().value("state", ""), "running");
+    EXPECT_EQ(run(bystander, kept_id, "echo alive"), "alive\n");
+    EXPECT_EQ(bystander.del("/v1/sandboxes/" + kept_id).status, 200u);
+}
+
+// The `desktop` template: XFCE comes up, Firefox ESR starts and shows its window, and the
+// screen is a desktop, not a black frame.
+TEST(Api, DesktopTemplateRunsFirefox) {
+    if (!template_built("desktop"))
+        GTEST_SKIP() << "template 'desktop' not built: run images/build.py desktop";
+    Server s;
+    auto created =
+        s.post("/v1/sandboxes", {{"template", "desktop"}, {"limits", {{"memory_mb", 2048}}}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    std::string id = created.js()["id"];
+    const std::string base = "/v1/sandboxes/" + id;
+
+    auto has_window = [&](const std::string& needle) {
+        json windows = s.get(base + "/windows").js();
+        for (auto& w : windows["windows"])
+            if ((w.value("title", "") + " " + w.value("class", "")).find(needle) !=
+                std::string::npos)
+                return true;
+        return false;
+    };
+    EXPECT_TRUE(eventually([&] { return has_window("xfce4-panel"); }, 60s))
+        << s.get(base + "/windows").body;
+    auto started = s.post(base + "/commands", {{"cmd", "firefox-esr --new-instance about:blank"},
+                                               {"background", true}});
+    ASSERT_EQ(started.status, 200u) << started.body;
+    EXPECT_TRUE(eventually([&] { return has_window("Firefox"); }, 180s))
+        << s.get(base + "/windows").body << run(s, id, "ps -eo pid,comm,rss");
+
+    auto shot = s.get(base + "/screenshot?format=png");
+    ASSERT_EQ(shot.status, 200u) << shot.body;
+    cv::Mat img =
+        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+    ASSERT_FALSE(img.empty());
+    cv::Scalar mean, stddev;
+    cv::meanStdDev(img, mean, stddev);
+    EXPECT_GT(stddev[0] + stddev[1] + stddev[2], 10.0) << "the screen is flat: no desktop drawn";
+    EXPECT_EQ(s.del(base).status, 200u);
 }
 
 }  // namespace

@@ -1,0 +1,149 @@
+// A real deskboxd for tests: started on a free loopback port with a state dir of its own,
+// driven over HTTP like a client, stopped at the end. Plus the helpers sandbox tests share.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/child_process.hpp"
+#include "common/temp_dir.hpp"
+
+namespace deskbox {
+namespace test {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+struct Answer {
+    unsigned status = 0;
+    std::string body;
+    std::map<std::string, std::string> headers;
+    json js() const { return json::parse(body, nullptr, false); }
+};
+
+class Server {
+  public:
+    // `state_dir` empty: a fresh one of its own; else that one (a restarted server).
+    explicit Server(std::vector<std::string> extra = {}, std::filesystem::path state_dir = {})
+        : state_(state_dir.empty() ? dir_.path() / "state" : std::move(state_dir)) {
+        SpawnOptions o;
+        o.argv = {DESKBOXD_PATH, "--listen", "127.0.0.1:0", "--state-dir", state_.string()};
+        for (auto& a : extra) o.argv.push_back(a);
+        o.pipe_stdout = true;
+        o.stderr_file = (dir_.path() / "deskboxd.log").string();
+        process_ = ChildProcess::spawn(o);
+        std::string line;
+        char c;
+        while (::read(process_.stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
+        auto colon = line.rfind(':');
+        if (line.find("listening") == std::string::npos || colon == std::string::npos) {
+            ADD_FAILURE() << "deskboxd did not start: " << line << "\n" << log();
+            return;
+        }
+        port_ = std::stoi(line.substr(colon + 1));
+    }
+    ~Server() { process_.terminate(20s); }
+    // A crash: no chance to clean up.
+    void kill_hard() {
+        ::kill(process_.pid(), SIGKILL);
+        process_.wait();
+    }
+    std::string log() const {
+        std::ifstream in(dir_.path() / "deskboxd.log");
+        return std::string((std::istreambuf_iterator<char>(in)), {});
+    }
+    std::filesystem::path state() const { return state_; }
+    int port() const { return port_; }
+
+    Answer call(http::verb method, const std::string& target, const std::string& body = {},
+                std::map<std::string, std::string> headers = {}) {
+        net::io_context io;
+        beast::tcp_stream stream(io);
+        stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+        http::request<http::string_body> req{method, target, 11};
+        req.set(http::field::host, "127.0.0.1");
+        for (auto& [k, v] : headers) req.set(k, v);
+        if (!body.empty() || method == http::verb::post || method == http::verb::put) {
+            req.body() = body;
+            req.prepare_payload();
+        }
+        // A server refusing a huge body may answer and close before reading it all: a failed
+        // write still leaves its answer to read.
+        beast::error_code write_ec;
+        http::write(stream, req, write_ec);
+        beast::flat_buffer buffer;
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(256 << 20);
+        beast::error_code ec;
+        http::read(stream, buffer, parser, ec);
+        Answer a;
+        if (ec) return a;
+        auto res = parser.release();
+        a.status = res.result_int();
+        a.body = res.body();
+        for (auto& f : res) a.headers[std::string(f.name_string())] = std::string(f.value());
+        return a;
+    }
+    Answer post(const std::string& target, const json& body) {
+        return call(http::verb::post, target, body.dump());
+    }
+    Answer get(const std::string& target) { return call(http::verb::get, target); }
+    Answer del(const std::string& target) { return call(http::verb::delete_, target); }
+
+  private:
+    TempDir dir_{"deskboxd-test"};
+    std::filesystem::path state_;
+    ChildProcess process_;
+    int port_ = 0;
+};
+
+inline bool template_built(const std::string& name = "minimal") {
+    auto r = run_process(
+        {"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build.py", "--print-path", name});
+    std::string path = r.out;
+    while (!path.empty() && path.back() == '\n') path.pop_back();
+    return r.status.exit_code == 0 && std::filesystem::exists(path + "/usr/bin/Xvfb");
+}
+
+#define REQUIRE_TEMPLATE() \
+    if (!template_built()) \
+    GTEST_SKIP() << "template 'minimal' not built: run images/build.py minimal"
+
+// Polls until `f` returns true (the desktop is asynchronous); bounded, never a timing assert.
+template <typename F>
+bool eventually(F f, std::chrono::milliseconds limit = 20s) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+        if (f()) return true;
+        std::this_thread::sleep_for(100ms);
+    }
+    return f();
+}
+
+inline std::string run(Server& s, const std::string& id, const std::string& cmd) {
+    auto a = s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", cmd}});
+    EXPECT_EQ(a.status, 200u) << a.body;
+    return a.js().value("stdout", "");
+}
+
+}  // namespace test
+}  // namespace deskbox
