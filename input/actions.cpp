@@ -60,6 +60,8 @@ const char* action_type_name(const Action& action) {
                           [](const Type&) { return "type"; },
                           [](const Key&) { return "key"; },
                           [](const HoldKey&) { return "hold_key"; },
+                          [](const KeyDown&) { return "key_down"; },
+                          [](const KeyUp&) { return "key_up"; },
                           [](const Wait&) { return "wait"; },
                           [](const CursorPosition&) { return "cursor_position"; },
                           [](const Screenshot&) { return "screenshot"; },

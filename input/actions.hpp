@@ -88,6 +88,16 @@ struct HoldKey {
     int duration_ms = 0;
     friend bool operator==(const HoldKey&, const HoldKey&) = default;
 };
+// One key pressed and left down until a KeyUp of the same keysym (or the injector ends): what a
+// human at a viewer or VNC client does, key by key. A KeyDown of a key already down repeats it.
+struct KeyDown {
+    Keysym key = 0;
+    friend bool operator==(const KeyDown&, const KeyDown&) = default;
+};
+struct KeyUp {
+    Keysym key = 0;  // a key that is not down is ignored
+    friend bool operator==(const KeyUp&, const KeyUp&) = default;
+};
 struct Wait {
     int duration_ms = 0;
     friend bool operator==(const Wait&, const Wait&) = default;
@@ -99,8 +109,8 @@ struct Screenshot {
     friend bool operator==(const Screenshot&, const Screenshot&) = default;
 };
 
-using Action = std::variant<Click, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key, HoldKey, Wait,
-                            CursorPosition, Screenshot>;
+using Action = std::variant<Click, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key, HoldKey,
+                            KeyDown, KeyUp, Wait, CursorPosition, Screenshot>;
 
 // Limits that keep one request from tying up a desktop.
 inline constexpr int kMaxWaitMs = 60'000;

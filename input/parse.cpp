@@ -286,6 +286,16 @@ int read_scroll_notches(const Fields& f, const char* name) {
                  : 0;
 }
 
+// key_down / key_up: exactly one key, no chord.
+Keysym read_single_key(const Fields& f) {
+    const std::string field = f.field("key");
+    const KeyChord chord = parse_chord(read_key_string(f.required("key"), field), field);
+    if (chord.keys.size() != 1)
+        throw ActionError(field,
+                          "expected one key, got a chord of " + std::to_string(chord.keys.size()));
+    return chord.keys.front();
+}
+
 const std::vector<ActionSpec>& native_specs() {
     static const std::vector<ActionSpec> specs = {
         {"click",
@@ -360,6 +370,10 @@ const std::vector<ActionSpec>& native_specs() {
                  read_integer(f.required("duration_ms"), f.field("duration_ms"), 0, kMaxHoldMs));
              return hold;
          }},
+        {"key_down",
+         {"key"},
+         [](const Fields& f) -> Action { return KeyDown{read_single_key(f)}; }},
+        {"key_up", {"key"}, [](const Fields& f) -> Action { return KeyUp{read_single_key(f)}; }},
         {"wait",
          {"duration_ms"},
          [](const Fields& f) -> Action {
@@ -817,6 +831,8 @@ json to_native_json(const Action& action) {
             } else if constexpr (std::is_same_v<T, HoldKey>) {
                 out["keys"] = chord_text(a.keys);
                 out["duration_ms"] = a.duration_ms;
+            } else if constexpr (std::is_same_v<T, KeyDown> || std::is_same_v<T, KeyUp>) {
+                out["key"] = keysym_name(a.key);
             } else if constexpr (std::is_same_v<T, Wait>) {
                 out["duration_ms"] = a.duration_ms;
             }

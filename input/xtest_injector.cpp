@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -630,6 +631,13 @@ struct XTestInjector::Impl {
         std::vector<Held> held_;
     };
 
+    // Keys left down by KeyDown actions, until their KeyUp (or the injector ends).
+    std::map<Keysym, std::unique_ptr<Presses>> held_keys;
+    bool holds_key(KeyCode keycode) const {
+        return std::any_of(held_keys.begin(), held_keys.end(),
+                           [&](const auto& held) { return held.second->holds_key(keycode); });
+    }
+
     // While text is typed, modifiers the user holds or has locked (Shift held, CapsLock on)
     // would change what each key produces; they are lifted for the action and put back after.
     class NeutralModifiers {
@@ -740,6 +748,7 @@ XTestInjector::XTestInjector(Display* display, XTestInjectorOptions options)
 XTestInjector::~XTestInjector() {
     Impl& impl = *impl_;
     try {
+        impl.held_keys.clear();  // released while their keycodes still mean what they meant
         impl.sync();
         impl.refresh_keymap_if_changed();  // a new keymap may have taken our keycodes back
         // Emptied like any remap: only once clients have read the last events using them.
@@ -910,6 +919,29 @@ nlohmann::json XTestInjector::execute(const Action& action) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(hold.duration_ms));
                 presses.release_all();
                 impl.sync();
+                return nlohmann::json::object();
+            },
+            [&](const KeyDown& down) -> nlohmann::json {
+                // A repeat (the key is down already) is a release and a press, as X's own
+                // autorepeat sends them.
+                impl.held_keys.erase(down.key);
+                const Stroke stroke = impl.resolve_chord_key(
+                    down.key, static_cast<int>(impl.prepare_keyboard().group));
+                auto presses = std::make_unique<Impl::Presses>(impl);
+                // Modifiers the stroke needs that a held key already holds (the human's Shift)
+                // stay as they are, so releasing this key does not release them.
+                for (int bit = 0; bit < kModifierCount; ++bit) {
+                    const KeyCode modifier = impl.modifier_keys[bit];
+                    if ((stroke.mods & (1u << bit)) && !impl.holds_key(modifier))
+                        presses->key(modifier);
+                }
+                presses->key(stroke.keycode, stroke.spare_levels);
+                impl.held_keys.emplace(down.key, std::move(presses));
+                impl.sync();
+                return nlohmann::json::object();
+            },
+            [&](const KeyUp& up) -> nlohmann::json {
+                impl.held_keys.erase(up.key);  // the Presses release it and sync
                 return nlohmann::json::object();
             },
             [&](const Wait& wait) -> nlohmann::json {

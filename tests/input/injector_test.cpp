@@ -540,5 +540,37 @@ TEST_F(InjectorTest, HoldKeyPressesForTheDurationThenReleases) {
     EXPECT_TRUE(keys_down(display()).empty());
 }
 
+// A human at a viewer: keys go down and up one by one, across actions. Shift held by the
+// human stays held when a key that needs Shift is released, and a repeat re-presses.
+TEST_F(InjectorTest, KeyDownAndKeyUpSpanActionsLikeAHumansKeys) {
+    start_recording();
+    injector().execute(KeyDown{XK_Shift_L});
+    injector().execute(KeyDown{XK_A});
+    injector().execute(KeyUp{XK_A});
+    injector().execute(KeyDown{XK_exclam});  // needs Shift, which the human holds
+    injector().execute(KeyUp{XK_exclam});
+    EXPECT_EQ(keys_down(display()).size(), 1u) << "Shift is still down";
+    injector().execute(KeyUp{XK_Shift_L});
+    injector().execute(KeyDown{XK_b});
+    injector().execute(KeyDown{XK_b});  // autorepeat
+    injector().execute(KeyUp{XK_b});
+    injector().execute(KeyUp{XK_b});         // not down any more: ignored
+    injector().execute(KeyDown{XK_eacute});  // not on the layout: a spare keycode
+    injector().execute(KeyUp{XK_eacute});
+    ASSERT_TRUE(window().settle());
+    EXPECT_EQ(window().typed_text(), "A!bbé");
+    EXPECT_TRUE(keys_down(display()).empty());
+}
+
+TEST_F(InjectorTest, KeysLeftDownAreReleasedWhenTheInjectorEnds) {
+    {
+        XTestInjector own(display());
+        own.execute(KeyDown{XK_Control_L});
+        own.execute(KeyDown{XK_eacute});
+        EXPECT_EQ(keys_down(display()).size(), 2u);
+    }
+    EXPECT_TRUE(keys_down(display()).empty());
+}
+
 }  // namespace
 }  // namespace deskbox::input

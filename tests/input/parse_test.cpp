@@ -282,6 +282,8 @@ TEST(NativeDialect, RoundTripsEveryActionType) {
         Key{{KeyChord{{XKB_KEY_A}}, KeyChord{{XKB_KEY_a}}}},
         HoldKey{KeyChord{{kShift}}, 1500},
         HoldKey{KeyChord{{kCtrl, kAlt, XKB_KEY_Delete}}, 0},
+        KeyDown{kShift},
+        KeyUp{XKB_KEY_eacute},
         Wait{0},
         Wait{60000},
         CursorPosition{},
@@ -297,8 +299,9 @@ TEST(NativeDialect, RoundTripsEveryActionType) {
         EXPECT_EQ(to_native_json(parse_action(reparsed, Dialect::native)), native);
         covered.push_back(action_type_name(action));
     }
-    for (const char* type : {"click", "move", "mouse_down", "mouse_up", "drag", "scroll", "type",
-                             "key", "hold_key", "wait", "cursor_position", "screenshot"}) {
+    for (const char* type :
+         {"click", "move", "mouse_down", "mouse_up", "drag", "scroll", "type", "key", "hold_key",
+          "key_down", "key_up", "wait", "cursor_position", "screenshot"}) {
         EXPECT_NE(std::find(covered.begin(), covered.end(), type), covered.end()) << type;
     }
 }
@@ -317,6 +320,19 @@ TEST(NativeDialect, WritesTheDocumentedShape) {
     EXPECT_EQ(to_native_json(HoldKey{KeyChord{{kShift}}, 250}),
               json::parse(R"({"type":"hold_key","keys":"Shift_L","duration_ms":250})"));
     EXPECT_EQ(to_native_json(CursorPosition{}), json::parse(R"({"type":"cursor_position"})"));
+    EXPECT_EQ(to_native_json(KeyDown{kShift}),
+              json::parse(R"({"type":"key_down","key":"Shift_L"})"));
+}
+
+TEST(NativeDialect, KeyDownAndUpTakeExactlyOneKey) {
+    EXPECT_EQ(parse_action(json{{"type", "key_up"}, {"key", "a"}}, Dialect::native),
+              Action{KeyUp{XKB_KEY_a}});
+    expect_error(
+        [] {
+            parse_action(json{{"type", "key_down"}, {"key", "ctrl+a"}}, Dialect::native);
+        },
+        "key", "expected one key");
+    expect_error([] { parse_action(json{{"type", "key_down"}}, Dialect::native); }, "key", "");
 }
 
 TEST(NativeDialect, TextLimits) {
@@ -802,6 +818,8 @@ TEST(ActionTypeName, NamesEveryAlternative) {
         {Type{}, "type"},
         {Key{}, "key"},
         {HoldKey{}, "hold_key"},
+        {KeyDown{}, "key_down"},
+        {KeyUp{}, "key_up"},
         {Wait{}, "wait"},
         {CursorPosition{}, "cursor_position"},
         {Screenshot{}, "screenshot"},
