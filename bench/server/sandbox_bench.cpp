@@ -26,6 +26,7 @@
 #include "common/parse_integer.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
+#include "tests/support/deskboxd_process.hpp"
 #include "server/runtime/container_runtime.hpp"
 
 namespace {
@@ -41,29 +42,14 @@ double ms_since(Clock::time_point t0) {
 // deskboxd on a free loopback port with a state dir of its own; stopped on destruction.
 class Daemon {
   public:
-    Daemon() {
-        SpawnOptions o;
-        o.argv = {DESKBOXD_PATH, "--listen", "127.0.0.1:0", "--state-dir", state().string()};
-        o.pipe_stdout = true;
-        o.stderr_file = (dir_.path() / "deskboxd.log").string();
-        process_ = ChildProcess::spawn(o);
-        std::string line;
-        char c;
-        while (::read(process_.stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
-        auto colon = line.rfind(':');
-        if (line.find("listening") == std::string::npos || colon == std::string::npos)
-            throw std::runtime_error("deskboxd did not start: " + line);
-        url_ = "http://127.0.0.1:" + line.substr(colon + 1);
-    }
-    ~Daemon() { process_.terminate(std::chrono::seconds(20)); }
-    const std::string& url() const { return url_; }
+    std::string url() const { return process_.url(); }
+    int port() const { return process_.port(); }
     std::filesystem::path state() const { return dir_.path() / "state"; }
     pid_t pid() const { return process_.pid(); }
 
   private:
-    TempDir dir_{"deskbox-sandbox-bench"};
-    ChildProcess process_;
-    std::string url_;
+    TempDir dir_{"deskbox-bench"};
+    test::DeskboxdProcess process_{DESKBOXD_PATH, dir_.path() / "state", dir_.path() / "deskboxd.log"};
 };
 
 void print_row(const char* what, const std::vector<double>& ours, const char* alt_name,

@@ -1,122 +1,29 @@
 #include "server/api/api_router.hpp"
 
 #include <climits>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
-#include "common/parse_integer.hpp"
+#include "server/api/http_util.hpp"
 
 namespace deskbox::server {
-namespace {
 
 using nlohmann::json;
-
-HttpResponse json_response(unsigned status, const json& body) {
-    HttpResponse res{static_cast<http::status>(status), 11};
-    res.set(http::field::content_type, "application/json");
-    res.body() = body.dump(-1, ' ', false, json::error_handler_t::replace);
-    res.prepare_payload();
-    return res;
-}
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-std::string url_decode(std::string_view in, bool plus_is_space) {
-    std::string out;
-    for (std::size_t i = 0; i < in.size(); ++i) {
-        if (in[i] == '%' && i + 2 < in.size() && hex_value(in[i + 1]) >= 0 &&
-            hex_value(in[i + 2]) >= 0) {
-            out += static_cast<char>(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2]));
-            i += 2;
-        } else if (in[i] == '%') {
-            throw bad_request("", "malformed percent-encoding in the URL");
-        } else if (plus_is_space && in[i] == '+') {
-            out += ' ';
-        } else {
-            out += in[i];
-        }
-    }
-    return out;
-}
-
-std::map<std::string, std::string> parse_query(std::string_view q) {
-    std::map<std::string, std::string> out;
-    while (!q.empty()) {
-        auto amp = q.find('&');
-        auto part = q.substr(0, amp);
-        q = amp == std::string_view::npos ? std::string_view{} : q.substr(amp + 1);
-        if (part.empty()) continue;
-        auto eq = part.find('=');
-        std::string key = url_decode(part.substr(0, eq), true);
-        std::string value = eq == std::string_view::npos ? "" : url_decode(part.substr(eq + 1), true);
-        out[key] = value;
-    }
-    return out;
-}
-
-json parse_body(const HttpRequest& request, bool allow_empty = false) {
-    if (request.body().empty()) {
-        if (allow_empty) return json::object();
-        throw bad_request("", "request body must be JSON");
-    }
-    try {
-        return json::parse(request.body());
-    } catch (const json::parse_error& e) {
-        throw ApiError(400, "malformed_json", std::string("request body is not valid JSON: ") + e.what());
-    }
-}
-
-void allow_only(const std::map<std::string, std::string>& query, std::set<std::string> allowed) {
-    for (auto& [k, v] : query)
-        if (!allowed.count(k)) throw bad_request(k, "unknown query parameter");
-}
-
-int int_query(const std::map<std::string, std::string>& query, const std::string& name) {
-    const std::string& v = query.at(name);
-    auto value = parse_integer(v);
-    if (!value || *value < INT_MIN || *value > INT_MAX)
-        throw bad_request(name, "expected an integer, got '" + v + "'");
-    return static_cast<int>(*value);
-}
-
-std::string required_query(const std::map<std::string, std::string>& query, const std::string& name) {
-    auto it = query.find(name);
-    if (it == query.end() || it->second.empty()) throw bad_request(name, "required");
-    return it->second;
-}
-
-bool constant_time_equal(const std::string& a, const std::string& b) {
-    if (a.size() != b.size()) return false;
-    unsigned char diff = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-    return diff == 0;
-}
-
-void require_method(const HttpRequest& r, std::initializer_list<http::verb> verbs) {
-    for (auto v : verbs)
-        if (r.method() == v) return;
-    throw ApiError(405, "method_not_allowed",
-                   std::string(r.method_string()) + " is not allowed on " + std::string(r.target()));
-}
-
-}  // namespace
 
 ApiRouter::ApiRouter(SandboxManager& manager, ApiOptions options)
     : manager_(manager), options_(std::move(options)) {}
 
-bool ApiRouter::authorised(const HttpRequest& request) const {
+bool ApiRouter::authorised(const HttpRequest& request, const std::string& query_key) const {
     if (options_.api_keys.empty()) return true;
-    std::string given;
+    std::string given = query_key;
     if (auto it = request.find(http::field::authorization); it != request.end()) {
         std::string value(it->value());
         if (value.rfind("Bearer ", 0) == 0) given = value.substr(7);
     }
     if (given.empty()) {
-        if (auto it = request.find("X-API-Key"); it != request.end()) given = std::string(it->value());
+        if (auto it = request.find("X-API-Key"); it != request.end())
+            given = std::string(it->value());
     }
     bool ok = false;
     for (const auto& key : options_.api_keys) ok |= constant_time_equal(given, key);
@@ -130,10 +37,20 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
         std::string target(request.target());
         auto qmark = target.find('?');
         std::string path = url_decode(target.substr(0, qmark), false);
-        auto query = qmark == std::string::npos ? std::map<std::string, std::string>{}
-                                                : parse_query(std::string_view(target).substr(qmark + 1));
-        if (path != "/healthz" && !authorised(request))
-            throw ApiError(401, "unauthorized", "missing or wrong API key (Authorization: Bearer KEY)");
+        auto query = qmark == std::string::npos
+                         ? std::map<std::string, std::string>{}
+                         : parse_query(std::string_view(target).substr(qmark + 1));
+        // A browser cannot put our key in a header of a page load, an <img> or a WebSocket:
+        // `key` in the query counts as the API key too (then it is not a query parameter).
+        std::string query_key;
+        if (auto it = query.find("key"); it != query.end()) {
+            query_key = it->second;
+            query.erase(it);
+        }
+        if (auto viewer = viewer_route(exchange, path, query, query_key)) return std::move(*viewer);
+        if (path != "/healthz" && !authorised(request, query_key))
+            throw ApiError(401, "unauthorized",
+                           "missing or wrong API key (Authorization: Bearer KEY)");
         return route(request, path, query);
     } catch (const ApiError& e) {
         metrics_.count_error(e.code());
@@ -157,10 +74,24 @@ HttpResponse ApiRouter::route(HttpRequest& request, const std::string& path,
         for (auto& [state, n] : manager_.count_by_state())
             text += "deskbox_sandboxes{state=\"" + state + "\"} " + std::to_string(n) + "\n";
         text += metrics_.create_seconds.render("deskbox_create_seconds", "Sandbox create latency.");
-        text += metrics_.screenshot_seconds.render("deskbox_screenshot_seconds", "Screenshot latency.");
+        text +=
+            metrics_.screenshot_seconds.render("deskbox_screenshot_seconds", "Screenshot latency.");
         text += metrics_.action_seconds.render("deskbox_action_seconds", "Action request latency.");
-        text += metrics_.command_seconds.render("deskbox_command_seconds", "Command request latency.");
+        text +=
+            metrics_.command_seconds.render("deskbox_command_seconds", "Command request latency.");
         text += metrics_.render_counters();
+        auto counter = [&](const char* name, const char* help, const char* type, auto value) {
+            text += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type +
+                    "\n" + name + " " + std::to_string(value) + "\n";
+        };
+        counter("deskbox_viewers", "Connected stream and VNC viewers.", "gauge",
+                viewers_.connected.load());
+        counter("deskbox_viewer_input_ignored_total", "Input sent with a view-only token.",
+                "counter", viewers_.input_ignored.load());
+        counter("deskbox_viewer_bad_messages_total", "Malformed viewer messages.", "counter",
+                viewers_.bad_messages.load());
+        counter("deskbox_viewer_packets_dropped_total", "Video packets skipped for slow viewers.",
+                "counter", viewers_.packets_dropped.load());
         HttpResponse res{http::status::ok, 11};
         res.set(http::field::content_type, "text/plain; version=0.0.4");
         res.body() = std::move(text);
@@ -183,8 +114,11 @@ HttpResponse ApiRouter::route(HttpRequest& request, const std::string& path,
         std::string rest = path.substr(prefix.size());
         auto slash = rest.find('/');
         std::string id = rest.substr(0, slash);
-        return sandbox_route(request, id, slash == std::string::npos ? "" : rest.substr(slash + 1), query);
+        return sandbox_route(request, id, slash == std::string::npos ? "" : rest.substr(slash + 1),
+                             query);
     }
+    if (path == "/v1/recordings" || path.rfind("/v1/recordings/", 0) == 0)
+        return recordings_route(request, path == "/v1/recordings" ? "" : path.substr(15));
     if (path == "/v1/templates") {
         require_method(request, {http::verb::get});
         return json_response(200, {{"templates", manager_.template_names()}});
@@ -214,8 +148,10 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         json body = parse_body(request, true);
         if (body.contains("snapshot") && body["snapshot"] == true)
             throw ApiError(400, "unsupported", "snapshots need the microvm runtime", "snapshot");
-        if (rest == "pause") sandbox->pause();
-        else sandbox->resume();
+        if (rest == "pause")
+            sandbox->pause();
+        else
+            sandbox->resume();
         sandbox->audit(rest, body);
         return json_response(200, sandbox->describe(false));
     }
@@ -224,7 +160,8 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         allow_only(query, {"format", "quality", "width", "height", "cursor", "compression"});
         streaming::EncodeOptions options;
         try {
-            if (query.count("format")) options.format = streaming::parse_image_format(query.at("format"));
+            if (query.count("format"))
+                options.format = streaming::parse_image_format(query.at("format"));
         } catch (const std::invalid_argument& e) {
             throw bad_request("format", "expected png, jpeg or webp");
         }
@@ -232,7 +169,8 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         if (query.count("compression")) options.png_compression = int_query(query, "compression");
         if (query.count("width")) options.width = int_query(query, "width");
         if (query.count("height")) options.height = int_query(query, "height");
-        if (query.count("cursor")) options.composite_cursor = query.at("cursor") == "true" || query.at("cursor") == "1";
+        if (query.count("cursor"))
+            options.composite_cursor = query.at("cursor") == "true" || query.at("cursor") == "1";
         ScopedTimer timer(metrics_.screenshot_seconds);
         auto image = sandbox->screenshot(options);
         HttpResponse res{http::status::ok, 11};
@@ -261,8 +199,8 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         require_method(request, {http::verb::post});
         json body = parse_body(request);
         if (!body.is_object()) throw bad_request("", "expected a JSON object");
-        static const std::set<std::string> fields = {"cmd", "argv", "env", "cwd", "timeout_s",
-                                                     "background", "stdin", "stream"};
+        static const std::set<std::string> fields = {"cmd",       "argv",       "env",   "cwd",
+                                                     "timeout_s", "background", "stdin", "stream"};
         for (auto& [k, v] : body.items())
             if (!fields.count(k)) throw bad_request(k, "unknown field");
         std::string stdin_bytes;
@@ -272,7 +210,8 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
             body.erase("stdin");
         }
         double timeout_s = 60;
-        if (body.contains("timeout_s") && body["timeout_s"].is_number()) timeout_s = body["timeout_s"];
+        if (body.contains("timeout_s") && body["timeout_s"].is_number())
+            timeout_s = body["timeout_s"];
         sandbox->audit("command", body);
         ScopedTimer timer(metrics_.command_seconds);
         auto reply = sandbox->call("exec.run", body, stdin_bytes,
@@ -304,9 +243,20 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         if (request.method() == http::verb::delete_) {
             bool recursive = query.count("recursive") && query.at("recursive") == "true";
             sandbox->audit("files.remove", {{"path", path}, {"recursive", recursive}});
-            return json_response(200, sandbox->call("files.remove", {{"path", path}, {"recursive", recursive}}).result);
+            return json_response(
+                200,
+                sandbox->call("files.remove", {{"path", path}, {"recursive", recursive}}).result);
         }
         require_method(request, {http::verb::get, http::verb::put, http::verb::delete_});
+    }
+    if (rest == "recording") {
+        allow_only(query, {});
+        if (request.method() == http::verb::post)
+            return json_response(201, sandbox->start_recording(parse_body(request, true)));
+        if (request.method() == http::verb::delete_)
+            return json_response(200, sandbox->stop_recording());
+        require_method(request, {http::verb::get});
+        return json_response(200, sandbox->recording_status());
     }
     if (rest == "windows") {
         require_method(request, {http::verb::get});
@@ -330,6 +280,59 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         return json_response(200, sandbox->call("clipboard.get").result);
     }
     throw ApiError(404, "not_found", "no such endpoint: /v1/sandboxes/" + id + "/" + rest);
+}
+
+// Finished and running recordings: <id>.mp4 (fragmented, so a running one plays up to its
+// last fragment) and <id>.events.jsonl. They outlive their sandboxes until deleted.
+HttpResponse ApiRouter::recordings_route(HttpRequest& request, const std::string& rest) {
+    namespace fs = std::filesystem;
+    const fs::path dir = manager_.recordings_dir();
+    if (rest.empty()) {
+        require_method(request, {http::verb::get});
+        json list = json::array();
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(dir, ec)) {
+            std::string name = entry.path().filename().string();
+            if (entry.path().extension() != ".mp4") continue;
+            std::string id = name.substr(0, name.size() - 4);
+            list.push_back({{"id", id},
+                            {"bytes", entry.file_size(ec)},
+                            {"events", fs::exists(dir / (id + ".events.jsonl"))}});
+        }
+        return json_response(200, {{"recordings", list}});
+    }
+    auto slash = rest.find('/');
+    std::string id = rest.substr(0, slash);
+    std::string what = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    try {
+        runtime::validate_id(id);
+    } catch (const runtime::SpecError&) {
+        throw ApiError(404, "not_found", "no recording '" + id.substr(0, 64) + "'", "id");
+    }
+    fs::path video = dir / (id + ".mp4"), events = dir / (id + ".events.jsonl");
+    if (!fs::exists(video)) throw ApiError(404, "not_found", "no recording '" + id + "'", "id");
+    if (what.empty() && request.method() == http::verb::delete_) {
+        for (const auto& s : manager_.list())
+            if (s->describe(false).value("recording", "") == id)
+                throw ApiError(409, "conflict", "recording " + id + " is running; stop it first");
+        fs::remove(video);
+        fs::remove(events);
+        return json_response(200, {{"id", id}, {"deleted", true}});
+    }
+    require_method(request, {http::verb::get, http::verb::head});
+    if (what != "" && what != "events")
+        throw ApiError(404, "not_found", "no such endpoint: " + rest);
+    const fs::path& file = what.empty() ? video : events;
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+        throw ApiError(404, "not_found",
+                       "recording " + id + " has no " + (what.empty() ? "video" : "events track"));
+    HttpResponse res{http::status::ok, 11};
+    res.set(http::field::content_type, what.empty() ? "video/mp4" : "application/x-ndjson");
+    res.set(http::field::content_disposition,
+            "attachment; filename=\"" + file.filename().string() + "\"");
+    res.body().assign(std::istreambuf_iterator<char>(in), {});
+    return res;
 }
 
 }  // namespace deskbox::server

@@ -2,12 +2,15 @@
 // bad request is a JSON error naming the field; no input crashes the server.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "server/api/metrics.hpp"
 #include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "server/stream/viewer_session.hpp"
 
 namespace deskbox::server {
 
@@ -16,21 +19,36 @@ struct ApiOptions {
 };
 
 class ApiRouter {
-public:
+  public:
     ApiRouter(SandboxManager& manager, ApiOptions options);
     HttpResponse handle(HttpExchange& exchange);
     Metrics& metrics() { return metrics_; }
+    const ViewerCounters& viewers() const { return viewers_; }
 
-private:
+  private:
     HttpResponse route(HttpRequest& request, const std::string& path,
                        const std::map<std::string, std::string>& query);
     HttpResponse sandbox_route(HttpRequest& request, const std::string& id, const std::string& rest,
                                const std::map<std::string, std::string>& query);
-    bool authorised(const HttpRequest& request) const;
+    HttpResponse recordings_route(HttpRequest& request, const std::string& rest);
+    bool authorised(const HttpRequest& request, const std::string& query_key = {}) const;
+
+    // Routes for people watching (viewer_routes.cpp): the stream and VNC WebSockets, the viewer
+    // page and its assets, the dashboard. nullopt: not one of them.
+    std::optional<HttpResponse> viewer_route(HttpExchange& exchange, const std::string& path,
+                                             std::map<std::string, std::string>& query,
+                                             const std::string& query_key);
+    enum class Access { none, view, control };
+    // A sandbox's view or control token (query `token` or Authorization: Bearer), or an API key
+    // (control).
+    Access sandbox_access(const HttpRequest& request, const Sandbox& sandbox,
+                          const std::map<std::string, std::string>& query,
+                          const std::string& query_key) const;
 
     SandboxManager& manager_;
     ApiOptions options_;
     Metrics metrics_;
+    ViewerCounters viewers_;
 };
 
 }  // namespace deskbox::server

@@ -210,16 +210,23 @@ int command_demo(Context& context, const std::vector<std::string>& tokens) {
         api.get_bytes(sandbox_path(id) + "/screenshot" + Query().add("format", "png").str());
     write_output(context, output, image.body);
 
-    const auto token =
-        created.is_object() && created.contains("view_token") && created["view_token"].is_string()
-            ? created["view_token"].get<std::string>()
-            : std::string();
-    std::string viewer = api.server().to_string() + "/view/" + client::percent_encode(id);
-    if (!token.empty()) viewer += "?token=" + client::percent_encode(token);
+    const auto token_of = [&](const char* name) {
+        return created.is_object() && created.contains(name) && created[name].is_string()
+                   ? created[name].get<std::string>()
+                   : std::string();
+    };
+    const auto viewer_url = [&](const std::string& token) {
+        std::string url = api.server().to_string() + "/view/" + client::percent_encode(id);
+        if (!token.empty()) url += "?token=" + client::percent_encode(token);
+        return url;
+    };
 
     context.out << "sandbox:    " << id << "\n"
-                << "viewer:     " << viewer << "\n"
-                << "screenshot: " << output << "\n";
+                << "viewer:     " << viewer_url(token_of("view_token")) << "\n";
+    if (!token_of("control_token").empty())
+        context.out << "control:    " << viewer_url(token_of("control_token"))
+                    << " (can click and type)\n";
+    context.out << "screenshot: " << output << "\n";
     context.out.flush();
     if (args.has("--keep")) {
         guard.keep();

@@ -4,6 +4,7 @@
 
 #include <boost/beast/core/detail/base64.hpp>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace deskbox::server {
@@ -29,14 +30,19 @@ std::string base64(const std::vector<std::uint8_t>& bytes) {
 ApiError from_agent_error(const protocol::RpcError& e) {
     const std::string& c = e.code();
     unsigned status = 502;
-    if (c == "invalid_action" || c == "bad_request") status = 400;
-    else if (c == "not_found") status = 404;
-    else if (c == "permission_denied") status = 403;
+    if (c == "invalid_action" || c == "bad_request")
+        status = 400;
+    else if (c == "not_found")
+        status = 404;
+    else if (c == "permission_denied")
+        status = 403;
     else if (c == "is_a_directory" || c == "not_a_directory" || c == "already_exists" ||
              c == "not_empty")
         status = 409;
-    else if (c == "too_large") status = 413;
-    else if (c == "timeout") status = 504;
+    else if (c == "too_large")
+        status = 413;
+    else if (c == "timeout")
+        status = 504;
     return ApiError(status, c, e.what(), e.field());
 }
 
@@ -44,11 +50,16 @@ ApiError from_agent_error(const protocol::RpcError& e) {
 
 const char* to_string(SandboxStatus status) {
     switch (status) {
-        case SandboxStatus::starting: return "starting";
-        case SandboxStatus::running: return "running";
-        case SandboxStatus::paused: return "paused";
-        case SandboxStatus::error: return "error";
-        case SandboxStatus::killed: return "killed";
+        case SandboxStatus::starting:
+            return "starting";
+        case SandboxStatus::running:
+            return "running";
+        case SandboxStatus::paused:
+            return "paused";
+        case SandboxStatus::error:
+            return "error";
+        case SandboxStatus::killed:
+            return "killed";
     }
     return "unknown";
 }
@@ -80,7 +91,9 @@ Sandbox::Sandbox(SandboxConfig config, std::filesystem::path audit_path)
     audit_.open(audit_path, std::ios::app);
 }
 
-Sandbox::~Sandbox() { kill(); }
+Sandbox::~Sandbox() {
+    kill();
+}
 
 void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
     nlohmann::json line = {{"ts", iso8601(SystemClock::now())},
@@ -90,9 +103,14 @@ void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
                            {"sandbox", config_.id},
                            {"kind", kind},
                            {"detail", detail}};
-    std::lock_guard lock(audit_mutex_);
-    audit_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    audit_.flush();
+    {
+        std::lock_guard lock(audit_mutex_);
+        audit_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+        audit_.flush();
+    }
+    // The recording's actions track carries the same events on the video's clock.
+    std::lock_guard lock(streams_mutex_);
+    if (recorder_ && recording_actions_) recorder_->add_event({{"kind", kind}, {"detail", detail}});
 }
 
 void Sandbox::boot(runtime::Runtime& runtime, const runtime::SandboxSpec& spec,
@@ -115,6 +133,7 @@ void Sandbox::boot(runtime::Runtime& runtime, const runtime::SandboxSpec& spec,
         // The agent sends a full frame first; a sync makes sure the mirror has it.
         auto reply = agent_->call("screen.sync", {}, {}, std::chrono::seconds(10));
         mirror_.wait_for_seq(reply.result.value("seq", 0ull), std::chrono::seconds(5));
+        if (config_.vnc) start_vnc();
     } catch (const runtime::SpecError& e) {
         kill();
         throw ApiError(400, "bad_request", e.what(), e.field());
@@ -131,7 +150,9 @@ void Sandbox::boot(runtime::Runtime& runtime, const runtime::SandboxSpec& spec,
 
 void Sandbox::kill() {
     if (killing_.exchange(true)) return;
+    stop_streams();  // the recording gets the last frame; VNC stops feeding input
     if (agent_) agent_->close();
+    input_worker_.stop();
     if (instance_) {
         try {
             instance_->kill();
@@ -183,6 +204,17 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
     if (with_tokens) {
         j["view_token"] = view_token_;
         j["control_token"] = control_token_;
+    }
+    {
+        std::lock_guard lock(streams_mutex_);
+        if (vnc_) {
+            j["vnc"] = {{"host", vnc_->listen_address()}, {"port", vnc_->port()}};
+            if (with_tokens) {
+                j["vnc"]["password"] = vnc_password_;
+                j["vnc"]["view_password"] = vnc_view_password_;
+            }
+        }
+        if (recorder_) j["recording"] = recording_id_;
     }
     return j;
 }
@@ -268,11 +300,14 @@ void Sandbox::resume() {
 protocol::RpcClient& Sandbox::agent() {
     std::lock_guard lock(mutex_);
     switch (status_) {
-        case SandboxStatus::running: return *agent_;
+        case SandboxStatus::running:
+            return *agent_;
         case SandboxStatus::paused:
-            throw ApiError(409, "sandbox_paused", "sandbox " + config_.id + " is paused; resume it first");
+            throw ApiError(409, "sandbox_paused",
+                           "sandbox " + config_.id + " is paused; resume it first");
         case SandboxStatus::error:
-            throw ApiError(503, "sandbox_error", "sandbox " + config_.id + " is broken: " + error_reason_);
+            throw ApiError(503, "sandbox_error",
+                           "sandbox " + config_.id + " is broken: " + error_reason_);
         default:
             throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
     }
@@ -295,7 +330,8 @@ protocol::Reply Sandbox::call(const std::string& method, nlohmann::json params, 
     }
 }
 
-streaming::EncodedImage Sandbox::screenshot(const streaming::EncodeOptions& options, int settle_ms) {
+streaming::EncodedImage Sandbox::screenshot(const streaming::EncodeOptions& options,
+                                            int settle_ms) {
     auto reply = call("screen.sync", {{"settle_ms", settle_ms}, {"max_ms", 500}});
     std::uint64_t seq = reply.result.value("seq", 0ull);
     if (!mirror_.wait_for_seq(seq, std::chrono::seconds(5)))
@@ -312,8 +348,8 @@ nlohmann::json Sandbox::run_segment(const std::vector<input::Action>& actions, s
     nlohmann::json native = nlohmann::json::array();
     for (const auto& a : actions) native.push_back(input::to_native_json(a));
     // Long holds and waits are allowed; the call must outlast them.
-    auto reply_timeout = std::chrono::seconds(30) + std::chrono::milliseconds(
-                             static_cast<long>(actions.size()) * 61'000);
+    auto reply_timeout = std::chrono::seconds(30) +
+                         std::chrono::milliseconds(static_cast<long>(actions.size()) * 61'000);
     try {
         return call("input.actions", {{"actions", native}}, {},
                     std::min<std::chrono::milliseconds>(reply_timeout, std::chrono::minutes(30)))
@@ -330,6 +366,29 @@ nlohmann::json Sandbox::run_segment(const std::vector<input::Action>& actions, s
     }
 }
 
+bool Sandbox::queue_input(std::vector<input::Action> actions, const std::string& source) {
+    if (actions.empty()) return true;
+    if (status() != SandboxStatus::running) return false;
+    // Pointer motion is not worth an audit line; presses, keys and text are.
+    bool worth_auditing = std::any_of(actions.begin(), actions.end(), [](const input::Action& a) {
+        return !std::holds_alternative<input::Move>(a);
+    });
+    if (worth_auditing) {
+        nlohmann::json native = nlohmann::json::array();
+        for (const auto& a : actions) native.push_back(input::to_native_json(a));
+        audit("viewer_input", {{"source", source}, {"actions", native}});
+    }
+    return input_worker_.post([this, actions = std::move(actions)] {
+        try {
+            run_segment(actions, 0);
+        } catch (const std::exception& e) {
+            // The viewer is not waiting for an answer; the sandbox's state says if it broke.
+            std::fprintf(stderr, "deskboxd: %s: viewer input failed: %s\n", config_.id.c_str(),
+                         e.what());
+        }
+    });
+}
+
 nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect dialect) {
     std::vector<input::Action> parsed;
     try {
@@ -337,8 +396,11 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
         const bool batch = body.is_object() && body.contains("actions");
         for (std::size_t i = 0; i < parsed.size(); ++i) {
             std::string prefix = batch ? "actions[" + std::to_string(i) + "]" : "";
-            if (scaler_) parsed[i] = scaler_->to_screen(parsed[i], prefix, dialect);
-            else input::validate_on_screen(parsed[i], {config_.width, config_.height}, prefix, dialect);
+            if (scaler_)
+                parsed[i] = scaler_->to_screen(parsed[i], prefix, dialect);
+            else
+                input::validate_on_screen(parsed[i], {config_.width, config_.height}, prefix,
+                                          dialect);
         }
     } catch (const input::ActionError& e) {
         throw ApiError(400, "invalid_action", e.what(), e.field());
@@ -381,7 +443,8 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
     // Positions the agent reports are in screen pixels; the client thinks in API pixels.
     if (scaler_) {
         for (auto& r : results) {
-            if (r.is_object() && r.contains("x") && r.contains("y") && !r.contains("base64_image")) {
+            if (r.is_object() && r.contains("x") && r.contains("y") &&
+                !r.contains("base64_image")) {
                 auto p = scaler_->to_api({r["x"].get<int>(), r["y"].get<int>()});
                 r["x"] = p.x;
                 r["y"] = p.y;

@@ -13,13 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/serial_worker.hpp"
 #include "input/parse.hpp"
 #include "input/scaling.hpp"
 #include "protocol/rpc.hpp"
 #include "server/runtime/runtime.hpp"
 #include "server/sandbox/api_error.hpp"
+#include "server/stream/pointer_input.hpp"
 #include "streaming/frame_mirror.hpp"
 #include "streaming/image_encoder.hpp"
+#include "streaming/live/live_stream.hpp"
+#include "streaming/video/recorder.hpp"
+#include "streaming/vnc/vnc_server.hpp"
 
 namespace deskbox::server {
 
@@ -40,10 +45,20 @@ struct SandboxConfig {
     std::map<std::string, std::string> env;
     runtime::ResourceLimits limits;
     bool network = false;
+    std::filesystem::path recordings_dir;  // where recordings go (they outlive the sandbox)
+    bool vnc = true;                       // serve VNC on a loopback port
+};
+
+// The VNC clients' pointer and key state. libvncserver's callbacks do not say which client
+// sent an event, so all of a sandbox's control clients share one.
+struct VncInput {
+    explicit VncInput(PointerInput p) : pointer(std::move(p)) {}
+    std::mutex mutex;
+    PointerInput pointer;
 };
 
 class Sandbox {
-public:
+  public:
     Sandbox(SandboxConfig config, std::filesystem::path audit_path);
     ~Sandbox();
     Sandbox(const Sandbox&) = delete;
@@ -71,22 +86,37 @@ public:
     SandboxStatus check_health();
 
     // --- desktop operations; each throws ApiError ---
-    streaming::EncodedImage screenshot(const streaming::EncodeOptions& options,
-                                       int settle_ms = 30);
+    streaming::EncodedImage screenshot(const streaming::EncodeOptions& options, int settle_ms = 30);
     nlohmann::json actions(const nlohmann::json& body, input::Dialect dialect);
-    protocol::Reply call(const std::string& method, nlohmann::json params = nlohmann::json::object(),
-                         std::string body = {},
+    protocol::Reply call(const std::string& method,
+                         nlohmann::json params = nlohmann::json::object(), std::string body = {},
                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
     streaming::FrameMirror& mirror() { return mirror_; }
+    // Live encoders of this sandbox's screen, shared by its viewers.
+    streaming::StreamHub& streams() { return streams_; }
+    // The loopback port of this sandbox's VNC server; nullopt if it has none.
+    std::optional<unsigned short> vnc_port() const;
+
+    // ---- recording (sandbox_streams.cpp): one at a time, MP4 plus optional actions track ----
+    // {"actions": bool, "fps": 1..60}; throws ApiError (409 if one is running, 400 bad field).
+    nlohmann::json start_recording(const nlohmann::json& options);
+    nlohmann::json stop_recording();  // 409 if none is running
+    nlohmann::json recording_status() const;
+    // Input from a viewer or VNC client (screen coordinates, already on screen): run in order
+    // on the sandbox's input thread, so I/O threads never wait for the agent. False if it was
+    // dropped: the sandbox is not running or too much input is queued.
+    bool queue_input(std::vector<input::Action> actions, const std::string& source);
 
     void audit(const std::string& kind, const nlohmann::json& detail);
 
-private:
+  private:
     void on_event(protocol::Message&& message);
     void on_close(const std::string& reason);
     void fail(const std::string& reason);
     protocol::RpcClient& agent();  // throws ApiError unless running
     nlohmann::json run_segment(const std::vector<input::Action>& actions, std::size_t offset);
+    void start_vnc();     // after boot: the mirror has a frame
+    void stop_streams();  // VNC and recording, first thing on kill
 
     SandboxConfig config_;
     SystemClock::time_point created_at_ = SystemClock::now();
@@ -106,6 +136,20 @@ private:
 
     std::mutex audit_mutex_;
     std::ofstream audit_;
+
+    streaming::StreamHub streams_{mirror_};
+    SerialWorker input_worker_{512};  // stopped before what its jobs use goes away
+
+    // VNC and recording read the mirror and feed the input worker: declared after both, so
+    // they go first.
+    mutable std::mutex streams_mutex_;
+    std::string vnc_password_, vnc_view_password_;
+    std::unique_ptr<streaming::VncServer> vnc_;
+    std::unique_ptr<VncInput> vnc_input_;
+    std::unique_ptr<streaming::Recorder> recorder_;
+    std::string recording_id_;
+    bool recording_actions_ = false;
+    int recordings_started_ = 0;
 };
 
 std::string random_token(std::size_t bytes);

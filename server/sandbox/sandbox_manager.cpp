@@ -12,8 +12,8 @@ namespace deskbox::server {
 namespace {
 
 const std::set<std::string> kCreateFields = {
-    "template", "runtime",        "resolution", "dpi",    "timeout_s", "metadata",
-    "env",      "api_resolution", "on_timeout", "limits", "network"};
+    "template",       "runtime",    "resolution", "dpi",     "timeout_s", "metadata", "env",
+    "api_resolution", "on_timeout", "limits",     "network", "record",    "vnc"};
 
 std::pair<int, int> parse_size(const nlohmann::json& v, const std::string& field) {
     if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
@@ -198,6 +198,24 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
             c.env[k] = v;
         }
     }
+    if (request.contains("vnc")) {
+        if (!request["vnc"].is_boolean()) throw bad_request("vnc", "expected a boolean");
+        c.vnc = request["vnc"];
+    }
+    if (request.contains("record")) {
+        const auto& r = request["record"];
+        if (!r.is_boolean() && !r.is_object())
+            throw bad_request("record", "expected true or {\"actions\": bool, \"fps\": n}");
+        if (r.is_object()) {
+            for (auto& [k, v] : r.items())
+                if (k != "actions" && k != "fps") throw bad_request("record." + k, "unknown field");
+            if (r.contains("actions") && !r["actions"].is_boolean())
+                throw bad_request("record.actions", "expected true or false");
+            if (r.contains("fps") && (!r["fps"].is_number_integer() || r["fps"].get<int>() < 1 ||
+                                      r["fps"].get<int>() > 60))
+                throw bad_request("record.fps", "expected an integer in 1..60");
+        }
+    }
     if (request.contains("network")) {
         if (!request["network"].is_boolean()) throw bad_request("network", "expected a boolean");
         c.network = request["network"];
@@ -288,10 +306,14 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
     }
     for (auto& [k, v] : spec.env) spec.entry.insert(spec.entry.end(), {"--env", k + "=" + v});
 
+    config.recordings_dir = recordings_dir();
     auto sandbox =
         std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
     sandbox->audit("create", request);
     sandbox->boot(runtime, spec, options_.agent_timeout);
+    if (request.contains("record") && request["record"] != false)
+        sandbox->start_recording(request["record"].is_object() ? request["record"]
+                                                               : nlohmann::json::object());
     std::lock_guard lock(mutex_);
     sandboxes_[config.id] = sandbox;
     return sandbox;

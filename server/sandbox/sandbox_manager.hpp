@@ -21,9 +21,9 @@ namespace deskbox::server {
 
 struct ManagerOptions {
     std::filesystem::path state_dir = "/var/lib/deskbox";
-    std::filesystem::path images_dir;        // the repo's images/ (template definitions)
-    std::filesystem::path template_cache;    // where built rootfs live (DESKBOX_CACHE)
-    std::filesystem::path agent_binary;      // deskbox-agent to put into sandboxes
+    std::filesystem::path images_dir;      // the repo's images/ (template definitions)
+    std::filesystem::path template_cache;  // where built rootfs live (DESKBOX_CACHE)
+    std::filesystem::path agent_binary;    // deskbox-agent to put into sandboxes
     std::string default_runtime = "container";
     std::string default_template = "minimal";
     std::size_t max_sandboxes = 20;
@@ -33,7 +33,7 @@ struct ManagerOptions {
 };
 
 class SandboxManager {
-public:
+  public:
     explicit SandboxManager(ManagerOptions options);
     ~SandboxManager();  // kills every sandbox
     SandboxManager(const SandboxManager&) = delete;
@@ -41,18 +41,20 @@ public:
 
     // Removes what a crashed predecessor left; returns the ids it cleaned.
     std::vector<std::string> clean_leftovers();
+    // Recordings outlive their sandboxes: <state>/recordings/<recording id>.mp4 (+ .events.jsonl).
+    std::filesystem::path recordings_dir() const { return options_.state_dir / "recordings"; }
 
     std::shared_ptr<Sandbox> create(const nlohmann::json& request);  // throws ApiError
     std::shared_ptr<Sandbox> find(const std::string& id) const;      // throws ApiError 404
     std::vector<std::shared_ptr<Sandbox>> list() const;
-    void kill(const std::string& id);                                 // throws ApiError 404
+    void kill(const std::string& id);  // throws ApiError 404
     void set_timeout(const std::string& id, const nlohmann::json& body);
 
     const ManagerOptions& options() const { return options_; }
     std::map<std::string, std::size_t> count_by_state() const;
     std::vector<std::string> template_names() const;
 
-private:
+  private:
     // Also hands back the template's definition, read once per create.
     SandboxConfig parse_create(const nlohmann::json& request, nlohmann::json& definition) const;
     runtime::Runtime& runtime_for(const std::string& name);

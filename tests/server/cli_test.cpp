@@ -860,6 +860,9 @@ TEST_F(CliTest, DemoTypesIntoATerminalSavesAScreenshotAndKills) {
               "viewer:     " +
                   server.url() +
                   "/view/demo-1?token=vt%2F%2B%3D\n"
+                  "control:    " +
+                  server.url() +
+                  "/view/demo-1?token=ct (can click and type)\n"
                   "screenshot: " +
                   output.string() + "\n");
     EXPECT_TRUE(read_file(output) == demo.png());

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@
 
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
+#include "tests/support/deskboxd_process.hpp"
 
 namespace deskbox {
 namespace test {
@@ -45,27 +47,15 @@ class Server {
     // `state_dir` empty: a fresh one of its own; else that one (a restarted server).
     explicit Server(std::vector<std::string> extra = {}, std::filesystem::path state_dir = {})
         : state_(state_dir.empty() ? dir_.path() / "state" : std::move(state_dir)) {
-        SpawnOptions o;
-        o.argv = {DESKBOXD_PATH, "--listen", "127.0.0.1:0", "--state-dir", state_.string()};
-        for (auto& a : extra) o.argv.push_back(a);
-        o.pipe_stdout = true;
-        o.stderr_file = (dir_.path() / "deskboxd.log").string();
-        process_ = ChildProcess::spawn(o);
-        std::string line;
-        char c;
-        while (::read(process_.stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
-        auto colon = line.rfind(':');
-        if (line.find("listening") == std::string::npos || colon == std::string::npos) {
-            ADD_FAILURE() << "deskboxd did not start: " << line << "\n" << log();
-            return;
+        try {
+            process_.emplace(DESKBOXD_PATH, state_, dir_.path() / "deskboxd.log", extra);
+            port_ = process_->port();
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << e.what();
         }
-        port_ = std::stoi(line.substr(colon + 1));
     }
-    ~Server() { process_.terminate(20s); }
-    // A crash: no chance to clean up.
     void kill_hard() {
-        ::kill(process_.pid(), SIGKILL);
-        process_.wait();
+        if (process_) process_->kill_hard();
     }
     std::string log() const {
         std::ifstream in(dir_.path() / "deskboxd.log");
@@ -112,7 +102,7 @@ class Server {
   private:
     TempDir dir_{"deskboxd-test"};
     std::filesystem::path state_;
-    ChildProcess process_;
+    std::optional<DeskboxdProcess> process_;
     int port_ = 0;
 };
 
@@ -137,6 +127,12 @@ bool eventually(F f, std::chrono::milliseconds limit = 20s) {
         std::this_thread::sleep_for(100ms);
     }
     return f();
+}
+
+// Starts a command in the background (it outlives the request, like a launched app).
+inline void start(Server& s, const std::string& id, const std::string& cmd) {
+    auto a = s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", cmd}, {"background", true}});
+    EXPECT_EQ(a.status, 200u) << a.body;
 }
 
 inline std::string run(Server& s, const std::string& id, const std::string& cmd) {

@@ -1,0 +1,316 @@
+// Cold boot of a microVM sandbox (template `minimal` unless told) through the runtime, phase by
+// phase, next to bare QEMU booting the same kernel + initramfs until its init prints a marker (the
+// floor any microVM boot on this machine pays), measured in the same run:
+//   QEMU up (QMP answers) -> init hands over to the agent -> agent's desktop ready ->
+//   agent connected (its hello) -> first full frame on the host (screen.full answered);
+// plus the accelerator auto-probe and the PSS of the idle QEMU process.
+//
+//   microvm_bench [--runs N] [--accel auto|tcg|kvm] [--template minimal|desktop]
+// Needs qemu-system-x86_64 and the image: sudo images/build.py minimal &&
+// sudo images/build_microvm.py minimal.
+#include <poll.h>
+#include <signal.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "common/parse_integer.hpp"
+#include "common/temp_dir.hpp"
+#include "protocol/channel.hpp"
+#include "protocol/rpc.hpp"
+#include "server/runtime/microvm_runtime.hpp"
+
+namespace {
+
+using namespace deskbox;
+using namespace deskbox::runtime;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+double seconds(Clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Notes when each marker first appears in a growing file (the serial console).
+class ConsoleWatcher {
+  public:
+    ConsoleWatcher(fs::path file, std::vector<std::string> markers, Clock::time_point t0)
+        : file_(std::move(file)), markers_(std::move(markers)), t0_(t0) {
+        thread_ = std::thread([this] { run(); });
+    }
+    ~ConsoleWatcher() {
+        stop_ = true;
+        thread_.join();
+    }
+    // Seconds from t0 to the marker, or -1 if it never came.
+    double at(const std::string& marker) {
+        std::lock_guard lock(mutex_);
+        auto it = seen_.find(marker);
+        return it == seen_.end() ? -1 : it->second;
+    }
+
+  private:
+    void run() {
+        while (!stop_) {
+            std::ifstream in(file_, std::ios::binary);
+            std::string text((std::istreambuf_iterator<char>(in)), {});
+            {
+                std::lock_guard lock(mutex_);
+                for (const auto& marker : markers_)
+                    if (!seen_.count(marker) && text.find(marker) != std::string::npos)
+                        seen_[marker] = seconds(Clock::now() - t0_);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+    fs::path file_;
+    std::vector<std::string> markers_;
+    Clock::time_point t0_;
+    std::mutex mutex_;
+    std::map<std::string, double> seen_;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+std::uint64_t pss_kib(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
+    std::string key;
+    std::uint64_t value = 0;
+    while (in >> key) {
+        if (key == "Pss:") {
+            in >> value;
+            return value;
+        }
+        std::string rest;
+        std::getline(in, rest);
+    }
+    return 0;
+}
+
+struct Boot {
+    double qemu_up = 0, init = 0, desktop = 0, agent = 0, frame = 0;
+    std::uint64_t pss_idle_kib = 0;
+};
+
+Boot boot_once(MicrovmRuntime& runtime, const fs::path& rootfs, const fs::path& agent_dir,
+               const fs::path& state, int run) {
+    SandboxSpec spec;
+    spec.id = "bench-" + std::to_string(run);
+    spec.template_rootfs = rootfs;
+    spec.agent_dir = agent_dir;
+    // The session as the template defines it (what deskboxd would start).
+    std::ifstream record_file(rootfs / "etc/deskbox/template.json");
+    json session = json::parse(record_file).value("session", json::object());
+    spec.entry = {"/opt/deskbox/bin/deskbox-agent",
+                  "--init",
+                  "--channel",
+                  kAgentChannelArg,
+                  "--size",
+                  "1280x800"};
+    std::string wm;
+    for (const auto& word : session.value("window_manager", json::array()))
+        wm += (wm.empty() ? "" : " ") + word.get<std::string>();
+    if (!wm.empty()) spec.entry.insert(spec.entry.end(), {"--wm", wm});
+    for (const auto& app : session.value("autostart", json::array())) {
+        std::string line;
+        for (const auto& word : app) line += (line.empty() ? "" : " ") + word.get<std::string>();
+        spec.entry.insert(spec.entry.end(), {"--autostart", line});
+    }
+    spec.limits.memory_mb = 1024;
+    spec.limits.cpus = 2;
+    spec.state_root = state;
+    Boot boot;
+    auto t0 = Clock::now();
+    auto sandbox = runtime.start_microvm(spec);
+    boot.qemu_up = seconds(Clock::now() - t0);
+    ConsoleWatcher watcher(sandbox->paths().console_log,
+                           {"deskbox-init: handing over", "desktop ready"}, t0);
+    UniqueFd fd = sandbox->connect_agent(std::chrono::minutes(5));
+    boot.agent = seconds(Clock::now() - t0);
+    int raw = fd.release();
+    auto channel = std::make_unique<protocol::Channel>(raw, raw);
+    protocol::handshake(*channel, "host");
+    protocol::RpcClient client(std::move(channel));
+    std::atomic<std::uint64_t> damaged_pixels{0};
+    client.on_event([&](protocol::Message&& m) {
+        if (m.header.value("event", "") == "damage")
+            damaged_pixels += m.header.value("width", 0ull) * m.header.value("height", 0ull);
+    });
+    client.start();
+    // The agent sends its full-screen damage event before it answers.
+    client.call("screen.full", json::object(), {}, std::chrono::minutes(1));
+    boot.frame = seconds(Clock::now() - t0);
+    if (damaged_pixels < 1280ull * 800)
+        std::fprintf(stderr, "warning: only %llu pixels arrived before screen.full answered\n",
+                     static_cast<unsigned long long>(damaged_pixels.load()));
+    boot.init = watcher.at("deskbox-init: handing over");
+    boot.desktop = watcher.at("desktop ready");
+    // Idle: let the desktop settle, then measure what the host pays for this VM.
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    boot.pss_idle_kib = pss_kib(sandbox->qemu_pid());
+    client.close();
+    sandbox->kill();
+    return boot;
+}
+
+// The same kernel and initramfs in QEMU with no disks: the init fails on purpose right
+// after mounting /proc, prints its marker and resets. Seconds to the marker.
+double bare_boot(const MicrovmImage& image, Accelerator accel) {
+    SpawnOptions o;
+    std::string append = "console=ttyS0 panic=-1 quiet 8250.nr_uarts=1 deskbox.fail=modules";
+    if (accel == Accelerator::tcg) {
+        if (auto khz = host_tsc_khz()) append += " tsc_early_khz=" + std::to_string(khz);
+        append += " tsc=reliable";
+    }
+    o.argv = {"qemu-system-x86_64",
+              "-M",
+              "microvm,acpi=on,rtc=on,isa-serial=on",
+              "-nodefaults",
+              "-no-user-config",
+              "-nographic",
+              "-no-reboot",
+              "-m",
+              "1024",
+              "-smp",
+              "2",
+              "-kernel",
+              image.kernel.string(),
+              "-initrd",
+              image.initramfs.string(),
+              "-append",
+              append,
+              "-serial",
+              "stdio"};
+    if (accel == Accelerator::kvm)
+        o.argv.insert(o.argv.end(), {"-accel", "kvm", "-cpu", "host"});
+    else
+        o.argv.insert(o.argv.end(), {"-accel", "tcg,thread=multi", "-cpu", "max"});
+    o.pipe_stdout = true;
+    o.stderr_to_null = true;
+    auto t0 = Clock::now();
+    auto qemu = ChildProcess::spawn(o);
+    std::string out;
+    char buffer[4096];
+    double at = -1;
+    while (at < 0) {
+        pollfd p{qemu.stdout_fd().get(), POLLIN, 0};
+        if (::poll(&p, 1, 300000) <= 0) break;
+        ssize_t n = ::read(qemu.stdout_fd().get(), buffer, sizeof buffer);
+        if (n <= 0) break;
+        out.append(buffer, static_cast<std::size_t>(n));
+        if (out.find("deskbox-init: FATAL") != std::string::npos) at = seconds(Clock::now() - t0);
+    }
+    qemu.signal(SIGKILL);
+    qemu.wait();
+    return at;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int runs = 2;
+    Accelerator accel = Accelerator::auto_select;
+    std::string template_name = "minimal";
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        if (arg == "--runs" && i + 1 < argc) {
+            auto n = parse_integer(argv[++i]);
+            if (!n || *n < 1 || *n > 100) {
+                std::fprintf(stderr, "--runs: expected 1..100\n");
+                return 2;
+            }
+            runs = static_cast<int>(*n);
+        } else if (arg == "--template" && i + 1 < argc) {
+            template_name = argv[++i];
+        } else if (arg == "--accel" && i + 1 < argc) {
+            try {
+                accel = parse_accelerator(argv[++i]);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "%s\n", e.what());
+                return 2;
+            }
+        } else {
+            std::fprintf(
+                stderr,
+                "usage: microvm_bench [--runs N] [--accel auto|tcg|kvm] [--template NAME]\n");
+            return 2;
+        }
+    }
+    auto printed = run_process(
+        {"python3", DESKBOX_SOURCE_DIR "/images/build.py", template_name, "--print-path"});
+    fs::path rootfs = printed.out.substr(0, printed.out.find('\n'));
+
+    TempDir agent("deskbox-bench-agent");
+    fs::create_directories(agent.path() / "bin");
+    fs::copy_file(DESKBOX_AGENT_BINARY, agent.path() / "bin/deskbox-agent");
+    TempDir state("deskbox-bench-state");
+
+    MicrovmRuntimeOptions options;
+    options.accelerator = accel;
+    MicrovmRuntime runtime(options);
+    MicrovmImage image;
+    try {
+        image = runtime.image_for(rootfs);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+    auto t_probe = Clock::now();
+    auto choice = runtime.accelerator();
+    std::printf("accelerator: %s — %s (choosing took %.2f s)\n", to_string(choice.accelerator),
+                choice.reason.c_str(), seconds(Clock::now() - t_probe));
+    struct sysinfo si {};
+    ::sysinfo(&si);
+    std::printf("host: %ld cores, load %.2f; guest: template %s, 2 vCPUs, 1024 MiB, 1280x800\n",
+                sysconf(_SC_NPROCESSORS_ONLN), si.loads[0] / 65536.0, template_name.c_str());
+
+    std::vector<double> ours, bare, init, desktop, agent_at, qemu_up;
+    std::uint64_t pss = 0;
+    for (int run = 0; run < runs; ++run) {
+        double bare_s = bare_boot(image, choice.accelerator);
+        Boot boot = boot_once(runtime, rootfs, agent.path(), state.path(), run);
+        std::printf(
+            "run %d: bare kernel+initramfs -> init marker %.2f s | ours: QEMU up %.2f s, init "
+            "hands over %.2f s, desktop ready %.2f s, agent connected %.2f s, first full frame "
+            "%.2f s; idle QEMU PSS %.0f MiB\n",
+            run + 1, bare_s, boot.qemu_up, boot.init, boot.desktop, boot.agent, boot.frame,
+            boot.pss_idle_kib / 1024.0);
+        bare.push_back(bare_s);
+        ours.push_back(boot.frame);
+        init.push_back(boot.init);
+        desktop.push_back(boot.desktop);
+        agent_at.push_back(boot.agent);
+        qemu_up.push_back(boot.qemu_up);
+        pss = std::max(pss, boot.pss_idle_kib);
+    }
+    double ours_med = median(ours), bare_med = median(bare);
+    std::printf("\nmedian of %d (%s):\n", runs, to_string(choice.accelerator));
+    std::printf(
+        "  ours  cold boot -> first full frame  %6.2f s  (QEMU up %.2f, init %.2f, "
+        "desktop ready %.2f, agent connected %.2f)\n",
+        ours_med, median(qemu_up), median(init), median(desktop), median(agent_at));
+    std::printf("  bare  qemu kernel+initramfs -> init  %6.2f s\n", bare_med);
+    std::printf("  ratio ours / bare                    %6.2fx\n",
+                bare_med > 0 ? ours_med / bare_med : 0);
+    double ram_mib = static_cast<double>(si.totalram) * si.mem_unit / (1 << 20);
+    std::printf("  idle QEMU PSS %.0f MiB -> about %.0f such sandboxes in %.0f GiB of RAM\n",
+                pss / 1024.0, pss ? ram_mib / (pss / 1024.0) : 0, ram_mib / 1024);
+    return 0;
+}

@@ -1,0 +1,30 @@
+// Small pieces every route uses: JSON answers, query parsing, strict integers, JSON bodies,
+// method checks and constant-time secret comparison. Errors are ApiError (400/405).
+#pragma once
+
+#include <initializer_list>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "server/http/http_server.hpp"
+#include "server/sandbox/api_error.hpp"
+
+namespace deskbox::server {
+
+HttpResponse json_response(unsigned status, const nlohmann::json& body);
+std::string url_decode(std::string_view in, bool plus_is_space);
+std::map<std::string, std::string> parse_query(std::string_view query);
+nlohmann::json parse_body(const HttpRequest& request, bool allow_empty = false);
+// Refuses any query parameter not in `allowed`.
+void allow_only(const std::map<std::string, std::string>& query, std::set<std::string> allowed);
+int int_query(const std::map<std::string, std::string>& query, const std::string& name);
+std::string required_query(const std::map<std::string, std::string>& query,
+                           const std::string& name);
+bool constant_time_equal(const std::string& a, const std::string& b);
+void require_method(const HttpRequest& request, std::initializer_list<http::verb> verbs);
+
+}  // namespace deskbox::server

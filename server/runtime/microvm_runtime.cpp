@@ -1,0 +1,1156 @@
+#include "server/runtime/microvm_runtime.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/temp_dir.hpp"
+#include "server/runtime/oci_bundle.hpp"
+#include "server/runtime/runtime_util.hpp"
+
+namespace deskbox::runtime {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kRuntimeName = "microvm";
+constexpr std::uint64_t kMinMemoryMb = 256;
+constexpr std::size_t kConsoleLinesInErrors = 25;
+
+std::string live_key(const fs::path& state_root, const std::string& id) {
+    return state_root.lexically_normal().string() + '\n' + id;
+}
+
+// QEMU's option syntax splits on ',' and takes ",," as a literal comma.
+std::string qemu_escape(const std::string& value) {
+    std::string out;
+    for (char c : value) {
+        out += c;
+        if (c == ',') out += ',';
+    }
+    return out;
+}
+
+// Single-quoted for a POSIX shell: the config disk is sourced by the initramfs's busybox sh.
+std::string shell_quote(const std::string& value) {
+    std::string out = "'";
+    for (char c : value) {
+        if (c == '\'')
+            out += "'\\''";
+        else
+            out += c;
+    }
+    return out + "'";
+}
+
+std::string random_hex(std::size_t chars) {
+    std::random_device random;
+    std::string out;
+    const char* digits = "0123456789abcdef";
+    while (out.size() < chars) {
+        auto word = random();
+        for (int i = 0; i < 8 && out.size() < chars; ++i) out += digits[(word >> (4 * i)) & 0xf];
+    }
+    return out;
+}
+
+void write_file_atomic(const fs::path& path, const std::string& data, mode_t mode) {
+    fs::path temp = path;
+    temp += ".tmp";
+    {
+        UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+        if (!fd) throw RuntimeError("cannot create " + temp.string() + ": " + std::strerror(errno));
+        if (!write_all(fd.get(), data.data(), data.size()))
+            throw RuntimeError("cannot write " + temp.string() + ": " + std::strerror(errno));
+    }
+    if (::rename(temp.c_str(), path.c_str()) != 0)
+        throw RuntimeError("cannot rename " + temp.string() + ": " + std::strerror(errno));
+}
+
+// FNV-1a, 64 bit: stable across runs and builds (content addresses), unlike std::hash.
+struct Fnv64 {
+    std::uint64_t value = 14695981039346656037ull;
+    void add(const void* data, std::size_t size) {
+        const auto* bytes = static_cast<const unsigned char*>(data);
+        for (std::size_t i = 0; i < size; ++i) value = (value ^ bytes[i]) * 1099511628211ull;
+    }
+    void add(const std::string& s) {
+        add(s.data(), s.size());
+        add("\0", 1);
+    }
+    std::string hex() const {
+        char out[17];
+        std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(value));
+        return out;
+    }
+};
+
+// A Unix listening socket at `path` (reached through its directory's fd when the path is
+// longer than sun_path). QEMU gets the fd, so the socket exists before QEMU runs and no
+// path length limit applies to QEMU's side.
+UniqueFd listen_unix(const fs::path& path) {
+    UniqueFd dir_fd;
+    std::string address = path.string();
+    sockaddr_un addr{};
+    if (address.size() >= sizeof addr.sun_path) {
+        auto parent = path.parent_path();
+        int fd = ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) throw RuntimeError("open " + parent.string() + ": " + std::strerror(errno));
+        dir_fd.reset(fd);
+        address = "/proc/self/fd/" + std::to_string(fd) + "/" + path.filename().string();
+        if (address.size() >= sizeof addr.sun_path)
+            throw RuntimeError("socket name too long: " + path.string());
+    }
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, address.c_str(), address.size() + 1);
+    UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!sock) throw RuntimeError(std::string("socket: ") + std::strerror(errno));
+    if (::bind(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
+        throw RuntimeError("bind " + path.string() + ": " + std::strerror(errno));
+    ::chmod(path.c_str(), 0600);
+    if (::listen(sock.get(), 1) != 0)
+        throw RuntimeError("listen " + path.string() + ": " + std::strerror(errno));
+    return sock;
+}
+
+// run_process, with a missing program reported as a RuntimeError naming its package.
+RunResult run_tool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                   const std::string& package) {
+    try {
+        return run_process(argv, timeout);
+    } catch (const std::system_error& e) {
+        throw RuntimeError("cannot run " + argv[0] + ": " + e.what() + " (apt-get install " +
+                           package + ")");
+    }
+}
+
+std::string last_lines(const std::string& text, std::size_t count) {
+    std::size_t end = text.size();
+    while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r')) --end;
+    std::size_t start = end;
+    for (std::size_t seen = 0; start > 0; --start) {
+        if (text[start - 1] == '\n' && ++seen == count) break;
+    }
+    std::string out = text.substr(start, end - start);
+    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    return out;
+}
+
+// ------------------------------------------------------------------ QEMU processes on disk
+
+pid_t read_pid_file(const fs::path& file) {
+    std::ifstream in(file);
+    long pid = 0;
+    if (!(in >> pid) || pid <= 1 || pid > (1L << 22)) return -1;
+    return static_cast<pid_t>(pid);
+}
+
+// True if `pid` is a live (not zombie) QEMU of sandbox dir `dir`: a pid file can outlive its
+// process, and the pid can be reused by something else.
+bool is_our_qemu(pid_t pid, const fs::path& dir) {
+    if (pid <= 1) return false;
+    std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat_line;
+    if (!std::getline(stat_file, stat_line)) return false;
+    auto close_paren = stat_line.rfind(')');
+    if (close_paren == std::string::npos || close_paren + 2 >= stat_line.size()) return false;
+    char state = stat_line[close_paren + 2];
+    if (state == 'Z' || state == 'X') return false;
+    std::ifstream cmdline_file("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)), {});
+    // Its -drive names this sandbox's disk (QEMU gets the sockets as fds, not paths).
+    return cmdline.find(qemu_escape((dir / "disk.qcow2").string())) != std::string::npos;
+}
+
+// SIGKILLs the QEMU recorded in the pid file of `dir` if it still runs, and waits for it to
+// die (it is not our child after a server crash, so a pidfd tells when it is gone).
+void kill_recorded_qemu(const fs::path& dir, std::chrono::milliseconds timeout) {
+    pid_t pid = read_pid_file(dir / "qemu.pid");
+    if (!is_our_qemu(pid, dir)) return;
+    UniqueFd pidfd(pidfd_open(pid));
+    if (!pidfd) {
+        if (errno == ESRCH) return;
+        ::kill(pid, SIGKILL);
+    } else {
+        ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    }
+    auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+        if (pidfd) {
+            pollfd p{pidfd.get(), POLLIN, 0};
+            if (::poll(&p, 1, 50) > 0) return;
+        } else {
+            if (!is_our_qemu(pid, dir)) return;
+            std::this_thread::sleep_for(20ms);
+        }
+    }
+}
+
+std::vector<std::string> residue_of(const fs::path& state_root, const std::string& id,
+                                    bool dir_counts) {
+    MicrovmPaths paths(state_root, id);
+    std::vector<std::string> left;
+    pid_t pid = read_pid_file(paths.pid_file);
+    if (is_our_qemu(pid, paths.dir)) left.push_back("QEMU process " + std::to_string(pid));
+    std::error_code ec;
+    for (const auto& socket : {paths.agent_socket, paths.qmp_socket})
+        if (fs::exists(fs::symlink_status(socket, ec))) left.push_back("socket " + socket.string());
+    if (dir_counts && fs::exists(paths.dir, ec)) left.push_back("directory " + paths.dir.string());
+    return left;
+}
+
+// Removes everything sandbox `id` may hold: its QEMU (if a crashed server left it running),
+// its sockets and (unless kept) its directory. Used by kill and leftover cleanup alike.
+void teardown(const fs::path& state_root, const std::string& id, bool keep_state,
+              std::chrono::milliseconds stop_timeout) {
+    MicrovmPaths paths(state_root, id);
+    std::string problems;
+    auto attempt = [&](auto&& step) {
+        try {
+            step();
+        } catch (const std::exception& e) {
+            problems += std::string(problems.empty() ? "" : "; ") + e.what();
+        }
+    };
+    attempt([&] { kill_recorded_qemu(paths.dir, stop_timeout); });
+    attempt([&] {
+        for (const auto& socket : {paths.agent_socket, paths.qmp_socket}) {
+            std::error_code ec;
+            fs::remove(socket, ec);
+            if (ec) throw RuntimeError("remove " + socket.string() + ": " + ec.message());
+        }
+    });
+    if (!keep_state) {
+        attempt([&] {
+            std::error_code ec;
+            fs::remove_all(paths.dir, ec);
+            if (ec) throw RuntimeError("remove " + paths.dir.string() + ": " + ec.message());
+        });
+    }
+    auto left = residue_of(state_root, id, !keep_state);
+    if (!left.empty()) {
+        std::string list;
+        for (const auto& item : left) list += (list.empty() ? "" : ", ") + item;
+        throw RuntimeError("sandbox " + id + " not fully removed: " + list +
+                           (problems.empty() ? "" : " (" + problems + ")"));
+    }
+}
+
+std::string template_name(const fs::path& template_rootfs) {
+    std::ifstream in(template_rootfs / "etc/deskbox/template.json");
+    if (in) {
+        auto record = json::parse(in, nullptr, false);
+        if (record.is_object() && record.contains("name") && record["name"].is_string())
+            return record["name"].get<std::string>();
+    }
+    // <name>-<hash16>/rootfs
+    std::string dir = template_rootfs.lexically_normal().parent_path().filename().string();
+    auto dash = dir.rfind('-');
+    return dash == std::string::npos ? dir : dir.substr(0, dash);
+}
+
+// ------------------------------------------------------------------ guest config
+
+// Shell assignments the initramfs's init sources from the config disk (images/microvm/init):
+// identity, then "$@" = environment (K=V...) followed by the entry's argv.
+std::string guest_config(const SandboxSpec& spec) {
+    auto env = default_guest_env(spec);
+    for (const auto& [key, value] : spec.env) env[key] = value;
+    std::ostringstream out;
+    out << "# deskbox microVM sandbox config, sourced by the initramfs init\n"
+        << "DESKBOX_CONFIG_VERSION=1\n"
+        << "DESKBOX_HOSTNAME=" << shell_quote(spec.hostname.empty() ? "deskbox" : spec.hostname)
+        << "\n"
+        << "DESKBOX_MACHINE_ID=" << random_hex(32) << "\n"
+        << "DESKBOX_UID=" << spec.uid << "\n"
+        << "DESKBOX_GID=" << spec.gid << "\n"
+        << "DESKBOX_NETWORK=" << (spec.network ? 1 : 0) << "\n"
+        << "DESKBOX_ENTRY=" << shell_quote(spec.entry[0]) << "\n"
+        << "set --";
+    for (const auto& [key, value] : env) out << " \\\n  " << shell_quote(key + "=" + value);
+    for (const auto& arg : spec.entry) out << " \\\n  " << shell_quote(arg);
+    out << "\nDESKBOX_CONFIG_END=1\n";
+    std::string text = out.str();
+    // A disk is whole sectors; newlines are harmless to the shell.
+    text.append((4096 - text.size() % 4096) % 4096, '\n');
+    return text;
+}
+
+// ------------------------------------------------------------------ accelerator probe
+
+// A 64 KiB firmware image for the microvm machine: from the reset vector it jumps to a
+// real-mode loop that makes `exits` port writes (each a VM exit) and `iterations` register
+// decrements, writes 'K' to the serial port, then exits QEMU through isa-debug-exit.
+std::string probe_firmware(std::uint16_t exits, std::uint32_t iterations) {
+    std::string image(0x10000, '\xf4');  // hlt everywhere else
+    std::string code;
+    auto bytes = [&](std::initializer_list<int> list) {
+        for (int b : list) code += static_cast<char>(b);
+    };
+    bytes({0xba, 0xf8, 0x03});                // mov dx, 0x3f8 (COM1)
+    bytes({0xb9, exits & 0xff, exits >> 8});  // mov cx, exits
+    bytes({0xe6, 0x80, 0x49, 0x75, 0xfb});    // 1: out 0x80, al; dec cx; jnz 1b
+    bytes({0x66, 0xb9});                      // mov ecx, iterations
+    for (int i = 0; i < 4; ++i) code += static_cast<char>((iterations >> (8 * i)) & 0xff);
+    bytes({0x66, 0x49, 0x75, 0xfc});        // 2: dec ecx; jnz 2b
+    bytes({0xb0, 'K', 0xee});               // mov al, 'K'; out dx, al
+    bytes({0xe6, 0xf4, 0xf4, 0xeb, 0xfd});  // out 0xf4, al (debug exit); hlt; jmp
+    image.replace(0, code.size(), code);
+    image.replace(0xfff0, 3, std::string("\xe9\x0d\x00", 3));  // reset vector: jmp 0x0000
+    return image;
+}
+
+// Milliseconds from starting QEMU to the probe's 'K', or nullopt if it did not come by
+// `timeout` (QEMU is killed either way).
+std::optional<std::chrono::milliseconds> run_probe(const std::string& qemu,
+                                                   const fs::path& firmware,
+                                                   const std::string& accel, const std::string& cpu,
+                                                   std::chrono::milliseconds timeout,
+                                                   bool* qemu_quit = nullptr) {
+    SpawnOptions spawn;
+    spawn.argv = {qemu,
+                  "-M",
+                  "microvm",
+                  "-accel",
+                  accel,
+                  "-cpu",
+                  cpu,
+                  "-nodefaults",
+                  "-no-user-config",
+                  "-display",
+                  "none",
+                  "-m",
+                  "16",
+                  "-bios",
+                  firmware.string(),
+                  "-serial",
+                  "stdio",
+                  "-device",
+                  "isa-debug-exit,iobase=0xf4,iosize=1"};
+    spawn.pipe_stdout = true;
+    spawn.stderr_to_null = true;
+    auto started = Clock::now();
+    ChildProcess child;
+    try {
+        child = ChildProcess::spawn(spawn);
+    } catch (const std::system_error&) {
+        return std::nullopt;
+    }
+    auto deadline = started + timeout;
+    std::optional<std::chrono::milliseconds> result;
+    int fd = child.stdout_fd().get();
+    while (!result) {
+        int left = static_cast<int>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+        if (left <= 0) break;
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, left) <= 0) continue;
+        char buffer[256];
+        ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n <= 0) {  // QEMU ended without the marker (refused the accelerator or CPU)
+            if (qemu_quit) *qemu_quit = true;
+            break;
+        }
+        if (std::memchr(buffer, 'K', static_cast<std::size_t>(n)))
+            result = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    }
+    child.signal(SIGKILL);
+    child.wait();
+    return result;
+}
+
+bool kvm_usable() {
+    UniqueFd fd(::open("/dev/kvm", O_RDWR | O_CLOEXEC));
+    return static_cast<bool>(fd);
+}
+
+}  // namespace
+
+const char* to_string(Accelerator accel) {
+    switch (accel) {
+        case Accelerator::auto_select:
+            return "auto";
+        case Accelerator::kvm:
+            return "kvm";
+        case Accelerator::tcg:
+            return "tcg";
+    }
+    return "unknown";
+}
+
+Accelerator parse_accelerator(const std::string& text) {
+    if (text == "auto") return Accelerator::auto_select;
+    if (text == "kvm") return Accelerator::kvm;
+    if (text == "tcg") return Accelerator::tcg;
+    throw SpecError("accelerator", "'" + text + "' is not one of auto, kvm, tcg");
+}
+
+std::uint64_t host_tsc_khz() {
+#if defined(__x86_64__) || defined(__i386__)
+    auto t0 = Clock::now();
+    std::uint64_t c0 = __rdtsc();
+    std::this_thread::sleep_for(50ms);
+    auto t1 = Clock::now();
+    std::uint64_t c1 = __rdtsc();
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    if (ns <= 0 || c1 <= c0) return 0;
+    return static_cast<std::uint64_t>(
+        std::llround(static_cast<double>(c1 - c0) * 1e6 / static_cast<double>(ns)));
+#else
+    return 0;
+#endif
+}
+
+AcceleratorChoice probe_accelerator(const std::string& qemu) {
+    AcceleratorChoice choice;
+    if (!kvm_usable()) {
+        choice.reason = "/dev/kvm is not usable here";
+        return choice;
+    }
+    TempDir dir("deskbox-accel-probe");
+    fs::path firmware = dir.path() / "probe.bin";
+    {
+        std::ofstream out(firmware, std::ios::binary);
+        // 2000 exits and 50M iterations: a few hundred ms under TCG, tens of ms on a real
+        // KVM host; nested KVM that emulates guest code takes minutes and loses at once.
+        out << probe_firmware(2000, 50'000'000);
+    }
+    // The same CPU models the sandboxes get: a nested KVM may refuse `-cpu host` (MSRs it
+    // cannot set), and then KVM must lose here rather than fail every start.
+    auto tcg = run_probe(qemu, firmware, "tcg", "max", 10s);
+    if (!tcg) {
+        choice.reason = "the TCG probe did not finish; using TCG without comparison";
+        return choice;
+    }
+    choice.tcg_probe = *tcg;
+    // KVM only has to beat TCG: waiting longer than TCG took (plus QEMU's start-up jitter)
+    // cannot change the answer.
+    bool kvm_quit = false;
+    auto kvm = run_probe(qemu, firmware, "kvm", "host", *tcg + 500ms, &kvm_quit);
+    if (kvm) choice.kvm_probe = *kvm;
+    if (kvm && *kvm <= *tcg) {
+        choice.accelerator = Accelerator::kvm;
+        choice.reason = "KVM probe " + std::to_string(kvm->count()) + " ms <= TCG probe " +
+                        std::to_string(tcg->count()) + " ms";
+    } else {
+        choice.reason = kvm ? "KVM probe " + std::to_string(kvm->count()) + " ms > TCG probe " +
+                                  std::to_string(tcg->count()) + " ms"
+                        : kvm_quit
+                            ? "QEMU refused to run the KVM probe (-accel kvm -cpu host; TCG: " +
+                                  std::to_string(tcg->count()) + " ms)"
+                            : "KVM probe did not finish within " +
+                                  std::to_string((*tcg + 500ms).count()) +
+                                  " ms (TCG: " + std::to_string(tcg->count()) + " ms)";
+    }
+    return choice;
+}
+
+// ------------------------------------------------------------------ paths
+
+MicrovmPaths::MicrovmPaths(const fs::path& state_root, const std::string& id)
+    : dir(sandbox_dir(state_root, id)),
+      metadata(dir / "sandbox.json"),
+      disk(dir / "disk.qcow2"),
+      config(dir / "config.img"),
+      agent_socket(dir / "agent.sock"),
+      qmp_socket(dir / "qmp.sock"),
+      console_log(dir / "console.log"),
+      qemu_log(dir / "qemu.log"),
+      pid_file(dir / "qemu.pid") {}
+
+// ------------------------------------------------------------------ shared runtime state
+
+struct MicrovmSandbox::Shared {
+    MicrovmRuntimeOptions options;
+    std::mutex mutex;
+    std::set<std::string> live;  // live_key of every instance not torn down
+    std::optional<AcceleratorChoice> accelerator;
+    std::optional<std::uint64_t> tsc_khz;
+    // agent dir fingerprint (names, sizes, mtimes) -> its image, so the content is hashed
+    // once per change rather than per sandbox.
+    std::map<std::string, fs::path> agent_images;
+
+    std::uint64_t tsc_khz_cached() {
+        std::lock_guard lock(mutex);
+        if (!tsc_khz) tsc_khz = host_tsc_khz();
+        return *tsc_khz;
+    }
+
+    // The read-only ext4 image of `agent_dir` for /opt/deskbox, made once per content.
+    fs::path agent_image(const fs::path& state_root, const fs::path& agent_dir) {
+        std::vector<fs::path> files;
+        std::error_code ec;
+        std::uint64_t total = 0;
+        std::string fingerprint = state_root.string() + '\n' + agent_dir.string() + '\n';
+        for (auto it = fs::recursive_directory_iterator(agent_dir, ec);
+             !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+            files.push_back(it->path());
+            struct stat st {};
+            if (::lstat(it->path().c_str(), &st) != 0) continue;
+            total += static_cast<std::uint64_t>(st.st_size);
+            fingerprint += it->path().string() + ' ' + std::to_string(st.st_mode) + ' ' +
+                           std::to_string(st.st_size) + ' ' + std::to_string(st.st_mtim.tv_sec) +
+                           '.' + std::to_string(st.st_mtim.tv_nsec) + '\n';
+        }
+        if (ec)
+            throw RuntimeError("cannot read agent dir " + agent_dir.string() + ": " + ec.message());
+        std::lock_guard lock(mutex);
+        if (auto it = agent_images.find(fingerprint);
+            it != agent_images.end() && fs::exists(it->second, ec))
+            return it->second;
+
+        std::sort(files.begin(), files.end());
+        Fnv64 hash;
+        for (const auto& file : files) {
+            hash.add(file.lexically_relative(agent_dir).string());
+            struct stat st {};
+            if (::lstat(file.c_str(), &st) != 0) continue;
+            hash.add(std::to_string(st.st_mode));
+            if (S_ISLNK(st.st_mode)) {
+                hash.add(fs::read_symlink(file, ec).string());
+            } else if (S_ISREG(st.st_mode)) {
+                std::ifstream in(file, std::ios::binary);
+                char buffer[1 << 16];
+                while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
+                    hash.add(buffer, static_cast<std::size_t>(in.gcount()));
+            }
+        }
+        fs::path images = state_root / "microvm";
+        fs::create_directories(images, ec);
+        if (ec) throw RuntimeError("cannot create " + images.string() + ": " + ec.message());
+        fs::path image = images / ("agent-" + hash.hex() + ".img");
+        if (!fs::exists(image, ec)) {
+            fs::path temp = images / (".agent-" + hash.hex() + ".tmp");
+            fs::remove(temp, ec);
+            // ext4 needs room for its metadata on top of the files.
+            std::uint64_t mib = (total + total / 4) / (1 << 20) + 8;
+            auto result = run_tool(
+                {options.mkfs_ext4, "-q", "-F", "-L", "deskbox-agent", "-b", "4096", "-m", "0",
+                 "-N", "256", "-O", "^has_journal", "-E", "lazy_itable_init=0,root_owner=0:0", "-d",
+                 agent_dir.string(), temp.string(), std::to_string(mib) + "M"},
+                60s, "e2fsprogs");
+            if (result.timed_out || result.status.exit_code != 0 || result.status.signal != 0) {
+                fs::remove(temp, ec);
+                throw RuntimeError("cannot make the agent image from " + agent_dir.string() + " (" +
+                                   options.mkfs_ext4 + "): " + trim(result.err + result.out));
+            }
+            ::chmod(temp.c_str(), 0444);
+            fs::rename(temp, image, ec);
+            if (ec) throw RuntimeError("cannot rename " + temp.string() + ": " + ec.message());
+            // Older agents' images: running VMs keep their open files, new ones use this.
+            for (const auto& entry : fs::directory_iterator(images, ec)) {
+                auto name = entry.path().filename().string();
+                if (name.rfind("agent-", 0) == 0 && entry.path() != image)
+                    fs::remove(entry.path(), ec);
+            }
+        }
+        agent_images[fingerprint] = image;
+        return image;
+    }
+};
+
+namespace {
+
+std::vector<std::string> build_qemu_command(const MicrovmRuntimeOptions& options,
+                                            const SandboxSpec& spec, const MicrovmPaths& paths,
+                                            const MicrovmImage& image,
+                                            const std::optional<fs::path>& agent_image,
+                                            Accelerator accel, std::uint64_t tsc_khz, int agent_fd,
+                                            int qmp_fd) {
+    int vcpus = std::max(1, static_cast<int>(std::ceil(spec.limits.cpus - 1e-9)));
+    std::string kernel_args = "console=ttyS0 panic=-1 quiet 8250.nr_uarts=1";
+    if (accel == Accelerator::tcg) {
+        // TCG guests read the host's TSC, whose rate the kernel cannot calibrate against the
+        // emulated PIT (it then hangs without a clock); the TSCs of vCPU threads agree.
+        if (tsc_khz > 0) kernel_args += " tsc_early_khz=" + std::to_string(tsc_khz);
+        kernel_args += " tsc=reliable";
+    }
+    if (!options.extra_kernel_args.empty()) kernel_args += " " + options.extra_kernel_args;
+
+    std::vector<std::string> argv = {
+        options.qemu,
+        "-name",
+        qemu_escape("deskbox-" + spec.id),
+        "-M",
+        "microvm,acpi=on,rtc=on,isa-serial=on",
+        "-nodefaults",
+        "-no-user-config",
+        "-nographic",
+        "-no-reboot",
+        "-sandbox",
+        "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+        "-m",
+        std::to_string(spec.limits.memory_mb),
+        "-smp",
+        std::to_string(vcpus),
+        "-kernel",
+        qemu_escape(image.kernel.string()),
+        "-initrd",
+        qemu_escape(image.initramfs.string()),
+        "-append",
+        kernel_args,
+        "-chardev",
+        "file,id=console,path=" + qemu_escape(paths.console_log.string()),
+        "-serial",
+        "chardev:console",
+        "-drive",
+        "id=root,if=none,format=qcow2,discard=unmap,file=" + qemu_escape(paths.disk.string()),
+        "-device",
+        "virtio-blk-device,drive=root,serial=deskbox-root",
+        "-drive",
+        "id=config,if=none,format=raw,readonly=on,file=" + qemu_escape(paths.config.string()),
+        "-device",
+        "virtio-blk-device,drive=config,serial=deskbox-config",
+        "-device",
+        "virtio-serial-device,max_ports=2",
+        "-chardev",
+        "socket,id=agent,server=on,wait=off,fd=" + std::to_string(agent_fd),
+        "-device",
+        "virtserialport,chardev=agent,name=deskbox.agent",
+        "-chardev",
+        "socket,id=qmp,server=on,wait=off,fd=" + std::to_string(qmp_fd),
+        "-mon",
+        "chardev=qmp,mode=control",
+        "-device",
+        "virtio-rng-device",
+    };
+    if (accel == Accelerator::kvm) {
+        argv.insert(argv.end(), {"-accel", "kvm", "-cpu", "host"});
+    } else {
+        argv.insert(argv.end(), {"-accel", "tcg,thread=multi", "-cpu", "max"});
+    }
+    if (agent_image) {
+        argv.insert(argv.end(), {"-drive",
+                                 "id=agent,if=none,format=raw,readonly=on,file=" +
+                                     qemu_escape(agent_image->string()),
+                                 "-device", "virtio-blk-device,drive=agent,serial=deskbox-agent"});
+    }
+    if (spec.network) {
+        argv.insert(argv.end(),
+                    {"-netdev", "user,id=net0", "-device", "virtio-net-device,netdev=net0"});
+    }
+    return argv;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ MicrovmSandbox
+
+MicrovmSandbox::MicrovmSandbox(Key, std::shared_ptr<Shared> shared, const SandboxSpec& spec,
+                               MicrovmImage image, Accelerator accelerator)
+    : shared_(std::move(shared)),
+      spec_(spec),
+      paths_(spec.state_root, spec.id),
+      image_(std::move(image)),
+      accelerator_(accelerator) {}
+
+MicrovmSandbox::~MicrovmSandbox() {
+    try {
+        do_kill({});
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskbox: tearing down microVM sandbox %s: %s\n", spec_.id.c_str(),
+                     e.what());
+    }
+}
+
+void MicrovmSandbox::launch() {
+    const auto& options = shared_->options;
+    {
+        json metadata = {{"runtime", kRuntimeName},
+                         {"id", spec_.id},
+                         {"template_rootfs", spec_.template_rootfs.string()},
+                         {"image_dir", image_.dir.string()},
+                         {"accelerator", to_string(accelerator_)},
+                         {"created_unix", static_cast<std::int64_t>(std::time(nullptr))}};
+        write_file_atomic(paths_.metadata, metadata.dump(2) + "\n", 0600);
+    }
+
+    // The sandbox's disk: a qcow2 layer over the template image, which QEMU opens read-only.
+    auto created = run_tool({options.qemu_img, "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
+                             image_.rootfs.string(), paths_.disk.string()},
+                            options.stop_timeout, "qemu-utils");
+    if (created.timed_out || created.status.exit_code != 0 || created.status.signal != 0)
+        throw RuntimeError("qemu-img create " + paths_.disk.string() +
+                           " failed: " + trim(created.err + created.out));
+
+    std::optional<fs::path> agent_image;
+    if (!spec_.agent_dir.empty())
+        agent_image = shared_->agent_image(spec_.state_root, spec_.agent_dir);
+    write_file_atomic(paths_.config, guest_config(spec_), 0600);
+    std::uint64_t tsc_khz = accelerator_ == Accelerator::tcg ? shared_->tsc_khz_cached() : 0;
+
+    UniqueFd agent_listener = listen_unix(paths_.agent_socket);
+    UniqueFd qmp_listener = listen_unix(paths_.qmp_socket);
+    command_ = build_qemu_command(options, spec_, paths_, image_, agent_image, accelerator_,
+                                  tsc_khz, agent_listener.get(), qmp_listener.get());
+
+    SpawnOptions spawn;
+    spawn.argv = command_;
+    spawn.stdout_file = paths_.qemu_log.string();
+    spawn.stderr_file = paths_.qemu_log.string();
+    spawn.new_process_group = true;  // our own signals to the server never reach it
+    spawn.keep_fds = {agent_listener.get(), qmp_listener.get()};
+    try {
+        qemu_ = ChildProcess::spawn(spawn);
+    } catch (const std::system_error& e) {
+        throw RuntimeError("cannot run " + options.qemu + ": " + e.what() +
+                           " (apt-get install qemu-system-x86)");
+    }
+    // QEMU has its copies; ours would keep the sockets listening after QEMU died.
+    agent_listener.reset();
+    qmp_listener.reset();
+    write_file_atomic(paths_.pid_file, std::to_string(qemu_.pid()) + "\n", 0600);
+
+    auto deadline = Clock::now() + options.start_timeout;
+    try {
+        qmp_ = QmpClient::connect(paths_.qmp_socket, deadline, [this]() -> std::string {
+            if (qemu_.running()) return {};
+            auto status = qemu_.status();
+            return "QEMU exited with code " + std::to_string(status ? status->exit_code : -1);
+        });
+    } catch (const RuntimeError& e) {
+        // QEMU may be on its way out (an abort after the greeting): let it finish, so the
+        // error carries its exit and its last words.
+        qemu_.wait(std::chrono::milliseconds(2000));
+        if (!qemu_.running()) {
+            auto status = qemu_.status();
+            std::string cause = trim(read_tail(paths_.qemu_log, 4096));
+            throw RuntimeError(
+                "QEMU failed to start (" +
+                (status && status->signal
+                     ? "killed by " + signal_name(status->signal)
+                     : "exit code " + std::to_string(status ? status->exit_code : -1)) +
+                "): " + (cause.empty() ? "no message" : cause));
+        }
+        throw RuntimeError(std::string("QEMU did not answer on its control socket: ") + e.what() +
+                           "; " + trim(read_tail(paths_.qemu_log, 2048)));
+    }
+}
+
+std::string MicrovmSandbox::console_lines(std::size_t lines) {
+    std::string text = torn_down_ ? final_log_tail_ : read_tail(paths_.console_log, 16384);
+    return last_lines(text, lines);
+}
+
+std::string MicrovmSandbox::failure_detail() {
+    std::string detail = "\n--- last lines of the serial console (" + paths_.console_log.string() +
+                         ") ---\n" + console_lines(kConsoleLinesInErrors);
+    std::string qemu_said = trim(read_tail(paths_.qemu_log, 1024));
+    if (!qemu_said.empty()) detail += "\n--- QEMU ---\n" + qemu_said;
+    return detail;
+}
+
+bool MicrovmSandbox::alive_locked() {
+    if (exit_ || torn_down_) return false;
+    if (qemu_.pid() > 0 && qemu_.running()) return true;
+    record_exit_locked();
+    return false;
+}
+
+void MicrovmSandbox::record_exit_locked() {
+    if (exit_) return;
+    ExitInfo info;
+    info.requested = kill_requested_;
+    auto status = qemu_.status();
+    std::string console = read_tail(paths_.console_log, 65536);
+    std::smatch match;
+    static const std::regex init_fatal("deskbox-init: FATAL: ([^\r\n]*)");
+    static const std::regex init_killed("Attempted to kill init! exitcode=0x([0-9a-fA-F]+)");
+    static const std::regex panic("Kernel panic - not syncing: ([^\r\n]*)");
+    if (kill_requested_) {
+        info.reason = "killed on request";
+    } else if (std::regex_search(console, match, init_fatal)) {
+        info.exit_code = 1;
+        info.reason = "the guest's init failed: " + match[1].str();
+    } else if (std::regex_search(console, match, init_killed)) {
+        // The entry is PID 1: its end panics the kernel, whose message has its wait status.
+        unsigned long wait_status = std::stoul(match[1].str(), nullptr, 16);
+        info.signal = static_cast<int>(wait_status & 0x7f);
+        info.exit_code =
+            info.signal ? 128 + info.signal : static_cast<int>((wait_status >> 8) & 0xff);
+        info.reason = info.signal ? "the entry was killed by " + signal_name(info.signal)
+                                  : "the entry exited with code " + std::to_string(info.exit_code);
+    } else if (std::regex_search(console, match, panic)) {
+        info.reason = "guest kernel panic: " + match[1].str();
+    } else if (!status) {
+        info.reason = "state unknown";
+    } else if (status->signal != 0) {
+        info.signal = status->signal;
+        info.exit_code = 128 + status->signal;
+        info.reason = "QEMU was killed by " + signal_name(status->signal);
+    } else if (status->exit_code != 0) {
+        info.exit_code = status->exit_code;
+        info.reason = "QEMU exited with code " + std::to_string(status->exit_code) + ": " +
+                      trim(read_tail(paths_.qemu_log, 512));
+    } else {
+        info.exit_code = 0;
+        info.reason = "the VM shut down";
+    }
+    exit_ = std::move(info);
+}
+
+bool MicrovmSandbox::alive() {
+    std::lock_guard lock(mutex_);
+    return alive_locked();
+}
+
+SandboxState MicrovmSandbox::state() {
+    std::lock_guard lock(mutex_);
+    if (!alive_locked()) return SandboxState::exited;
+    return paused_ ? SandboxState::paused : SandboxState::running;
+}
+
+std::optional<ExitInfo> MicrovmSandbox::exit_info() {
+    std::lock_guard lock(mutex_);
+    alive_locked();
+    return exit_;
+}
+
+std::string MicrovmSandbox::log_tail(std::size_t max_bytes) {
+    std::lock_guard lock(mutex_);
+    if (torn_down_) {
+        return final_log_tail_.size() <= max_bytes
+                   ? final_log_tail_
+                   : final_log_tail_.substr(final_log_tail_.size() - max_bytes);
+    }
+    return read_tail(paths_.console_log, max_bytes);
+}
+
+// virtio-serial has no connection boundaries: the guest only learns that the host side
+// closed from a control message, and if a new host connection follows before the agent saw
+// the old one end, the agent carries on with its old session and never says hello to the
+// new one. So a reconnect waits until QEMU has dropped the previous connection and gives the
+// guest a moment to notice; and if the agent stays silent anyway, it bounces the connection.
+bool MicrovmSandbox::agent_port_connected_locked() {
+    for (const auto& chardev : qmp_.execute("query-chardev"))
+        if (chardev.value("label", "") == "agent")
+            return chardev.value("filename", "").rfind("disconnected:", 0) != 0;
+    return false;
+}
+
+UniqueFd MicrovmSandbox::connect_agent(std::chrono::milliseconds timeout) {
+    auto started = Clock::now();
+    auto deadline = started + timeout;
+    auto dead_reason = [this]() -> std::optional<std::string> {
+        std::lock_guard lock(mutex_);
+        if (alive_locked()) return std::nullopt;
+        return exit_ ? exit_->reason : std::string("not running");
+    };
+    auto fail = [&](const std::string& what) -> RuntimeError {
+        std::lock_guard lock(mutex_);
+        return RuntimeError("sandbox " + spec_.id + ": " + what + failure_detail());
+    };
+    auto check_time = [&](const std::string& what) {
+        if (auto reason = dead_reason())
+            throw fail("the VM ended before its agent connected: " + *reason);
+        if (Clock::now() >= deadline) {
+            auto waited =
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+            throw fail(what + " within " + std::to_string(waited.count()) + " ms (accelerator " +
+                       to_string(accelerator_) + ")");
+        }
+    };
+    bool reconnect;
+    {
+        std::lock_guard lock(mutex_);
+        reconnect = agent_connected_before_;
+    }
+    while (true) {
+        if (reconnect) {
+            bool saw_connected = false;
+            while (true) {
+                {
+                    std::lock_guard lock(mutex_);
+                    if (alive_locked() && !agent_port_connected_locked()) break;
+                }
+                saw_connected = true;
+                check_time("the previous connection to the agent was not closed");
+                std::this_thread::sleep_for(50ms);
+            }
+            auto settle_until = Clock::now() + (saw_connected ? 1000ms : 200ms);
+            while (Clock::now() < settle_until) {
+                check_time("the agent did not connect again");
+                std::this_thread::sleep_for(50ms);
+            }
+        }
+        UniqueFd fd;
+        try {
+            fd = connect_unix_retry(paths_.agent_socket, deadline,
+                                    [&]() { return dead_reason().value_or(std::string()); });
+        } catch (const RuntimeError& e) {
+            throw fail(e.what());
+        }
+        // QEMU accepts at once; the guest's agent speaks first (its hello) once it has opened
+        // the port, so readable data means a live agent on the other end.
+        auto bounce_at = Clock::now() + 10s;
+        while (true) {
+            pollfd p{fd.get(), POLLIN, 0};
+            int ready = ::poll(&p, 1, 100);
+            if (ready < 0 && errno != EINTR)
+                throw fail(std::string("poll on the agent socket: ") + std::strerror(errno));
+            if (ready > 0) {
+                char byte;
+                ssize_t n = ::recv(fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (n > 0) {
+                    std::lock_guard lock(mutex_);
+                    agent_connected_before_ = true;
+                    return fd;
+                }
+                if (n == 0 || (p.revents & (POLLHUP | POLLERR))) {
+                    // QEMU closes its sockets while exiting: let it finish, so the reason is
+                    // its exit (the guest's console says why), not "closed".
+                    {
+                        std::lock_guard lock(mutex_);
+                        if (qemu_.pid() > 0 && !exit_) qemu_.wait(shared_->options.stop_timeout);
+                    }
+                    auto reason = dead_reason();
+                    throw fail("the VM ended before its agent connected: " +
+                               reason.value_or("QEMU closed the agent socket"));
+                }
+            }
+            check_time("the agent did not connect");
+            if (reconnect && Clock::now() >= bounce_at) break;  // still in its old session
+        }
+    }
+}
+
+json MicrovmSandbox::qmp(const std::string& command, const json& arguments) {
+    std::lock_guard lock(mutex_);
+    if (!alive_locked()) throw RuntimeError("sandbox " + spec_.id + " is not running");
+    return qmp_.execute(command, arguments);
+}
+
+void MicrovmSandbox::pause() {
+    std::lock_guard lock(mutex_);
+    if (!alive_locked())
+        throw RuntimeError("cannot pause sandbox " + spec_.id + ": it is not running (" +
+                           (exit_ ? exit_->reason : "") + ")");
+    if (paused_) return;
+    qmp_.execute("stop");
+    paused_ = true;
+}
+
+void MicrovmSandbox::resume() {
+    std::lock_guard lock(mutex_);
+    if (!alive_locked())
+        throw RuntimeError("cannot resume sandbox " + spec_.id + ": it is not running (" +
+                           (exit_ ? exit_->reason : "") + ")");
+    if (!paused_) return;
+    qmp_.execute("cont");
+    paused_ = false;
+}
+
+void MicrovmSandbox::do_kill(const KillOptions& options) {
+    std::lock_guard lock(mutex_);
+    if (torn_down_) return;
+    const auto& runtime_options = shared_->options;
+    if (qemu_.pid() > 0 && qemu_.running()) {
+        if (!exit_) kill_requested_ = true;
+        // quit lets QEMU close its files cleanly (a kept disk.qcow2 stays consistent);
+        // SIGKILL is the fallback for a QEMU that no longer answers.
+        bool asked = false;
+        if (qmp_.connected()) {
+            try {
+                qmp_.execute("quit", json::object(), 2s);
+                asked = true;
+            } catch (const std::exception&) {
+                // QEMU may close the socket before answering; the wait below tells.
+                asked = true;
+            }
+        }
+        if (!asked || !qemu_.wait(runtime_options.stop_timeout)) {
+            qemu_.signal(SIGKILL);
+            qemu_.wait();
+        }
+    }
+    qmp_.close();
+    record_exit_locked();
+    final_log_tail_ = read_tail(paths_.console_log, 65536);
+    teardown(spec_.state_root, spec_.id, options.keep_state, runtime_options.stop_timeout);
+    torn_down_ = true;
+    std::lock_guard live_lock(shared_->mutex);
+    shared_->live.erase(live_key(spec_.state_root, spec_.id));
+}
+
+// ------------------------------------------------------------------ MicrovmRuntime
+
+MicrovmRuntime::MicrovmRuntime(MicrovmRuntimeOptions options)
+    : shared_(std::make_shared<MicrovmSandbox::Shared>()) {
+    if (options.qemu.empty()) throw SpecError("qemu", "must name the QEMU program");
+    if (options.qemu_img.empty()) throw SpecError("qemu_img", "must name the qemu-img program");
+    if (options.mkfs_ext4.empty()) throw SpecError("mkfs_ext4", "must name mkfs.ext4");
+    if (!options.image_dir.empty() && !options.image_dir.is_absolute())
+        throw SpecError("image_dir", "must be an absolute path");
+    shared_->options = std::move(options);
+}
+
+MicrovmRuntime::~MicrovmRuntime() = default;
+
+const MicrovmRuntimeOptions& MicrovmRuntime::options() const {
+    return shared_->options;
+}
+
+AcceleratorChoice MicrovmRuntime::accelerator() {
+    const auto& options = shared_->options;
+    if (options.accelerator != Accelerator::auto_select) {
+        AcceleratorChoice fixed;
+        fixed.accelerator = options.accelerator;
+        fixed.reason = "configured";
+        return fixed;
+    }
+    // The probe runs at most once per runtime, outside the mutex (it takes up to ~10 s in
+    // the worst case); two racing first starts may both probe, which is harmless.
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->accelerator) return *shared_->accelerator;
+    }
+    auto choice = probe_accelerator(options.qemu);
+    std::lock_guard lock(shared_->mutex);
+    if (!shared_->accelerator) shared_->accelerator = choice;
+    return *shared_->accelerator;
+}
+
+MicrovmImage MicrovmRuntime::image_for(const fs::path& template_rootfs) const {
+    MicrovmImage image;
+    image.dir = shared_->options.image_dir.empty()
+                    ? template_rootfs.lexically_normal().parent_path() / "microvm"
+                    : shared_->options.image_dir;
+    image.kernel = image.dir / "vmlinuz";
+    image.initramfs = image.dir / "initramfs.img";
+    image.rootfs = image.dir / "rootfs.ext4";
+    std::string missing;
+    std::error_code ec;
+    for (const auto& file : {image.kernel, image.initramfs, image.rootfs})
+        if (!fs::is_regular_file(file, ec))
+            missing += (missing.empty() ? "" : ", ") + file.filename().string();
+    if (!missing.empty()) {
+        std::string name = template_name(template_rootfs);
+        std::string command = kMicrovmBuildCommand;
+        command.replace(command.find("TEMPLATE"), 8, name);
+        throw RuntimeError("the microVM image of template '" + name + "' is not built (" + missing +
+                           " missing in " + image.dir.string() + "); build it with: " + command);
+    }
+    return image;
+}
+
+std::unique_ptr<SandboxInstance> MicrovmRuntime::start(const SandboxSpec& spec) {
+    return start_microvm(spec);
+}
+
+std::unique_ptr<MicrovmSandbox> MicrovmRuntime::start_microvm(const SandboxSpec& spec) {
+    validate_spec(spec);
+    if (!spec.template_rootfs.is_absolute())
+        throw SpecError("template_rootfs", "must be an absolute path");
+    if (!spec.agent_dir.empty() && !spec.agent_dir.is_absolute())
+        throw SpecError("agent_dir", "must be an absolute path");
+    std::error_code ec;
+    if (!spec.agent_dir.empty() && !fs::is_directory(spec.agent_dir, ec))
+        throw SpecError("agent_dir", "'" + spec.agent_dir.string() + "' is not a directory");
+    if (spec.limits.memory_mb < kMinMemoryMb)
+        throw SpecError("limits.memory_mb", std::to_string(spec.limits.memory_mb) +
+                                                " MiB is too little for a microVM (at least " +
+                                                std::to_string(kMinMemoryMb) + ")");
+    // The init hands "$@" (K=V... then the entry) to env(1), which takes the first word
+    // without '=' as the program.
+    if (spec.entry[0].find('=') != std::string::npos)
+        throw SpecError("entry[0]", "must not contain '=' in a microVM");
+    MicrovmImage image = image_for(spec.template_rootfs);
+    Accelerator accel = accelerator().accelerator;
+
+    std::string key = live_key(spec.state_root, spec.id);
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->live.count(key))
+            throw SpecError("id", "sandbox '" + spec.id + "' already runs in this state root");
+    }
+    fs::create_directories(spec.state_root / "sandboxes", ec);
+    if (ec)
+        throw RuntimeError("cannot create " + (spec.state_root / "sandboxes").string() + ": " +
+                           ec.message());
+    MicrovmPaths paths(spec.state_root, spec.id);
+    if (::mkdir(paths.dir.c_str(), 0700) != 0) {
+        if (errno == EEXIST)
+            throw RuntimeError("sandbox directory " + paths.dir.string() +
+                               " already exists (a leftover? see list_leftovers)");
+        throw RuntimeError("mkdir " + paths.dir.string() + ": " + std::strerror(errno));
+    }
+    // From here on the sandbox owns the directory: its destructor removes it and whatever
+    // launch() managed to create when launch() throws.
+    auto sandbox = std::make_unique<MicrovmSandbox>(MicrovmSandbox::Key(), shared_, spec,
+                                                    std::move(image), accel);
+    {
+        std::lock_guard lock(shared_->mutex);
+        shared_->live.insert(key);
+    }
+    sandbox->launch();
+    return sandbox;
+}
+
+std::vector<std::string> MicrovmRuntime::list_leftovers(const fs::path& state_root) {
+    std::vector<std::string> leftovers;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(state_root / "sandboxes", ec)) {
+        if (!entry.is_directory(ec)) continue;
+        // Only directories that say they are ours: one without sandbox.json is the container
+        // runtime's to clean (it claims those).
+        std::ifstream in(entry.path() / "sandbox.json");
+        if (!in) continue;
+        auto metadata = json::parse(in, nullptr, false);
+        if (!metadata.is_object() || metadata.value("runtime", "") != kRuntimeName) continue;
+        std::string id = entry.path().filename().string();
+        try {
+            validate_id(id);
+        } catch (const SpecError&) {
+            continue;
+        }
+        std::lock_guard lock(shared_->mutex);
+        if (!shared_->live.count(live_key(state_root, id))) leftovers.push_back(id);
+    }
+    std::sort(leftovers.begin(), leftovers.end());
+    return leftovers;
+}
+
+void MicrovmRuntime::cleanup_leftover(const fs::path& state_root, const std::string& id) {
+    validate_id(id);
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->live.count(live_key(state_root, id)))
+            throw RuntimeError("sandbox " + id + " is live in this server; kill it instead");
+    }
+    teardown(state_root, id, /*keep_state=*/false, shared_->options.stop_timeout);
+}
+
+std::vector<std::string> MicrovmRuntime::residue(const fs::path& state_root,
+                                                 const std::string& id) const {
+    return residue_of(state_root, id, true);
+}
+
+}  // namespace deskbox::runtime

@@ -1,0 +1,194 @@
+// The `microvm` runtime: each sandbox is a QEMU process running the `microvm` machine with
+// its own kernel, memory and disk.
+//
+// Boot files come from images/build_microvm.py, next to the template's rootfs:
+//   <template>/microvm/{vmlinuz, initramfs.img, rootfs.ext4, build.json}
+// (<template> is spec.template_rootfs's parent). rootfs.ext4 is never written: QEMU opens it
+// only as the backing file of the sandbox's own qcow2 layer.
+//
+// Per sandbox, under <state_root>/sandboxes/<id>/:
+//   sandbox.json   who owns this dir (runtime "microvm", id, image dir) — lets a restarted
+//                  server recognise leftovers (the container runtime skips it)
+//   disk.qcow2     copy-on-write layer over rootfs.ext4: every guest write lands here
+//   config.img     the guest's config (hostname, machine-id, uid, env, entry) as shell
+//                  assignments on a small read-only disk the initramfs sources
+//   agent.sock     host side of the virtio-serial port "deskbox.agent" (QEMU listens)
+//   qmp.sock       QMP control socket (QEMU listens)
+//   console.log    the serial console (kernel, init, and the entry's stdout/stderr)
+//   qemu.log       QEMU's own stdout/stderr
+//   qemu.pid       QEMU's pid, for leftover cleanup after a server crash
+// The agent comes from spec.agent_dir as a read-only ext4 image shared by all sandboxes of
+// a state root: <state_root>/microvm/agent-<content hash>.img, made when its content changes.
+//
+// Guest disks are told apart by their virtio serial numbers (deskbox-root, deskbox-agent,
+// deskbox-config), not by order. Inside, /opt/deskbox is the agent disk, /dev/virtio-ports/
+// deskbox.agent the channel (kAgentChannelArg is the agent's --channel for it).
+//
+// Snapshots (not implemented yet) fit this layout: after QMP `stop`, `getfd` hands QEMU an
+// fd of <dir>/memory over the QMP socket (SCM_RIGHTS) and `migrate fd:NAME` writes RAM and
+// device state into it (exec: would be refused by -sandbox spawn=deny), next to disk.qcow2;
+// a restore starts the same command line plus `-incoming defer` and runs
+// `migrate-incoming fd:N` on a passed-in fd of that file. The command line is built by one function
+// (build_qemu_command) so a restore can reuse it exactly, and every path it names lives in the
+// sandbox dir or the image dir.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "server/runtime/qmp_client.hpp"
+#include "server/runtime/runtime.hpp"
+
+namespace deskbox::runtime {
+
+// The agent's --channel inside a microVM (the virtio-serial port, named by the init).
+inline constexpr const char* kAgentChannelArg = "device:/dev/virtio-ports/deskbox.agent";
+// What the error for a missing image tells the operator to run (TEMPLATE replaced).
+inline constexpr const char* kMicrovmBuildCommand = "sudo images/build_microvm.py TEMPLATE";
+
+enum class Accelerator { auto_select, kvm, tcg };
+const char* to_string(Accelerator accel);
+// "auto", "kvm", "tcg"; throws SpecError("accelerator", ...) for anything else.
+Accelerator parse_accelerator(const std::string& text);
+
+struct MicrovmRuntimeOptions {
+    std::string qemu = "qemu-system-x86_64";
+    std::string qemu_img = "qemu-img";
+    std::string mkfs_ext4 = "mkfs.ext4";
+    // auto: KVM only if a timed probe shows it beating TCG (a /dev/kvm that exists can still
+    // be ~2000x slower than native under nested virtualisation); never waits long.
+    Accelerator accelerator = Accelerator::auto_select;
+    // Where vmlinuz, initramfs.img and rootfs.ext4 are; empty: <template_rootfs>/../microvm.
+    std::filesystem::path image_dir;
+    // QEMU started and answering QMP. The guest's boot is bounded by connect_agent's timeout.
+    std::chrono::milliseconds start_timeout{30000};
+    std::chrono::milliseconds stop_timeout{10000};
+    // Appended to the kernel command line (debugging: "deskbox.debug=1"; tests).
+    std::string extra_kernel_args;
+};
+
+// The files of one sandbox (see the layout above).
+struct MicrovmPaths {
+    explicit MicrovmPaths(const std::filesystem::path& state_root, const std::string& id);
+    std::filesystem::path dir, metadata, disk, config, agent_socket, qmp_socket, console_log,
+        qemu_log, pid_file;
+};
+
+// The boot files of one template.
+struct MicrovmImage {
+    std::filesystem::path dir, kernel, initramfs, rootfs;
+};
+
+// What the accelerator probe measured (zero durations: not run).
+struct AcceleratorChoice {
+    Accelerator accelerator = Accelerator::tcg;
+    std::chrono::milliseconds tcg_probe{0}, kvm_probe{0};
+    std::string reason;  // one line: why this one
+};
+
+class MicrovmRuntime;
+
+class MicrovmSandbox : public SandboxInstance {
+  public:
+    ~MicrovmSandbox() override;
+
+    const std::string& id() const override { return spec_.id; }
+    std::filesystem::path agent_socket_path() const override { return paths_.agent_socket; }
+    // Connects to the agent.sock (QEMU's side of the port) and returns once the agent has
+    // spoken (its hello is waiting to be read), so a returned fd is a live agent. Fails with
+    // the console's last lines if the VM stops or the timeout passes first. One host
+    // connection at a time: a reconnect waits until the previous one is closed.
+    UniqueFd connect_agent(std::chrono::milliseconds timeout) override;
+    void pause() override;   // QMP stop: vCPUs halt, memory stays
+    void resume() override;  // QMP cont
+    bool alive() override;
+    SandboxState state() override;
+    std::optional<ExitInfo> exit_info() override;
+    std::string log_tail(std::size_t max_bytes = 4096) override;
+
+    const MicrovmPaths& paths() const { return paths_; }
+    const MicrovmImage& image() const { return image_; }
+    pid_t qemu_pid() const { return qemu_.pid(); }
+    Accelerator accelerator() const { return accelerator_; }
+    const std::vector<std::string>& qemu_command() const { return command_; }
+    // Runs a QMP command (for tools and tests: query-status, ...). Throws like QmpClient.
+    nlohmann::json qmp(const std::string& command,
+                       const nlohmann::json& arguments = nlohmann::json::object());
+
+    class Key {
+        friend class MicrovmRuntime;
+        Key() = default;
+    };
+    struct Shared;
+    MicrovmSandbox(Key, std::shared_ptr<Shared> shared, const SandboxSpec& spec, MicrovmImage image,
+                   Accelerator accelerator);
+
+  protected:
+    void do_kill(const KillOptions& options) override;
+
+  private:
+    friend class MicrovmRuntime;
+    void launch();  // files, sockets, QEMU, QMP; throws
+    bool alive_locked();
+    bool agent_port_connected_locked();  // QEMU has a host connection on agent.sock
+    void record_exit_locked();
+    std::string console_lines(std::size_t lines);
+    std::string failure_detail();  // console tail (+ QEMU's stderr if it said anything)
+
+    std::shared_ptr<Shared> shared_;
+    SandboxSpec spec_;
+    MicrovmPaths paths_;
+    MicrovmImage image_;
+    Accelerator accelerator_;
+    std::vector<std::string> command_;
+    std::mutex mutex_;
+    ChildProcess qemu_;
+    QmpClient qmp_;
+    bool paused_ = false;
+    bool kill_requested_ = false;
+    bool agent_connected_before_ = false;  // a later connect_agent is a reconnect
+    bool torn_down_ = false;
+    std::optional<ExitInfo> exit_;
+    std::string final_log_tail_;
+};
+
+class MicrovmRuntime : public Runtime {
+  public:
+    explicit MicrovmRuntime(MicrovmRuntimeOptions options = {});
+    ~MicrovmRuntime() override;
+
+    const char* name() const override { return "microvm"; }
+    std::unique_ptr<SandboxInstance> start(const SandboxSpec& spec) override;
+    std::unique_ptr<MicrovmSandbox> start_microvm(const SandboxSpec& spec);
+    std::vector<std::string> list_leftovers(const std::filesystem::path& state_root) override;
+    void cleanup_leftover(const std::filesystem::path& state_root, const std::string& id) override;
+
+    // What of sandbox `id` still exists: a QEMU process, its directory. Empty: nothing.
+    std::vector<std::string> residue(const std::filesystem::path& state_root,
+                                     const std::string& id) const;
+    // The boot files for a template, checked: RuntimeError naming the build command if any
+    // is missing.
+    MicrovmImage image_for(const std::filesystem::path& template_rootfs) const;
+    // Resolves `auto` (probing once per runtime; later calls return the cached answer).
+    AcceleratorChoice accelerator();
+    const MicrovmRuntimeOptions& options() const;
+
+  private:
+    std::shared_ptr<MicrovmSandbox::Shared> shared_;
+};
+
+// Runs the timed probe: a tiny guest (a loop with some VM exits) under TCG, then under KVM
+// with a deadline of TCG's own time plus a margin. KVM wins only if it finishes first.
+AcceleratorChoice probe_accelerator(const std::string& qemu);
+
+// The host's TSC frequency in kHz, measured (TCG guests read the host's TSC, and the kernel
+// cannot calibrate it against the emulated PIT reliably). 0 if it cannot be measured.
+std::uint64_t host_tsc_khz();
+
+}  // namespace deskbox::runtime

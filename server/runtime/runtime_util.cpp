@@ -1,0 +1,59 @@
+#include "server/runtime/runtime_util.hpp"
+
+#include <poll.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "server/runtime/runtime.hpp"
+
+namespace deskbox::runtime {
+
+std::string trim(std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    std::size_t start = 0;
+    while (start < s.size() && std::isspace(static_cast<unsigned char>(s[start]))) ++start;
+    return s.substr(start);
+}
+
+std::string read_tail(const std::filesystem::path& file, std::size_t max_bytes) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return {};
+    in.seekg(0, std::ios::end);
+    auto size = static_cast<std::size_t>(std::max<std::streamoff>(in.tellg(), 0));
+    std::size_t take = std::min(size, max_bytes);
+    in.seekg(static_cast<std::streamoff>(size - take));
+    std::string data(take, '\0');
+    in.read(data.data(), static_cast<std::streamsize>(take));
+    data.resize(static_cast<std::size_t>(in.gcount()));
+    return data;
+}
+
+void make_dir(const std::filesystem::path& dir, mode_t mode) {
+    if (::mkdir(dir.c_str(), mode) != 0)
+        throw RuntimeError("mkdir " + dir.string() + ": " + std::strerror(errno));
+    ::chmod(dir.c_str(), mode);  // not narrowed by the umask
+}
+
+int pidfd_open(pid_t pid) {
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+bool pidfd_exited(int pidfd) {
+    pollfd p{pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+}
+
+std::string signal_name(int sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+}  // namespace deskbox::runtime

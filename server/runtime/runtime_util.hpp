@@ -1,0 +1,29 @@
+// Small helpers both sandbox runtimes (container, microvm) use: file tails for error
+// messages, directories with an exact mode, pidfds and signal names.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+namespace deskbox::runtime {
+
+// `s` without leading and trailing whitespace.
+std::string trim(std::string s);
+
+// The last `max_bytes` of `file` (empty if it cannot be read).
+std::string read_tail(const std::filesystem::path& file, std::size_t max_bytes);
+
+// mkdir with exactly `mode` (not narrowed by the umask). Throws RuntimeError.
+void make_dir(const std::filesystem::path& dir, mode_t mode);
+
+// pidfd_open(2); -1 with errno on failure (ESRCH: already gone).
+int pidfd_open(pid_t pid);
+// True once the process behind `pidfd` has exited (zombie or reaped).
+bool pidfd_exited(int pidfd);
+// "SIGKILL", or "signal N" for one without a name.
+std::string signal_name(int sig);
+
+}  // namespace deskbox::runtime

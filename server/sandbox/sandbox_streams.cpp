@@ -1,0 +1,156 @@
+// The parts of a sandbox that serve people rather than the agent: its VNC server and its
+// recordings. Both read the frame mirror; VNC input joins the viewers' input path.
+#include <sys/random.h>
+
+#include <cstdio>
+
+#include "server/sandbox/sandbox.hpp"
+
+namespace deskbox::server {
+namespace {
+
+// VNC authentication compares 8 characters: 8 random letters and digits.
+std::string vnc_password() {
+    static const char alphabet[] = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    unsigned char raw[8];
+    std::size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
+        if (n > 0) got += static_cast<std::size_t>(n);
+    }
+    std::string out;
+    for (unsigned char c : raw) out += alphabet[c % (sizeof alphabet - 1)];
+    return out;
+}
+
+}  // namespace
+
+void Sandbox::start_vnc() {
+    std::lock_guard lock(streams_mutex_);
+    vnc_password_ = vnc_password();
+    do vnc_view_password_ = vnc_password();
+    while (vnc_view_password_ == vnc_password_);
+    vnc_input_ =
+        std::make_unique<VncInput>(PointerInput(rfb_buttons(), config_.width, config_.height));
+    streaming::VncServer::Options options;
+    options.password = vnc_password_;
+    options.view_only_password = vnc_view_password_;
+    options.desktop_name = "deskbox " + config_.id;
+    streaming::VncServer::InputHandler input;
+    // Called on the VNC server's thread: only queue, never wait for the agent.
+    input.pointer = [this](int x, int y, int mask) {
+        std::vector<input::Action> actions;
+        {
+            std::lock_guard guard(vnc_input_->mutex);
+            actions = vnc_input_->pointer.pointer(x, y, static_cast<unsigned>(mask));
+        }
+        queue_input(std::move(actions), "vnc");
+    };
+    input.key = [this](std::uint32_t keysym, bool down) {
+        std::vector<input::Action> actions;
+        {
+            std::lock_guard guard(vnc_input_->mutex);
+            actions = vnc_input_->pointer.key(keysym, down);
+        }
+        queue_input(std::move(actions), "vnc");
+    };
+    input.cut_text = [this](std::string text) {
+        if (text.size() > 256 * 1024 || status() != SandboxStatus::running) return;
+        input_worker_.post([this, text = std::move(text)] {
+            try {
+                call("clipboard.set", {{"text", text}});
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "deskboxd: %s: VNC clipboard: %s\n", config_.id.c_str(),
+                             e.what());
+            }
+        });
+    };
+    vnc_ = std::make_unique<streaming::VncServer>(mirror_, options, std::move(input));
+}
+
+std::optional<unsigned short> Sandbox::vnc_port() const {
+    std::lock_guard lock(streams_mutex_);
+    if (!vnc_) return std::nullopt;
+    return static_cast<unsigned short>(vnc_->port());
+}
+
+void Sandbox::stop_streams() {
+    std::unique_ptr<streaming::VncServer> vnc;
+    std::unique_ptr<streaming::Recorder> recorder;
+    {
+        std::lock_guard lock(streams_mutex_);
+        vnc = std::move(vnc_);
+        recorder = std::move(recorder_);
+    }
+    if (recorder) recorder->stop();  // finalised with the screen as it was last
+    if (vnc) vnc->stop();
+}
+
+nlohmann::json Sandbox::start_recording(const nlohmann::json& options) {
+    if (!options.is_object()) throw bad_request("", "expected a JSON object");
+    bool actions = false;
+    int fps = 30;
+    for (auto& [k, v] : options.items()) {
+        if (k == "actions") {
+            if (!v.is_boolean()) throw bad_request("actions", "expected true or false");
+            actions = v;
+        } else if (k == "fps") {
+            if (!v.is_number_integer() || v.get<int>() < 1 || v.get<int>() > 60)
+                throw bad_request("fps", "expected an integer in 1..60");
+            fps = v;
+        } else {
+            throw bad_request(k, "unknown field");
+        }
+    }
+    if (status() != SandboxStatus::running && status() != SandboxStatus::paused)
+        throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status()));
+    std::lock_guard lock(streams_mutex_);
+    if (recorder_)
+        throw ApiError(409, "already_recording",
+                       "recording " + recording_id_ + " is running; stop it first");
+    std::string id = config_.id + "-" + std::to_string(++recordings_started_);
+    std::filesystem::create_directories(config_.recordings_dir);
+    streaming::Recorder::Options o;
+    o.path = (config_.recordings_dir / (id + ".mp4")).string();
+    if (actions) o.events_path = (config_.recordings_dir / (id + ".events.jsonl")).string();
+    o.max_fps = fps;
+    try {
+        recorder_ = std::make_unique<streaming::Recorder>(mirror_, o);
+    } catch (const streaming::ParameterError& e) {
+        throw ApiError(500, "recording_failed", e.what());
+    }
+    recording_id_ = id;
+    recording_actions_ = actions;
+    return {{"recording", id}, {"state", "recording"}, {"actions", actions}, {"fps", fps}};
+}
+
+nlohmann::json Sandbox::stop_recording() {
+    std::unique_ptr<streaming::Recorder> recorder;
+    std::string id;
+    {
+        std::lock_guard lock(streams_mutex_);
+        if (!recorder_)
+            throw ApiError(409, "not_recording", "sandbox " + config_.id + " is not recording");
+        recorder = std::move(recorder_);
+        id = recording_id_;
+    }
+    auto stats = recorder->stop();
+    nlohmann::json out = {{"recording", id},
+                          {"state", "finished"},
+                          {"frames", stats.frames},
+                          {"bytes", stats.bytes},
+                          {"duration_ms", stats.duration_ms}};
+    if (!stats.error.empty()) out["error"] = stats.error;
+    return out;
+}
+
+nlohmann::json Sandbox::recording_status() const {
+    std::lock_guard lock(streams_mutex_);
+    if (!recorder_) return {{"state", "idle"}};
+    auto stats = recorder_->stats();
+    return {{"recording", recording_id_},    {"state", stats.finished ? "finished" : "recording"},
+            {"actions", recording_actions_}, {"frames", stats.frames},
+            {"bytes", stats.bytes},          {"duration_ms", stats.duration_ms}};
+}
+
+}  // namespace deskbox::server

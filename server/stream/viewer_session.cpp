@@ -1,0 +1,308 @@
+#include "server/stream/viewer_session.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include <deque>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "input/keynames.hpp"
+#include "server/stream/pointer_input.hpp"
+
+namespace deskbox::server {
+namespace {
+
+namespace beast = boost::beast;
+namespace net = boost::asio;
+namespace websocket = beast::websocket;
+using nlohmann::json;
+using Text = std::shared_ptr<const std::string>;
+
+constexpr std::size_t kMaxQueuedTexts = 64;
+constexpr std::size_t kMaxClientMessage = 256 * 1024;  // a "text" message carries typed text
+constexpr std::uint64_t kMaxBadMessages = 200;         // then the viewer is cut off
+
+class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
+  public:
+    ViewerSession(beast::tcp_stream&& stream, HttpRequest request, std::shared_ptr<Sandbox> sandbox,
+                  const streaming::StreamSettings& settings, bool control, ViewerCounters& counters)
+        : ws_(std::move(stream)),
+          request_(std::move(request)),
+          sandbox_(std::move(sandbox)),
+          settings_(settings),
+          control_(control),
+          counters_(counters),
+          pointer_(dom_buttons(), sandbox_->config().width, sandbox_->config().height) {
+        ++counters_.connected;
+    }
+
+    ~ViewerSession() {
+        subscription_.reset();
+        if (control_) sandbox_->queue_input(pointer_.release_all(), "viewer");
+        --counters_.connected;
+    }
+
+    void start() {
+        ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+        ws_.set_option(websocket::stream_base::decorator(
+            [](websocket::response_type& res) { res.set(http::field::server, "deskboxd"); }));
+        ws_.read_message_max(kMaxClientMessage);
+        ws_.async_accept(request_,
+                         beast::bind_front_handler(&ViewerSession::on_accept, shared_from_this()));
+    }
+
+  private:
+    void on_accept(beast::error_code ec) {
+        if (ec) return;
+        request_ = {};
+        const auto& config = sandbox_->config();
+        send_text(json{{"type", "hello"},
+                       {"sandbox", config.id},
+                       {"codec", streaming::codec_name(settings_.codec)},
+                       {"screen", {{"width", config.width}, {"height", config.height}}},
+                       {"control", control_},
+                       {"fps", settings_.max_fps}});
+        try {
+            encoder_ = sandbox_->streams().encoder(settings_);
+        } catch (const std::exception& e) {
+            return close(websocket::close_code::internal_error, e.what());
+        }
+        auto executor = ws_.get_executor();
+        std::weak_ptr<ViewerSession> weak = shared_from_this();
+        // Callbacks run on the encoder's thread: hop onto this socket's strand and return.
+        streaming::StreamCallbacks callbacks;
+        callbacks.packet = [executor, weak](const streaming::StreamPacketPtr& packet) {
+            net::post(executor, [weak, packet] {
+                if (auto self = weak.lock()) self->on_packet(packet);
+            });
+        };
+        callbacks.cursor = [executor, weak](const Text& message) {
+            net::post(executor, [weak, message] {
+                if (auto self = weak.lock()) self->on_cursor(message);
+            });
+        };
+        callbacks.end = [executor, weak] {
+            net::post(executor, [weak] {
+                if (auto self = weak.lock())
+                    self->close(websocket::close_code::going_away, "sandbox killed");
+            });
+        };
+        subscription_ = encoder_->subscribe(std::move(callbacks));
+        read();
+    }
+
+    // ---- writing ----
+    void on_packet(const streaming::StreamPacketPtr& packet) {
+        if (!packets_.push(packet)) {
+            ++counters_.packets_dropped;
+            encoder_->request_keyframe();
+        }
+        write_next();
+    }
+
+    void on_cursor(const Text& message) {
+        if (message->find("\"cursor_shape\"") != std::string::npos)
+            cursor_shape_ = message;
+        else
+            cursor_position_ = message;
+        write_next();
+    }
+
+    void send_text(const json& message) {
+        if (texts_.size() >= kMaxQueuedTexts) return;  // a viewer not reading its pongs
+        texts_.push_back(std::make_shared<const std::string>(message.dump()));
+        write_next();
+    }
+
+    void write_next() {
+        if (writing_ || closed_) return;
+        Text text;
+        streaming::StreamPacketPtr packet;
+        if (!texts_.empty()) {
+            text = std::move(texts_.front());
+            texts_.pop_front();
+        } else if (cursor_shape_) {
+            text = std::exchange(cursor_shape_, nullptr);
+        } else if (cursor_position_) {
+            text = std::exchange(cursor_position_, nullptr);
+        } else if (closing_) {
+            return do_close();  // the close frame goes after the texts, before more video
+        } else if (auto next = packets_.pop()) {
+            packet = std::move(*next);
+        } else {
+            return;
+        }
+        writing_ = true;
+        ws_.binary(packet != nullptr);
+        auto buffer = packet ? net::buffer(packet->message) : net::buffer(*text);
+        ws_.async_write(
+            buffer, [self = shared_from_this(), text, packet](beast::error_code ec, std::size_t) {
+                self->writing_ = false;
+                if (ec) return self->fail();
+                self->write_next();
+            });
+    }
+
+    // ---- closing ----
+    void close(websocket::close_code code, const std::string& reason) {
+        if (closing_ || closed_) return;
+        closing_ = true;
+        close_reason_ = websocket::close_reason(code, reason.substr(0, 120));
+        // Whatever is queued still goes out first (bounded: the viewer may be slow).
+        packets_ = streaming::PacketQueue();
+        if (!writing_) do_close();
+    }
+
+    void do_close() {
+        if (closed_) return;
+        closed_ = true;
+        subscription_.reset();
+        ws_.async_close(close_reason_, [self = shared_from_this()](beast::error_code) {});
+    }
+
+    void fail() {
+        closed_ = true;
+        subscription_.reset();
+        beast::error_code ignored;
+        beast::get_lowest_layer(ws_).socket().close(ignored);
+    }
+
+    // ---- reading ----
+    void read() {
+        ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+            if (ec) {
+                if (ec == websocket::error::message_too_big)
+                    return self->close(websocket::close_code::too_big, "message too big");
+                return self->fail();
+            }
+            if (!self->ws_.got_text()) {
+                self->bad_message("binary messages are not accepted; send JSON text");
+            } else {
+                self->on_message(beast::buffers_to_string(self->buffer_.data()));
+            }
+            self->buffer_.consume(self->buffer_.size());
+            if (!self->closed_ && !self->closing_) self->read();
+        });
+    }
+
+    void bad_message(const std::string& why) {
+        if (++bad_messages_ > kMaxBadMessages)
+            return close(websocket::close_code::policy_error, "too many malformed messages");
+        ++counters_.bad_messages;
+        send_text({{"type", "error"}, {"code", "bad_message"}, {"message", why}});
+    }
+
+    static int int_field(const json& m, const char* name) {
+        auto it = m.find(name);
+        if (it == m.end() || !it->is_number())
+            throw std::invalid_argument(std::string("'") + name + "' must be a number");
+        double v = it->get<double>();
+        if (!(v > -1e9 && v < 1e9))
+            throw std::invalid_argument(std::string("'") + name + "' is out of range");
+        return static_cast<int>(v);
+    }
+
+    void on_message(const std::string& text) {
+        json m = json::parse(text, nullptr, false);
+        if (!m.is_object() || !m.contains("type") || !m["type"].is_string())
+            return bad_message("expected a JSON object with a string \"type\"");
+        const std::string type = m["type"];
+        try {
+            if (type == "ping") {
+                json pong = {{"type", "pong"}};
+                if (m.contains("t")) pong["t"] = m["t"];
+                return send_text(pong);
+            }
+            if (type == "keyframe") return encoder_->request_keyframe();
+            if (type != "pointer" && type != "wheel" && type != "key" && type != "text")
+                return bad_message("unknown message type '" + type.substr(0, 32) + "'");
+            if (!control_) {
+                ++counters_.input_ignored;
+                if (!told_view_only_) {
+                    told_view_only_ = true;
+                    send_text({{"type", "error"},
+                               {"code", "view_only"},
+                               {"message", "this token can only watch; input is ignored"}});
+                }
+                return;
+            }
+            std::vector<input::Action> actions;
+            if (type == "pointer") {
+                int buttons = m.contains("buttons") ? int_field(m, "buttons") : 0;
+                actions = pointer_.pointer(int_field(m, "x"), int_field(m, "y"),
+                                           static_cast<unsigned>(buttons));
+            } else if (type == "wheel") {
+                actions = pointer_.wheel(int_field(m, "x"), int_field(m, "y"),
+                                         m.contains("dx") ? int_field(m, "dx") : 0,
+                                         m.contains("dy") ? int_field(m, "dy") : 0);
+            } else if (type == "key") {
+                if (!m.contains("down") || !m["down"].is_boolean())
+                    throw std::invalid_argument("'down' must be true or false");
+                std::uint32_t keysym = 0;
+                if (m.contains("keysym")) {
+                    keysym = static_cast<std::uint32_t>(int_field(m, "keysym"));
+                } else if (m.contains("key") && m["key"].is_string()) {
+                    auto resolved = input::keysym_from_name(m["key"].get<std::string>());
+                    if (!resolved)
+                        throw std::invalid_argument(
+                            "unknown key '" + m["key"].get<std::string>().substr(0, 32) + "'");
+                    keysym = *resolved;
+                } else {
+                    throw std::invalid_argument("a key message needs 'keysym' or 'key'");
+                }
+                actions = pointer_.key(keysym, m["down"].get<bool>());
+            } else {
+                if (!m.contains("text") || !m["text"].is_string())
+                    throw std::invalid_argument("'text' must be a string");
+                std::string typed = m["text"];
+                if (typed.size() > input::kMaxTextBytes)
+                    throw std::invalid_argument("'text' is too long");
+                if (!input::decode_utf8(typed))
+                    throw std::invalid_argument("'text' is not valid UTF-8");
+                actions.push_back(input::Type{std::move(typed)});
+            }
+            if (!sandbox_->queue_input(std::move(actions), "viewer"))
+                send_text({{"type", "error"},
+                           {"code", "input_dropped"},
+                           {"message", "the sandbox is not taking input now"}});
+        } catch (const std::invalid_argument& e) {
+            bad_message(type + ": " + e.what());
+        }
+    }
+
+    websocket::stream<beast::tcp_stream> ws_;
+    HttpRequest request_;
+    std::shared_ptr<Sandbox> sandbox_;
+    streaming::StreamSettings settings_;
+    bool control_;
+    ViewerCounters& counters_;
+    PointerInput pointer_;
+
+    std::shared_ptr<streaming::LiveEncoder> encoder_;
+    streaming::LiveEncoder::Subscription subscription_;
+    beast::flat_buffer buffer_;
+    streaming::PacketQueue packets_;
+    std::deque<Text> texts_;
+    Text cursor_shape_, cursor_position_;
+    bool writing_ = false, closing_ = false, closed_ = false, told_view_only_ = false;
+    websocket::close_reason close_reason_;
+    std::uint64_t bad_messages_ = 0;
+};
+
+}  // namespace
+
+void start_viewer_session(HttpExchange& exchange, std::shared_ptr<Sandbox> sandbox,
+                          const streaming::StreamSettings& settings, bool control,
+                          ViewerCounters& counters) {
+    auto session =
+        std::make_shared<ViewerSession>(std::move(*exchange.stream), std::move(exchange.request),
+                                        std::move(sandbox), settings, control, counters);
+    exchange.taken = true;
+    session->start();
+}
+
+}  // namespace deskbox::server

@@ -1,0 +1,105 @@
+// deskbox dashboard: the sandboxes of this server with live thumbnails and links to their
+// viewers. Needs the API key when the server has one (?key= or the form; kept for the tab only).
+"use strict";
+
+(function () {
+  const params = new URLSearchParams(location.search);
+  if (params.get("key")) sessionStorage.setItem("deskbox-key", params.get("key"));
+  let key = sessionStorage.getItem("deskbox-key") || "";
+  const table = document.getElementById("sandboxes");
+  const body = table.querySelector("tbody");
+  const errorEl = document.getElementById("error");
+  const form = document.getElementById("key-form");
+  const rows = new Map();
+
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    key = document.getElementById("key").value;
+    sessionStorage.setItem("deskbox-key", key);
+    refresh();
+  });
+
+  function withKey(url) {
+    return key ? url + (url.includes("?") ? "&" : "?") + "key=" + encodeURIComponent(key) : url;
+  }
+
+  function cell(text) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    return td;
+  }
+
+  async function openViewer(id) {
+    const res = await fetch(withKey("/v1/sandboxes/" + encodeURIComponent(id)));
+    const sandbox = await res.json();
+    if (sandbox.control_token)
+      window.open("/view/" + encodeURIComponent(id) + "?token=" + encodeURIComponent(sandbox.control_token), "_blank");
+  }
+
+  function render(list) {
+    const seen = new Set();
+    for (const s of list) {
+      seen.add(s.id);
+      let row = rows.get(s.id);
+      if (!row) {
+        row = document.createElement("tr");
+        const img = document.createElement("img");
+        img.alt = "screen of " + s.id;
+        const shot = document.createElement("td");
+        shot.appendChild(img);
+        row.appendChild(shot);
+        for (let i = 0; i < 6; i++) row.appendChild(cell(""));
+        const open = document.createElement("a");
+        open.href = "#";
+        open.textContent = "view";
+        open.addEventListener("click", (e) => { e.preventDefault(); openViewer(s.id); });
+        const action = document.createElement("td");
+        action.appendChild(open);
+        row.appendChild(action);
+        body.appendChild(row);
+        rows.set(s.id, row);
+      }
+      const cells = row.children;
+      cells[1].textContent = s.id;
+      cells[2].textContent = s.template;
+      cells[3].textContent = s.runtime;
+      cells[4].textContent = s.state;
+      cells[5].textContent = s.created_at || "";
+      cells[6].textContent = s.expires_at || "";
+      if (s.state === "running")
+        cells[0].firstChild.src = withKey("/v1/sandboxes/" + encodeURIComponent(s.id) +
+                                          "/screenshot?format=jpeg&quality=60&width=240&t=" + Date.now());
+    }
+    for (const [id, row] of rows) {
+      if (!seen.has(id)) {
+        row.remove();
+        rows.delete(id);
+      }
+    }
+    document.getElementById("summary").textContent = list.length + " sandbox" + (list.length === 1 ? "" : "es");
+  }
+
+  async function refresh() {
+    try {
+      const res = await fetch(withKey("/v1/sandboxes"));
+      if (res.status === 401) {
+        form.hidden = false;
+        table.hidden = true;
+        errorEl.hidden = !key;
+        errorEl.textContent = "That API key was refused.";
+        return;
+      }
+      const data = await res.json();
+      form.hidden = true;
+      errorEl.hidden = true;
+      table.hidden = false;
+      render(data.sandboxes || []);
+    } catch (e) {
+      errorEl.hidden = false;
+      errorEl.textContent = "Cannot reach deskboxd: " + e;
+    }
+  }
+
+  refresh();
+  setInterval(refresh, 2000);
+})();

@@ -1,0 +1,483 @@
+// The microVM runtime against real QEMU (TCG), booting the `minimal` template's kernel,
+// initramfs and root image with the real deskbox-agent inside.
+//
+// Needs qemu-system-x86_64 and the image: sudo images/build.py minimal &&
+// sudo images/build_microvm.py minimal. Tests that boot are skipped, saying so, without them.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "common/child_process.hpp"
+#include "common/temp_dir.hpp"
+#include "protocol/channel.hpp"
+#include "protocol/rpc.hpp"
+#include "server/runtime/microvm_runtime.hpp"
+
+namespace deskbox::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const fs::path kSourceDir = DESKBOX_SOURCE_DIR;
+const fs::path kAgentBinary = DESKBOX_AGENT_BINARY;
+// Booting under TCG on a loaded 2-core machine: tens of seconds; this only bounds a hang.
+constexpr auto kBootTimeout = 240s;
+
+std::string trim_line(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+// The minimal template's rootfs if both it and its microVM files are built; else why not.
+struct ImageLookup {
+    fs::path rootfs;
+    std::string missing;
+};
+
+ImageLookup find_minimal_image() {
+    ImageLookup lookup;
+    try {
+        auto qemu = run_process({"qemu-system-x86_64", "--version"}, 30s);
+        if (qemu.status.exit_code != 0) lookup.missing = "qemu-system-x86_64 does not run";
+    } catch (const std::exception&) {
+        lookup.missing = "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)";
+    }
+    if (!lookup.missing.empty()) return lookup;
+    auto printed = run_process(
+        {"python3", (kSourceDir / "images/build.py").string(), "minimal", "--print-path"});
+    lookup.rootfs = trim_line(printed.out);
+    std::error_code ec;
+    if (printed.status.exit_code != 0 || !fs::is_directory(lookup.rootfs, ec)) {
+        lookup.missing = "the minimal template is not built (sudo images/build.py minimal)";
+    } else if (!fs::exists(lookup.rootfs.parent_path() / "microvm/rootfs.ext4", ec)) {
+        lookup.missing =
+            "the minimal template's microVM image is not built (sudo images/build_microvm.py "
+            "minimal)";
+    }
+    return lookup;
+}
+
+const ImageLookup& minimal_image() {
+    static const ImageLookup lookup = find_minimal_image();
+    return lookup;
+}
+
+// Every process whose command line mentions `needle`: no QEMU may outlive its sandbox.
+std::vector<pid_t> processes_mentioning(const std::string& needle) {
+    std::vector<pid_t> found;
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+        std::string name = entry.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+        std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+        if (cmdline.find(needle) == std::string::npos) continue;
+        std::ifstream stat(entry.path() / "stat");
+        std::string line;
+        std::getline(stat, line);
+        auto paren = line.rfind(')');
+        if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z')
+            continue;
+        found.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+    return found;
+}
+
+class MicrovmRuntimeTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        fs::create_directories(agent_.path() / "bin");
+        fs::copy_file(kAgentBinary, agent_.path() / "bin/deskbox-agent");
+        ::chmod(agent_.path().c_str(), 0755);
+        options_.accelerator = Accelerator::tcg;
+    }
+
+    void require_image() {
+        if (!minimal_image().missing.empty()) GTEST_SKIP() << minimal_image().missing;
+    }
+
+    SandboxSpec spec(const std::string& name) {
+        SandboxSpec s;
+        s.id = "mvm-" + std::to_string(::getpid()) + "-" + name;
+        s.template_rootfs = minimal_image().rootfs.empty() ? fs::path("/nonexistent/rootfs")
+                                                           : minimal_image().rootfs;
+        s.agent_dir = agent_.path();
+        s.entry = {"/opt/deskbox/bin/deskbox-agent",
+                   "--init",
+                   "--channel",
+                   kAgentChannelArg,
+                   "--size",
+                   "1024x768",
+                   "--dpi",
+                   "96",
+                   "--wm",
+                   "openbox"};
+        s.width = 1024;
+        s.height = 768;
+        s.limits.memory_mb = 1024;
+        s.limits.cpus = 2;
+        s.hostname = "vm-" + name;
+        s.state_root = state_.path();
+        return s;
+    }
+
+    void expect_nothing_left(MicrovmRuntime& runtime, const SandboxSpec& s) {
+        EXPECT_TRUE(runtime.residue(s.state_root, s.id).empty());
+        EXPECT_FALSE(fs::exists(sandbox_dir(s.state_root, s.id)));
+        EXPECT_TRUE(processes_mentioning(sandbox_dir(s.state_root, s.id).string()).empty())
+            << "a process of the sandbox survived";
+        EXPECT_TRUE(runtime.list_leftovers(s.state_root).empty());
+    }
+
+    TempDir state_{"deskbox-microvm-state"};
+    TempDir agent_{"deskbox-microvm-agent"};
+    MicrovmRuntimeOptions options_;
+};
+
+TEST_F(MicrovmRuntimeTest, BootsMinimalAnswersTheAgentPausesResumesAndLeavesNothing) {
+    require_image();
+    MicrovmRuntime runtime(options_);
+    auto s = spec("boot");
+    auto started = std::chrono::steady_clock::now();
+    auto sandbox = runtime.start_microvm(s);
+    ASSERT_TRUE(sandbox->alive());
+    EXPECT_EQ(sandbox->state(), SandboxState::running);
+
+    UniqueFd fd;
+    try {
+        fd = sandbox->connect_agent(kBootTimeout);
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    auto booted = std::chrono::steady_clock::now();
+    std::printf("[ figures  ] cold boot -> agent connected under TCG: %.1f s\n",
+                std::chrono::duration<double>(booted - started).count());
+
+    int raw = fd.release();
+    auto channel = std::make_unique<protocol::Channel>(raw, raw);
+    json hello = protocol::handshake(*channel, "host");
+    EXPECT_EQ(hello["screen"]["width"], 1024);
+    EXPECT_EQ(hello["screen"]["height"], 768);
+    protocol::RpcClient client(std::move(channel));
+    client.start();
+    EXPECT_NO_THROW(client.call("ping", json::object(), {}, 60s));
+    auto info = client.call("session.info", json::object(), {}, 60s).result;
+    EXPECT_EQ(info["screen"]["width"], 1024);
+    EXPECT_EQ(info["screen"]["height"], 768);
+    EXPECT_EQ(info["dpi"], 96);
+    ASSERT_TRUE(info["display"].is_string());
+    EXPECT_EQ(info["display"].get<std::string>().substr(0, 1), ":");
+
+    // It is a VM of its own: its own kernel, our hostname, the session user, the agent disk
+    // read-only at /opt/deskbox, and the root disk writable (its qcow2 layer).
+    auto run =
+        client
+            .call("exec.run",
+                  {{"cmd",
+                    "uname -r; hostname; id -u; grep ' /opt/deskbox ' /proc/mounts | "
+                    "cut -d' ' -f4 | cut -d, -f1; echo hi > /home/user/probe && cat "
+                    "/home/user/probe; test -c /dev/virtio-ports/deskbox.agent && echo port; "
+                    "ls /sys/class/net; date +%s"},
+                   {"timeout_s", 60}},
+                  {}, 90s)
+            .result;
+    std::ifstream build_json(sandbox->image().dir / "build.json");
+    std::string release = json::parse(build_json)["kernel"]["release"];
+    EXPECT_EQ(run["exit_code"], 0) << run.dump();
+    std::string out = run["stdout"];
+    auto clock_at = out.rfind('\n', out.size() - 2) + 1;
+    // Only loopback without network; the guest clock (RTC at boot, then the host's TSC)
+    // agrees with ours (a broken TSC rate would drift minutes during the boot).
+    EXPECT_EQ(out.substr(0, clock_at), release + "\nvm-boot\n1000\nro\nhi\nport\nlo\n") << out;
+    long long guest_clock = std::stoll(out.substr(clock_at));
+    EXPECT_LT(std::llabs(guest_clock - static_cast<long long>(std::time(nullptr))), 120) << out;
+
+    sandbox->pause();
+    EXPECT_EQ(sandbox->state(), SandboxState::paused);
+    EXPECT_EQ(sandbox->qmp("query-status")["status"], "paused");
+    sandbox->resume();
+    EXPECT_EQ(sandbox->state(), SandboxState::running);
+    EXPECT_EQ(sandbox->qmp("query-status")["status"], "running");
+    EXPECT_NO_THROW(client.call("ping", json::object(), {}, 60s)) << "the guest did not resume";
+
+    // The host goes away and comes back (a restarted server): the agent serves again.
+    client.close();
+    UniqueFd again = sandbox->connect_agent(kBootTimeout);
+    int raw_again = again.release();
+    auto channel_again = std::make_unique<protocol::Channel>(raw_again, raw_again);
+    EXPECT_EQ(protocol::handshake(*channel_again, "host")["screen"]["width"], 1024);
+    protocol::RpcClient second(std::move(channel_again));
+    second.start();
+    EXPECT_NO_THROW(second.call("ping", json::object(), {}, 60s));
+    second.close();
+
+    pid_t qemu = sandbox->qemu_pid();
+    auto agent_socket = sandbox->agent_socket_path();
+    sandbox->kill();
+    EXPECT_FALSE(sandbox->alive());
+    EXPECT_EQ(sandbox->state(), SandboxState::exited);
+    ASSERT_TRUE(sandbox->exit_info().has_value());
+    EXPECT_TRUE(sandbox->exit_info()->requested);
+    EXPECT_NE(::kill(qemu, 0), 0) << "QEMU " << qemu << " still exists";
+    EXPECT_FALSE(fs::exists(agent_socket));
+    EXPECT_NE(sandbox->log_tail().find("deskbox-init: handing over"), std::string::npos);
+    expect_nothing_left(runtime, s);
+    EXPECT_NO_THROW(sandbox->kill()) << "kill is idempotent";
+}
+
+TEST_F(MicrovmRuntimeTest, MissingImageNamesTheBuildCommandAndLeavesNothing) {
+    require_image();
+    TempDir empty("deskbox-microvm-noimage");
+    options_.image_dir = empty.path();
+    MicrovmRuntime runtime(options_);
+    auto s = spec("noimage");
+    try {
+        runtime.start_microvm(s);
+        FAIL() << "started without an image";
+    } catch (const RuntimeError& e) {
+        std::string message = e.what();
+        EXPECT_NE(message.find("sudo images/build_microvm.py minimal"), std::string::npos)
+            << message;
+        EXPECT_NE(message.find("vmlinuz"), std::string::npos) << message;
+    }
+    EXPECT_FALSE(fs::exists(sandbox_dir(s.state_root, s.id)));
+}
+
+TEST_F(MicrovmRuntimeTest, InitFailureGivesTheConsoleTail) {
+    require_image();
+    options_.extra_kernel_args = "deskbox.fail=root";
+    MicrovmRuntime runtime(options_);
+    auto s = spec("initfail");
+    auto sandbox = runtime.start_microvm(s);
+    try {
+        sandbox->connect_agent(kBootTimeout);
+        FAIL() << "connected to an agent whose init failed";
+    } catch (const RuntimeError& e) {
+        std::string message = e.what();
+        EXPECT_NE(message.find("the VM ended before its agent connected"), std::string::npos)
+            << message;
+        EXPECT_NE(message.find("the guest's init failed"), std::string::npos) << message;
+        // The console's own line, not just our summary of it.
+        EXPECT_NE(message.find("--- last lines of the serial console"), std::string::npos)
+            << message;
+        EXPECT_NE(message.find("deskbox-init: FATAL: step 'root' failed on purpose"),
+                  std::string::npos)
+            << message;
+    }
+    EXPECT_FALSE(sandbox->alive());
+    ASSERT_TRUE(sandbox->exit_info().has_value());
+    EXPECT_FALSE(sandbox->exit_info()->requested);
+    sandbox->kill();
+    expect_nothing_left(runtime, s);
+}
+
+TEST_F(MicrovmRuntimeTest, EntryExitCodeComesBackFromTheGuest) {
+    require_image();
+    MicrovmRuntime runtime(options_);
+    auto s = spec("exit3");
+    s.entry = {"/bin/sh", "-c", "echo bye from the entry as $(id -u); exit 3"};
+    auto sandbox = runtime.start_microvm(s);
+    EXPECT_THROW(sandbox->connect_agent(kBootTimeout), RuntimeError);
+    ASSERT_TRUE(sandbox->exit_info().has_value());
+    EXPECT_EQ(sandbox->exit_info()->exit_code, 3) << sandbox->exit_info()->reason;
+    EXPECT_EQ(sandbox->exit_info()->reason, "the entry exited with code 3");
+    EXPECT_NE(sandbox->log_tail().find("bye from the entry as 1000"), std::string::npos)
+        << sandbox->log_tail();
+    sandbox->kill();
+    expect_nothing_left(runtime, s);
+}
+
+TEST_F(MicrovmRuntimeTest, QemuFailingToStartGivesItsStderr) {
+    require_image();
+    // A real QEMU, handed a device that does not exist.
+    TempDir bin("deskbox-microvm-qemu");
+    fs::path wrapper = bin.path() / "qemu";
+    std::ofstream(wrapper) << "#!/bin/sh\nexec qemu-system-x86_64 \"$@\" -device no-such-device\n";
+    fs::permissions(wrapper, fs::perms::owner_all);
+    options_.qemu = wrapper.string();
+    MicrovmRuntime runtime(options_);
+    auto s = spec("badqemu");
+    try {
+        runtime.start_microvm(s);
+        FAIL() << "QEMU started with a bad device";
+    } catch (const RuntimeError& e) {
+        std::string message = e.what();
+        EXPECT_NE(message.find("QEMU failed to start"), std::string::npos) << message;
+        EXPECT_NE(message.find("no-such-device"), std::string::npos) << message;
+    }
+    expect_nothing_left(runtime, s);
+}
+
+TEST_F(MicrovmRuntimeTest, LeftoverQemuOfACrashedServerIsFoundAndRemoved) {
+    require_image();
+    // Orphans of the "crashed server" below become our children, so we can reap them.
+    ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    auto s = spec("leftover");
+    pid_t server = ::fork();
+    ASSERT_GE(server, 0);
+    if (server == 0) {
+        // The crashed server: starts a sandbox and dies without tearing anything down.
+        try {
+            MicrovmRuntime runtime(options_);
+            auto sandbox = runtime.start_microvm(s).release();
+            (void)sandbox;
+            ::_exit(0);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "start failed: %s\n", e.what());
+            ::_exit(1);
+        }
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(server, &status, 0), server);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    MicrovmRuntime runtime(options_);
+    EXPECT_EQ(runtime.list_leftovers(s.state_root), std::vector<std::string>{s.id});
+    auto residue = runtime.residue(s.state_root, s.id);
+    ASSERT_FALSE(residue.empty());
+    EXPECT_NE(residue[0].find("QEMU process"), std::string::npos) << residue[0];
+    ASSERT_EQ(processes_mentioning(sandbox_dir(s.state_root, s.id).string()).size(), 1u);
+    runtime.cleanup_leftover(s.state_root, s.id);
+    expect_nothing_left(runtime, s);
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+TEST_F(MicrovmRuntimeTest, NetworkOnRequestReachesTheHostThroughUserNetworking) {
+    require_image();
+    // A listener on the host's loopback; QEMU's user networking maps 10.0.2.2 to it.
+    UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(listener.get(), 1), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    std::string port = std::to_string(ntohs(addr.sin_port));
+
+    MicrovmRuntime runtime(options_);
+    auto s = spec("net");
+    s.network = true;
+    s.entry = {"/bin/bash", "-c",
+               "ls /sys/class/net | tr '\\n' ' '; echo; cat /etc/resolv.conf; "
+               "echo hello from the guest >/dev/tcp/10.0.2.2/" +
+                   port};
+    auto sandbox = runtime.start_microvm(s);
+    EXPECT_THROW(sandbox->connect_agent(kBootTimeout), RuntimeError);  // the entry just ends
+    ASSERT_TRUE(sandbox->exit_info().has_value());
+    std::string console = sandbox->log_tail(65536);
+    EXPECT_EQ(sandbox->exit_info()->reason, "the entry exited with code 0") << console;
+    EXPECT_NE(console.find("eth0 lo"), std::string::npos) << console;
+    EXPECT_NE(console.find("nameserver 10.0.2.3"), std::string::npos) << console;
+    pollfd p{listener.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the guest never connected";
+    UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(conn);
+    char buffer[64] = {};
+    ssize_t n = ::recv(conn.get(), buffer, sizeof buffer - 1, MSG_WAITALL);
+    EXPECT_EQ(std::string(buffer, n > 0 ? static_cast<std::size_t>(n) : 0),
+              "hello from the guest\n");
+    sandbox->kill();
+    expect_nothing_left(runtime, s);
+}
+
+TEST_F(MicrovmRuntimeTest, KvmStartsOrFailsWithQemusOwnWords) {
+    require_image();
+    if (::access("/dev/kvm", R_OK | W_OK) != 0) GTEST_SKIP() << "/dev/kvm is not usable here";
+    // Only QEMU's side: a guest under a slow nested KVM would take ages to boot. Where KVM
+    // refuses `-cpu host` (this machine's nested KVM cannot set MSR 0x10a), the start must
+    // fail with QEMU's message and leave nothing; `auto` then picks TCG (its probe runs the
+    // same CPU model).
+    options_.accelerator = Accelerator::kvm;
+    MicrovmRuntime runtime(options_);
+    auto s = spec("kvm");
+    std::unique_ptr<MicrovmSandbox> sandbox;
+    try {
+        sandbox = runtime.start_microvm(s);
+    } catch (const RuntimeError& e) {
+        std::string message = e.what();
+        EXPECT_NE(message.find("QEMU failed to start"), std::string::npos) << message;
+        EXPECT_NE(message.find("qemu-system-x86_64: "), std::string::npos) << message;
+        std::printf("[ note     ] KVM refused here: %s\n", message.c_str());
+        expect_nothing_left(runtime, s);
+        return;
+    }
+    EXPECT_EQ(sandbox->accelerator(), Accelerator::kvm);
+    EXPECT_EQ(sandbox->qmp("query-kvm")["enabled"], true);
+    sandbox->pause();
+    EXPECT_EQ(sandbox->qmp("query-status")["status"], "paused");
+    sandbox->kill();
+    expect_nothing_left(runtime, s);
+}
+
+TEST_F(MicrovmRuntimeTest, BadSpecsNameTheField) {
+    MicrovmRuntime runtime(options_);
+    auto s = spec("bad");
+    s.limits.memory_mb = 128;
+    try {
+        runtime.start_microvm(s);
+        FAIL() << "128 MiB accepted";
+    } catch (const SpecError& e) {
+        EXPECT_EQ(e.field(), "limits.memory_mb");
+    }
+    s = spec("bad");
+    s.entry = {"A=B", "x"};
+    try {
+        runtime.start_microvm(s);
+        FAIL() << "entry[0] with '=' accepted";
+    } catch (const SpecError& e) {
+        EXPECT_EQ(e.field(), "entry[0]");
+    }
+    EXPECT_EQ(parse_accelerator("kvm"), Accelerator::kvm);
+    EXPECT_EQ(parse_accelerator("auto"), Accelerator::auto_select);
+    try {
+        parse_accelerator("hvf");
+        FAIL() << "hvf accepted";
+    } catch (const SpecError& e) {
+        EXPECT_EQ(e.field(), "accelerator");
+    }
+    MicrovmRuntimeOptions no_qemu;
+    no_qemu.qemu.clear();
+    EXPECT_THROW(MicrovmRuntime{no_qemu}, SpecError);
+    EXPECT_FALSE(fs::exists(sandbox_dir(s.state_root, s.id)));
+}
+
+TEST_F(MicrovmRuntimeTest, AutoAcceleratorMeasuresOnceAndExplains) {
+    if (!minimal_image().missing.empty() &&
+        minimal_image().missing.find("qemu") != std::string::npos)
+        GTEST_SKIP() << minimal_image().missing;
+    options_.accelerator = Accelerator::auto_select;
+    MicrovmRuntime runtime(options_);
+    auto first = runtime.accelerator();
+    std::printf("[ figures  ] accelerator: %s (%s)\n", to_string(first.accelerator),
+                first.reason.c_str());
+    EXPECT_FALSE(first.reason.empty());
+    EXPECT_NE(first.accelerator, Accelerator::auto_select);
+    if (first.accelerator == Accelerator::kvm) {
+        EXPECT_LE(first.kvm_probe, first.tcg_probe);
+    }
+    if (::access("/dev/kvm", R_OK | W_OK) == 0) {
+        // The probe ran: the TCG guest printed its marker.
+        EXPECT_GT(first.tcg_probe.count(), 0) << first.reason;
+    }
+    auto second = runtime.accelerator();
+    EXPECT_EQ(second.reason, first.reason) << "probed twice";
+    EXPECT_EQ(second.tcg_probe, first.tcg_probe);
+}
+
+}  // namespace
+}  // namespace deskbox::runtime

@@ -1,0 +1,296 @@
+// The web viewer in a real headless Chromium, driven over the DevTools protocol: the page shows
+// the sandbox's desktop, a click in the page with a control token reaches a window in the
+// sandbox, and with a view token it does not. The dashboard lists the sandbox.
+#include <gtest/gtest.h>
+
+#include <boost/beast/core/detail/base64.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <iostream>
+#include <regex>
+
+#include "tests/server/deskboxd_fixture.hpp"
+#include "tests/server/ws_client.hpp"
+
+namespace deskbox {
+namespace {
+
+using namespace test;
+
+bool have_chromium() {
+    return run_process({"sh", "-c", "command -v chromium"}).status.exit_code == 0;
+}
+
+// Headless Chromium with DevTools on a free port, one page; killed with its process group.
+class Browser {
+  public:
+    explicit Browser(const std::string& url) {
+        SpawnOptions o;
+        o.argv = {"chromium",
+                  "--headless=new",
+                  "--no-sandbox",
+                  "--disable-gpu",
+                  "--remote-debugging-port=0",
+                  "--user-data-dir=" + (dir_.path() / "profile").string(),
+                  "--window-size=1024,768",
+                  "--no-first-run",
+                  "--mute-audio",
+                  url};
+        o.pipe_stderr = true;
+        o.new_process_group = true;
+        process_ = ChildProcess::spawn(o);
+        // "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/..."
+        std::string text;
+        char c;
+        std::smatch m;
+        const std::regex listening("DevTools listening on ws://127\\.0\\.0\\.1:(\\d+)/");
+        while (::read(process_.stderr_fd().get(), &c, 1) == 1) {
+            text += c;
+            if (c == '\n' && std::regex_search(text, m, listening)) break;
+        }
+        if (!std::regex_search(text, m, listening))
+            throw std::runtime_error("chromium did not start: " + text);
+        port_ = std::stoi(m[1]);
+    }
+    ~Browser() { process_.terminate(std::chrono::seconds(10)); }
+
+    // The page's DevTools socket (the first "page" target).
+    std::unique_ptr<WsClient> page() {
+        for (int attempt = 0; attempt < 100; ++attempt) {
+            auto list = http_get("/json/list");
+            json targets = json::parse(list, nullptr, false);
+            if (targets.is_array())
+                for (auto& t : targets)
+                    if (t.value("type", "") == "page") {
+                        std::string ws = t["webSocketDebuggerUrl"];
+                        auto path = ws.substr(ws.find("/devtools/"));
+                        return std::make_unique<WsClient>(port_, path);
+                    }
+            std::this_thread::sleep_for(100ms);
+        }
+        return nullptr;
+    }
+
+  private:
+    std::string http_get(const std::string& target) {
+        net::io_context io;
+        beast::tcp_stream stream(io);
+        stream.connect(
+            tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port_)));
+        http::request<http::string_body> req{http::verb::get, target, 11};
+        req.set(http::field::host, "127.0.0.1");
+        http::write(stream, req);
+        beast::flat_buffer buffer;
+        http::response<http::string_body> res;
+        http::read(stream, buffer, res);
+        return res.body();
+    }
+
+    TempDir dir_{"deskbox-chromium"};
+    ChildProcess process_;
+    int port_ = 0;
+};
+
+// DevTools commands over the page socket.
+class DevTools {
+  public:
+    explicit DevTools(WsClient& ws) : ws_(ws) {}
+    json call(const std::string& method, json params = json::object()) {
+        int id = ++next_id_;
+        ws_.send_text(json{{"id", id}, {"method", method}, {"params", params}}.dump());
+        auto reply = ws_.read_until(
+            [&](const WsClient::Message& m) { return m.json().value("id", 0) == id; }, 30s);
+        if (!reply) throw std::runtime_error("no DevTools answer to " + method);
+        json j = reply->json();
+        if (j.contains("error")) throw std::runtime_error(method + ": " + j["error"].dump());
+        return j["result"];
+    }
+    json evaluate(const std::string& expression) {
+        return call("Runtime.evaluate",
+                    {{"expression", expression}, {"returnByValue", true}})["result"]["value"];
+    }
+    void click(double x, double y) {
+        call("Input.dispatchMouseEvent", {{"type", "mouseMoved"}, {"x", x}, {"y", y}});
+        call("Input.dispatchMouseEvent", {{"type", "mousePressed"},
+                                          {"x", x},
+                                          {"y", y},
+                                          {"button", "left"},
+                                          {"buttons", 1},
+                                          {"clickCount", 1}});
+        call("Input.dispatchMouseEvent", {{"type", "mouseReleased"},
+                                          {"x", x},
+                                          {"y", y},
+                                          {"button", "left"},
+                                          {"buttons", 0},
+                                          {"clickCount", 1}});
+    }
+    cv::Mat screenshot() {
+        std::string b64 = call("Page.captureScreenshot", {{"format", "png"}})["data"];
+        std::string bytes(beast::detail::base64::decoded_size(b64.size()), '\0');
+        auto [written, read] = beast::detail::base64::decode(bytes.data(), b64.data(), b64.size());
+        bytes.resize(written);
+        return cv::imdecode(std::vector<uchar>(bytes.begin(), bytes.end()), cv::IMREAD_COLOR);
+    }
+
+  private:
+    WsClient& ws_;
+    int next_id_ = 0;
+};
+
+struct CanvasRect {
+    double left = 0, top = 0, width = 0, height = 0;
+};
+
+CanvasRect canvas_rect(DevTools& dt) {
+    json r = dt.evaluate(
+        "(() => { const r = document.getElementById('screen').getBoundingClientRect();"
+        " return {left: r.left, top: r.top, width: r.width, height: r.height}; })()");
+    return {r["left"], r["top"], r["width"], r["height"]};
+}
+
+class ViewerBrowserTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (!template_built())
+            GTEST_SKIP() << "template 'minimal' not built: run images/build.py minimal";
+        if (!have_chromium()) GTEST_SKIP() << "chromium is not installed";
+        server_ = std::make_unique<Server>();
+        auto a =
+            server_->post("/v1/sandboxes", {{"template", "minimal"}, {"resolution", {800, 600}}});
+        ASSERT_EQ(a.status, 201u) << a.body;
+        sandbox_ = a.js();
+        id_ = sandbox_["id"];
+        // A window that records clicks: xterm with mouse reporting on, its input copied to a file.
+        start(*server_, id_,
+              "xterm -T clickcatcher -geometry 30x6+420+330 -e sh -c "
+              "'stty raw -echo; printf \"\\033[?1000h\"; exec cat -v > /tmp/clicks'");
+        ASSERT_TRUE(eventually([&] { return find_window("clickcatcher").is_object(); }))
+            << server_->get("/v1/sandboxes/" + id_ + "/windows").body
+            << run(*server_, id_, "ps -ef");
+    }
+
+    json find_window(const std::string& title) {
+        json windows =
+            server_->get("/v1/sandboxes/" + id_ + "/windows").js();  // kept alive for the loop
+        for (auto& w : windows["windows"])
+            if (w.value("title", "") == title) return w;
+        return nullptr;
+    }
+
+    struct Viewer {
+        std::unique_ptr<Browser> browser;
+        std::unique_ptr<WsClient> page;
+        std::unique_ptr<DevTools> dt;
+    };
+
+    // Opens the viewer with `token`, waits for a drawn frame, clicks the catcher's centre.
+    Viewer open_and_click(const std::string& token) {
+        Viewer v;
+        std::string url = "http://127.0.0.1:" + std::to_string(server_->port()) + "/view/" + id_ +
+                          "?token=" + token + "&control=1&codec=jpeg";
+        v.browser = std::make_unique<Browser>(url);
+        v.page = v.browser->page();
+        if (!v.page || !v.page->connected()) {
+            ADD_FAILURE() << "no DevTools page";
+            return v;
+        }
+        v.dt = std::make_unique<DevTools>(*v.page);
+        DevTools& dt = *v.dt;
+        EXPECT_TRUE(eventually(
+            [&] {
+                json drawn =
+                    dt.evaluate("window.deskboxViewer ? window.deskboxViewer.framesDrawn : 0");
+                return drawn.is_number() && drawn.get<int>() > 0;
+            },
+            60s))
+            << dt.evaluate("JSON.stringify(window.deskboxViewer)").dump();
+        json w = find_window("clickcatcher");
+        CanvasRect r = canvas_rect(dt);
+        double sx = r.width / 800.0, sy = r.height / 600.0;
+        double cx = w["x"].get<int>() + w["width"].get<int>() / 2.0;
+        double cy = w["y"].get<int>() + w["height"].get<int>() / 2.0;
+        dt.click(r.left + cx * sx, r.top + cy * sy);
+        return v;
+    }
+
+    std::unique_ptr<Server> server_;
+    json sandbox_;
+    std::string id_;
+};
+
+TEST_F(ViewerBrowserTest, ThePageShowsTheDesktopAndAControlClickReachesTheSandbox) {
+    Viewer viewer = open_and_click(sandbox_["control_token"]);
+    ASSERT_TRUE(viewer.dt);
+    DevTools* dt = viewer.dt.get();
+    EXPECT_TRUE(eventually([&] {
+        return run(*server_, id_, "cat /tmp/clicks").find("^[[M") != std::string::npos;
+    })) << "the click did not reach the xterm; viewer: "
+        << dt->evaluate("JSON.stringify(window.deskboxViewer)").dump();
+
+    // What the page shows in its canvas is the sandbox's screen.
+    CanvasRect r = canvas_rect(*dt);
+    cv::Mat page_shot = dt->screenshot();
+    ASSERT_FALSE(page_shot.empty());
+    cv::Rect roi(static_cast<int>(r.left + 0.5), static_cast<int>(r.top + 0.5),
+                 static_cast<int>(r.width), static_cast<int>(r.height));
+    roi &= cv::Rect(0, 0, page_shot.cols, page_shot.rows);
+    cv::Mat shown;
+    cv::resize(page_shot(roi), shown, cv::Size(800, 600), 0, 0, cv::INTER_AREA);
+    auto shot = server_->get("/v1/sandboxes/" + id_ + "/screenshot?format=png");
+    cv::Mat truth =
+        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+    EXPECT_GT(cv::PSNR(shown, truth), 18.0) << "the page does not show the sandbox's screen";
+    EXPECT_EQ(dt->evaluate("window.deskboxViewer.control"), true);
+}
+
+TEST_F(ViewerBrowserTest, AViewTokenPageCannotClick) {
+    Viewer viewer = open_and_click(sandbox_["view_token"]);
+    ASSERT_TRUE(viewer.dt);
+    DevTools* dt = viewer.dt.get();
+    EXPECT_EQ(dt->evaluate("window.deskboxViewer.control"), false);
+    EXPECT_EQ(dt->evaluate("document.getElementById('control').disabled"), true);
+    std::this_thread::sleep_for(2s);  // give a wrongly forwarded click time to arrive
+    EXPECT_EQ(run(*server_, id_, "cat /tmp/clicks"), "");
+}
+
+// Left to choose, the page takes H.264 through WebCodecs where the browser can decode it (else
+// JPEG), and either way it draws frames.
+TEST_F(ViewerBrowserTest, TheDefaultCodecDrawsFrames) {
+    std::string url = "http://127.0.0.1:" + std::to_string(server_->port()) + "/view/" + id_ +
+                      "?token=" + sandbox_["view_token"].get<std::string>();
+    Browser browser(url);
+    auto socket = browser.page();
+    ASSERT_TRUE(socket && socket->connected());
+    DevTools dt(*socket);
+    EXPECT_TRUE(eventually(
+        [&] {
+            json drawn = dt.evaluate("window.deskboxViewer ? window.deskboxViewer.framesDrawn : 0");
+            return drawn.is_number() && drawn.get<int>() > 0;
+        },
+        60s))
+        << dt.evaluate("JSON.stringify(window.deskboxViewer)").dump();
+    std::cout << "viewer state: " << dt.evaluate("JSON.stringify(window.deskboxViewer)").dump()
+              << "\n";
+}
+
+TEST_F(ViewerBrowserTest, TheDashboardListsTheSandbox) {
+    auto page = server_->get("/");
+    EXPECT_EQ(page.status, 200u);
+    EXPECT_NE(page.body.find("dashboard.js"), std::string::npos);
+    std::string url = "http://127.0.0.1:" + std::to_string(server_->port()) + "/";
+    Browser browser(url);
+    auto socket = browser.page();
+    ASSERT_TRUE(socket && socket->connected());
+    DevTools dt(*socket);
+    EXPECT_TRUE(eventually(
+        [&] {
+            json text = dt.evaluate("document.getElementById('sandboxes').innerText");
+            return text.is_string() && text.get<std::string>().find(id_) != std::string::npos;
+        },
+        30s));
+}
+
+}  // namespace
+}  // namespace deskbox

@@ -1,0 +1,62 @@
+// A real deskboxd child process on a free loopback port, for tests and benchmarks: started
+// with a state dir, its stderr in a log file, the port read from its "listening" line.
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/child_process.hpp"
+
+namespace deskbox::test {
+
+class DeskboxdProcess {
+  public:
+    // Throws std::runtime_error with deskboxd's first line and log if it did not start.
+    DeskboxdProcess(const std::string& binary, const std::filesystem::path& state_dir,
+                    const std::filesystem::path& log_file, const std::vector<std::string>& extra = {})
+        : log_file_(log_file) {
+        SpawnOptions o;
+        o.argv = {binary, "--listen", "127.0.0.1:0", "--state-dir", state_dir.string()};
+        o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+        o.pipe_stdout = true;
+        o.stderr_file = log_file.string();
+        process_ = ChildProcess::spawn(o);
+        std::string line;
+        char c;
+        while (::read(process_.stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
+        auto colon = line.rfind(':');
+        if (line.find("listening") == std::string::npos || colon == std::string::npos)
+            throw std::runtime_error("deskboxd did not start: " + line + "\n" + log());
+        port_ = std::stoi(line.substr(colon + 1));
+    }
+    ~DeskboxdProcess() { process_.terminate(std::chrono::seconds(20)); }
+    DeskboxdProcess(const DeskboxdProcess&) = delete;
+    DeskboxdProcess& operator=(const DeskboxdProcess&) = delete;
+
+    int port() const { return port_; }
+    pid_t pid() const { return process_.pid(); }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+    std::string log() const {
+        std::ifstream in(log_file_);
+        return std::string((std::istreambuf_iterator<char>(in)), {});
+    }
+    // A crash: no chance to clean up.
+    void kill_hard() {
+        ::kill(process_.pid(), SIGKILL);
+        process_.wait();
+    }
+
+  private:
+    std::filesystem::path log_file_;
+    ChildProcess process_;
+    int port_ = 0;
+};
+
+}  // namespace deskbox::test
