@@ -7,7 +7,7 @@ scripts/setup.sh
 # content hash. Downloading and unpacking packages is mostly I/O, so it runs beside the compile.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-(images/build.py minimal && images/build.py desktop) >"$log" 2>&1 &
+(images/build.py minimal && images/build_microvm.py minimal && images/build.py desktop) >"$log" 2>&1 &
 templates=$!
 scripts/build.sh build
 if ! wait "$templates"; then

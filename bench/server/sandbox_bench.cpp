@@ -7,7 +7,8 @@
 //     the commands API (what the Anthropic demo's shell tool does);
 //   - memory of an idle `minimal` and `desktop` sandbox (cgroup), and how many fit in RAM.
 //
-//   sandbox_bench [--creates N] [--shots N] [--clicks N] [--no-desktop]
+//   sandbox_bench [--creates N] [--shots N] [--clicks N] [--no-desktop] [--runtime
+//   container|microvm]
 // Needs root, runc and the templates built (images/build.py minimal desktop).
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -26,8 +27,8 @@
 #include "common/parse_integer.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
-#include "tests/support/deskboxd_process.hpp"
 #include "server/runtime/container_runtime.hpp"
+#include "tests/support/deskboxd_process.hpp"
 
 namespace {
 
@@ -49,7 +50,8 @@ class Daemon {
 
   private:
     TempDir dir_{"deskbox-bench"};
-    test::DeskboxdProcess process_{DESKBOXD_PATH, dir_.path() / "state", dir_.path() / "deskboxd.log"};
+    test::DeskboxdProcess process_{DESKBOXD_PATH, dir_.path() / "state",
+                                   dir_.path() / "deskboxd.log"};
 };
 
 void print_row(const char* what, const std::vector<double>& ours, const char* alt_name,
@@ -95,6 +97,7 @@ struct Args {
     int shots = 100;
     int clicks = 200;
     bool desktop = true;
+    std::string runtime = "container";
 };
 
 Args parse_args(int argc, char** argv) {
@@ -116,17 +119,21 @@ Args parse_args(int argc, char** argv) {
             number(a.clicks);
         else if (flag == "--no-desktop")
             a.desktop = false;
+        else if (flag == "--runtime" && i + 1 < argc)
+            a.runtime = argv[++i];
         else
             throw std::invalid_argument("unknown flag " + flag);
     }
     return a;
 }
 
+std::string g_runtime = "container";
+
 void bench_create(client::ApiClient& api, int runs) {
     std::vector<double> create, first_shot, kill;
     for (int i = 0; i < runs; ++i) {
         auto t0 = Clock::now();
-        json sb = api.post_json("/v1/sandboxes", {{"template", "minimal"}});
+        json sb = api.post_json("/v1/sandboxes", {{"template", "minimal"}, {"runtime", g_runtime}});
         create.push_back(ms_since(t0));
         std::string base = "/v1/sandboxes/" + sb["id"].get<std::string>();
         api.get_bytes(base + "/screenshot?format=png");
@@ -142,12 +149,12 @@ void bench_create(client::ApiClient& api, int runs) {
 
 // Fills the screen with detail (text in terminals), then leaves it still.
 void make_screen_busy(client::ApiClient& api, const std::string& base) {
-    api.post_json(base + "/commands",
-                  {{"cmd",
-                    "xterm -geometry 160x58+0+0 -e 'ls -la /usr/bin /usr/lib; sleep 1d' & "
-                    "xterm -geometry 80x30+640+300 -fa Monospace -fs 11 -e "
-                    "'ls -la /usr/share; sleep 1d' &"},
-                   {"background", true}});
+    // One background command per window: a background command's process group ends with it.
+    for (const char* cmd :
+         {"xterm -geometry 160x58+0+0 -e sh -c 'ls -la /usr/bin /usr/lib; sleep 1d'",
+          "xterm -geometry 80x30+640+300 -fa Monospace -fs 11 -e sh -c 'ls -la /usr/share; sleep "
+          "1d'"})
+        api.post_json(base + "/commands", {{"cmd", cmd}, {"background", true}});
     std::this_thread::sleep_for(std::chrono::seconds(3));
 }
 
@@ -195,7 +202,7 @@ void bench_clicks(client::ApiClient& api, const std::string& base, int runs) {
 
 void bench_memory(client::ApiClient& api, const Daemon& daemon, const std::string& template_name) {
     auto rss_before = process_rss_bytes(daemon.pid());
-    json sb = api.post_json("/v1/sandboxes", {{"template", template_name}});
+    json sb = api.post_json("/v1/sandboxes", {{"template", template_name}, {"runtime", g_runtime}});
     std::string id = sb["id"];
     // Let the session settle (desktop: panel, daemons) before calling it idle.
     std::this_thread::sleep_for(std::chrono::seconds(template_name == "desktop" ? 30 : 10));
@@ -221,6 +228,7 @@ void bench_memory(client::ApiClient& api, const Daemon& daemon, const std::strin
 
 int main(int argc, char** argv) try {
     Args args = parse_args(argc, argv);
+    g_runtime = args.runtime;
     Daemon daemon;
     client::ClientOptions options;
     options.server = daemon.url();
@@ -228,8 +236,9 @@ int main(int argc, char** argv) try {
 
     bench_create(api, args.creates);
 
-    json sb =
-        api.post_json("/v1/sandboxes", {{"template", "minimal"}, {"resolution", {1280, 800}}});
+    json sb = api.post_json(
+        "/v1/sandboxes",
+        {{"template", "minimal"}, {"runtime", g_runtime}, {"resolution", {1280, 800}}});
     std::string base = "/v1/sandboxes/" + sb["id"].get<std::string>();
     make_screen_busy(api, base);
     bench_screenshots(api, base, args.shots);

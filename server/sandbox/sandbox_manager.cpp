@@ -7,6 +7,7 @@
 
 #include "common/child_process.hpp"
 #include "server/runtime/container_runtime.hpp"
+#include "server/runtime/microvm_runtime.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -48,6 +49,7 @@ SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(opti
     runtime_options.cgroup_parent =
         runtime::ContainerRuntime::cgroup_parent_for(options_.state_dir);
     container_runtime_ = std::make_unique<runtime::ContainerRuntime>(runtime_options);
+    microvm_runtime_ = std::make_unique<runtime::MicrovmRuntime>();
     reaper_ = std::thread([this] { reaper_loop(); });
 }
 
@@ -68,23 +70,22 @@ SandboxManager::~SandboxManager() {
 
 std::vector<std::string> SandboxManager::clean_leftovers() {
     std::vector<std::string> cleaned;
-    for (const auto& id : container_runtime_->list_leftovers(options_.state_dir)) {
-        try {
-            container_runtime_->cleanup_leftover(options_.state_dir, id);
-            cleaned.push_back(id);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "deskboxd: could not clean leftover %s: %s\n", id.c_str(),
-                         e.what());
+    for (auto* runtime : {container_runtime_.get(), microvm_runtime_.get()})
+        for (const auto& id : runtime->list_leftovers(options_.state_dir)) {
+            try {
+                runtime->cleanup_leftover(options_.state_dir, id);
+                cleaned.push_back(id);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "deskboxd: could not clean leftover %s: %s\n", id.c_str(),
+                             e.what());
+            }
         }
-    }
     return cleaned;
 }
 
 runtime::Runtime& SandboxManager::runtime_for(const std::string& name) {
     if (name == "container") return *container_runtime_;
-    if (name == "microvm")
-        throw ApiError(400, "runtime_unavailable",
-                       "runtime 'microvm' is not available on this server", "runtime");
+    if (name == "microvm") return *microvm_runtime_;
     throw bad_request("runtime", "unknown runtime '" + name + "' (container, microvm)");
 }
 
@@ -250,6 +251,13 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
     SandboxConfig config = parse_create(request, definition);
     runtime::Runtime& runtime = runtime_for(config.runtime_name);
     auto rootfs = template_rootfs(config.template_name);
+    if (config.runtime_name == "microvm") {
+        try {
+            static_cast<runtime::MicrovmRuntime&>(runtime).image_for(rootfs);
+        } catch (const runtime::RuntimeError& e) {
+            throw ApiError(409, "template_not_built", e.what(), "template");
+        }
+    }
     config.id = "sb-" + random_token(6);
     {
         std::lock_guard lock(mutex_);
@@ -282,10 +290,11 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
     if (definition.contains("env"))
         for (auto& [k, v] : definition["env"].items()) spec.env[k] = v;
     for (auto& [k, v] : config.env) spec.env[k] = v;
+    const bool microvm = config.runtime_name == "microvm";
     spec.entry = {"/opt/deskbox/bin/deskbox-agent",
                   "--init",
                   "--channel",
-                  "unix-listen:/run/deskbox/agent.sock",
+                  microvm ? runtime::kAgentChannelArg : "unix-listen:/run/deskbox/agent.sock",
                   "--size",
                   std::to_string(config.width) + "x" + std::to_string(config.height),
                   "--dpi",
@@ -310,7 +319,10 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
     auto sandbox =
         std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
     sandbox->audit("create", request);
-    sandbox->boot(runtime, spec, options_.agent_timeout);
+    // A microVM boots a kernel and the desktop under emulation where KVM is not usable.
+    sandbox->boot(runtime, spec,
+                  microvm ? std::max(options_.agent_timeout, std::chrono::milliseconds(180000))
+                          : options_.agent_timeout);
     if (request.contains("record") && request["record"] != false)
         sandbox->start_recording(request["record"].is_object() ? request["record"]
                                                                : nlohmann::json::object());

@@ -65,6 +65,7 @@ class SandboxManager {
     ManagerOptions options_;
     std::filesystem::path agent_dir_;
     std::unique_ptr<runtime::Runtime> container_runtime_;
+    std::unique_ptr<runtime::Runtime> microvm_runtime_;
 
     mutable std::mutex mutex_;
     std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
