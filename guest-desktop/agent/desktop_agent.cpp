@@ -46,7 +46,9 @@ protocol::RpcServer::Handler translated(Fn fn) {
     };
 }
 
-Reply json_reply(nlohmann::json result) { return Reply{std::move(result), {}}; }
+Reply json_reply(nlohmann::json result) {
+    return Reply{std::move(result), {}};
+}
 
 int int_param(const nlohmann::json& params, const char* name, int fallback, int min, int max) {
     if (!params.contains(name)) return fallback;
@@ -55,10 +57,10 @@ int int_param(const nlohmann::json& params, const char* name, int fallback, int 
         throw RpcError("bad_request", std::string(name) + ": expected an integer", name);
     auto value = v.get<long long>();
     if (value < min || value > max)
-        throw RpcError("bad_request",
-                       std::string(name) + ": must be in " + std::to_string(min) + ".." +
-                           std::to_string(max),
-                       name);
+        throw RpcError(
+            "bad_request",
+            std::string(name) + ": must be in " + std::to_string(min) + ".." + std::to_string(max),
+            name);
     return static_cast<int>(value);
 }
 
@@ -176,12 +178,26 @@ void DesktopAgent::run(ChannelEndpoint& endpoint) {
         std::lock_guard lock(current_mutex_);
         endpoint_ = &endpoint;
     }
+    // A virtio-serial port with no host attached "closes" every 100 ms: say a repeated reason
+    // once, then at most every 10 s with a count, so the console keeps its boot lines.
+    std::string last_reason;
+    int repeats = 0;
+    Clock::time_point last_logged{};
     while (!shutting_down_) {
         auto channel = endpoint.next();
         if (!channel) break;
         auto started = Clock::now();
         std::string reason = serve(std::move(channel));
-        std::fprintf(stderr, "deskbox-agent: connection closed: %s\n", reason.c_str());
+        if (reason != last_reason || Clock::now() - last_logged > std::chrono::seconds(10)) {
+            if (repeats > 0)
+                std::fprintf(stderr, "deskbox-agent: (%d more closed the same way)\n", repeats);
+            std::fprintf(stderr, "deskbox-agent: connection closed: %s\n", reason.c_str());
+            last_reason = reason;
+            last_logged = Clock::now();
+            repeats = 0;
+        } else {
+            ++repeats;
+        }
         if (options_.once) break;
         // A character device reads EOF while no host is attached; don't spin on it.
         if (Clock::now() - started < std::chrono::milliseconds(200))
@@ -307,8 +323,8 @@ void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::Captu
                     break;
                 }
                 if (Clock::now() >= deadline) break;
-                auto nap = std::min<Clock::duration>(
-                    std::chrono::milliseconds(settle_ms) - quiet, deadline - Clock::now());
+                auto nap = std::min<Clock::duration>(std::chrono::milliseconds(settle_ms) - quiet,
+                                                     deadline - Clock::now());
                 std::this_thread::sleep_for(nap);
                 seq = capture.sync();
             }
@@ -333,8 +349,9 @@ void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::Captu
     server.handle("exec.run", translated([this](const Request& r) {
                       return json_reply(exec_->run(r.params, r.body));
                   }));
-    server.handle("exec.kill",
-                  translated([this](const Request& r) { return json_reply(exec_->kill(r.params)); }));
+    server.handle("exec.kill", translated([this](const Request& r) {
+                      return json_reply(exec_->kill(r.params));
+                  }));
     server.handle("exec.stdin", translated([this](const Request& r) {
                       return json_reply(exec_->write_stdin(r.params, r.body));
                   }));

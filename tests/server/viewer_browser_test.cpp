@@ -275,6 +275,62 @@ TEST_F(ViewerBrowserTest, TheDefaultCodecDrawsFrames) {
               << "\n";
 }
 
+// noVNC (the Debian package's vnc_lite.html, served from its own origin) connects through
+// deskboxd's RFB-over-WebSocket endpoint with the sandbox's token and VNC password.
+TEST_F(ViewerBrowserTest, NoVncConnectsThroughDeskboxd) {
+    if (!std::filesystem::exists("/usr/share/novnc/vnc_lite.html"))
+        GTEST_SKIP() << "novnc is not installed";
+    SpawnOptions o;
+    o.argv = {"python3", "-u",        "-m",          "http.server",     "0",
+              "--bind",  "127.0.0.1", "--directory", "/usr/share/novnc"};
+    o.pipe_stdout = true;
+    o.stderr_to_null = true;
+    ChildProcess files = ChildProcess::spawn(o);
+    std::string line;
+    char c;
+    while (::read(files.stdout_fd().get(), &c, 1) == 1 && c != '\n') line += c;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, std::regex("port (\\d+)"))) << line;
+    json vnc = server_->get("/v1/sandboxes/" + id_).js()["vnc"];
+    std::string path =
+        "v1/sandboxes/" + id_ + "/vnc?token=" + sandbox_["control_token"].get<std::string>();
+    std::string encoded;
+    for (unsigned char ch : path) {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", ch);
+        encoded += std::isalnum(ch) ? std::string(1, static_cast<char>(ch)) : std::string(hex);
+    }
+    std::string url = "http://127.0.0.1:" + std::string(m[1]) +
+                      "/vnc_lite.html?host=127.0.0.1&port=" + std::to_string(server_->port()) +
+                      "&path=" + encoded + "&password=" + vnc["password"].get<std::string>();
+    Browser browser(url);
+    auto socket = browser.page();
+    ASSERT_TRUE(socket && socket->connected());
+    DevTools dt(*socket);
+    EXPECT_TRUE(eventually(
+        [&] {
+            json status = dt.evaluate("document.getElementById('status').textContent");
+            return status.is_string() &&
+                   status.get<std::string>().rfind("Connected to deskbox", 0) == 0;
+        },
+        60s))
+        << dt.evaluate("document.getElementById('status').textContent").dump();
+    // The canvas shows the desktop: not one flat colour.
+    const std::string count_colours =
+        "(() => { const c = document.querySelector('#screen canvas'); const d = c.getContext('2d')"
+        ".getImageData(0, 0, c.width, c.height).data; const seen = new Set();"
+        " for (let i = 0; i < d.length; i += 4 * 97) seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]);"
+        " return seen.size; })()";
+    json distinct;
+    EXPECT_TRUE(eventually(
+        [&] {
+            distinct = dt.evaluate(count_colours);
+            return distinct.is_number() && distinct.get<int>() > 3;
+        },
+        30s))
+        << distinct.dump();
+}
+
 TEST_F(ViewerBrowserTest, TheDashboardListsTheSandbox) {
     auto page = server_->get("/");
     EXPECT_EQ(page.status, 200u);
