@@ -273,6 +273,22 @@ TEST_F(ViewerBrowserTest, TheDefaultCodecDrawsFrames) {
         << dt.evaluate("JSON.stringify(window.deskboxViewer)").dump();
     std::cout << "viewer state: " << dt.evaluate("JSON.stringify(window.deskboxViewer)").dump()
               << "\n";
+    // What the canvas shows is the sandbox's screen, whichever codec drew it.
+    std::this_thread::sleep_for(1s);  // the decoder's output lands a moment after the packet
+    CanvasRect r = canvas_rect(dt);
+    cv::Mat page_shot = dt.screenshot();
+    ASSERT_FALSE(page_shot.empty());
+    cv::imwrite(::testing::TempDir() + "deskbox_viewer_page.png", page_shot);
+    cv::Rect roi(static_cast<int>(r.left + 0.5), static_cast<int>(r.top + 0.5),
+                 static_cast<int>(r.width), static_cast<int>(r.height));
+    roi &= cv::Rect(0, 0, page_shot.cols, page_shot.rows);
+    ASSERT_GT(roi.area(), 0);
+    cv::Mat shown;
+    cv::resize(page_shot(roi), shown, cv::Size(800, 600), 0, 0, cv::INTER_AREA);
+    auto shot = server_->get("/v1/sandboxes/" + id_ + "/screenshot?format=png");
+    cv::Mat truth =
+        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+    EXPECT_GT(cv::PSNR(shown, truth), 18.0) << "the page does not show the sandbox's screen";
 }
 
 // noVNC (the Debian package's vnc_lite.html, served from its own origin) connects through
