@@ -11,9 +11,9 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/support/processes.hpp"
 #include "common/temp_dir.hpp"
 #include "guest-desktop/services/exec_service.hpp"
+#include "tests/support/processes.hpp"
 
 namespace deskbox::services {
 namespace {
@@ -151,14 +151,17 @@ TEST(Exec, TimeoutKillsTheCommandAndItsGrandchildren) {
     EXPECT_FALSE(process_alive(grandchild));
 }
 
-TEST(Exec, CommandExitingLeavesItsDaemonsRunningButReturns) {
+TEST(Exec, CommandExitingReturnsThoughADaemonHoldsItsOutput) {
     ExecService exec;
-    // The backgrounded sleep keeps stdout open; run must still return when sh exits.
+    // The backgrounded sleep keeps stdout open; run must still return when sh exits, not wait
+    // for the pipe's EOF (or the timeout). What the command left in its process group ends
+    // with it (ChildProcess kills the group), so only the return is asserted here.
     json r = exec.run({{"cmd", "sleep 30 & echo $!"}, {"timeout_s", 20}});
     EXPECT_EQ(r["exit_code"], 0);
     EXPECT_EQ(r["timed_out"], false);
+    EXPECT_LT(r["duration_ms"].get<int>(), 15000);
     pid_t daemon = std::stoi(r["stdout"].get<std::string>());
-    EXPECT_TRUE(process_alive(daemon));
+    EXPECT_GT(daemon, 0);
     ::kill(daemon, SIGKILL);
 }
 
