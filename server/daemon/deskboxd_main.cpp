@@ -28,16 +28,21 @@ int main(int argc, char** argv) {
     try {
         SandboxManager manager(config.manager);
         auto cleaned = manager.clean_leftovers();
-        for (auto& id : cleaned) std::fprintf(stderr, "deskboxd: removed leftover sandbox %s\n", id.c_str());
+        for (auto& id : cleaned)
+            std::fprintf(stderr, "deskboxd: removed leftover sandbox %s\n", id.c_str());
         ApiRouter router(manager, config.api);
-        HttpServer http(config.http, [&router](HttpExchange& exchange) { return router.handle(exchange); });
+        HttpServer http(config.http,
+                        [&router](HttpExchange& exchange) { return router.handle(exchange); });
         http.start();
         // One parseable line: tests and scripts read the port from it.
-        std::printf("deskboxd listening on http://%s:%u\n", config.http.address.c_str(), http.port());
+        std::printf("deskboxd listening on http://%s:%u\n", config.http.address.c_str(),
+                    http.port());
         std::fflush(stdout);
         int sig = 0;
         sigwait(&signals, &sig);
         std::fprintf(stderr, "deskboxd: signal %d, stopping\n", sig);
+        // Live encoders post to viewer sockets' executors: stop them before those go away.
+        for (const auto& sandbox : manager.list()) sandbox->streams().stop_all();
         http.stop();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "deskboxd: %s\n", e.what());

@@ -300,12 +300,17 @@ LiveEncoder::LiveEncoder(const FrameMirror& mirror, StreamSettings settings)
 }
 
 LiveEncoder::~LiveEncoder() {
+    stop();
+}
+
+void LiveEncoder::stop() {
     {
         std::lock_guard lock(mutex_);
         stopping_ = true;
     }
     wake_.notify_all();
-    thread_.join();
+    std::lock_guard joining(join_mutex_);
+    if (thread_.joinable()) thread_.join();
 }
 
 LiveEncoder::Subscription LiveEncoder::subscribe(StreamCallbacks callbacks) {
@@ -498,6 +503,16 @@ std::shared_ptr<LiveEncoder> StreamHub::encoder(const StreamSettings& settings) 
     auto created = std::make_shared<LiveEncoder>(mirror_, settings);
     encoders_[settings] = created;
     return created;
+}
+
+void StreamHub::stop_all() {
+    std::vector<std::shared_ptr<LiveEncoder>> live;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto& [settings, weak] : encoders_)
+            if (auto e = weak.lock()) live.push_back(std::move(e));
+    }
+    for (auto& e : live) e->stop();
 }
 
 std::size_t StreamHub::active_encoders() const {

@@ -113,6 +113,9 @@ class LiveEncoder {
     // current cursor shape and position follow.
     [[nodiscard]] Subscription subscribe(StreamCallbacks callbacks);
     void request_keyframe();
+    // Ends the encoder thread now (idempotent); no callback runs after it returns. For a server
+    // shutting down while viewers are still attached (their sockets' executors are going away).
+    void stop();
 
     const StreamSettings& settings() const { return settings_; }
     std::size_t subscribers() const;
@@ -149,6 +152,7 @@ class LiveEncoder {
     std::atomic<bool> keyframe_requested_{true};
     std::atomic<std::uint64_t> frames_encoded_{0};
     std::shared_ptr<const std::string> last_cursor_shape_, last_cursor_position_;
+    std::mutex join_mutex_;  // stop() may be called from several threads
     std::thread thread_;
 };
 
@@ -176,6 +180,8 @@ class StreamHub {
     explicit StreamHub(const FrameMirror& mirror) : mirror_(mirror) {}
     std::shared_ptr<LiveEncoder> encoder(const StreamSettings& settings);
     std::size_t active_encoders() const;
+    // Stops every live encoder (see LiveEncoder::stop).
+    void stop_all();
 
   private:
     const FrameMirror& mirror_;

@@ -318,5 +318,20 @@ TEST_F(LiveStreamTest, AnUnsubscribedViewerGetsNothingMore) {
     EXPECT_EQ(viewer.packets(0).size(), before);
 }
 
+TEST_F(LiveStreamTest, AStoppedEncoderCallsNobodyAnyMore) {
+    StreamHub hub(mirror_);
+    auto encoder = hub.encoder({StreamCodec::jpeg, 0, 0, 60, 70});
+    Collector viewer;
+    auto subscription = encoder->subscribe(viewer.callbacks());
+    viewer.packets(1);
+    hub.stop_all();
+    std::size_t before = viewer.packets(0).size();
+    paint(0, 0, 20, 20, 9, 9, 9);
+    mirror_.set_cursor_position(3, 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(viewer.packets(0).size(), before);
+    encoder->stop();  // idempotent; the destructor after it too
+}
+
 }  // namespace
 }  // namespace deskbox::streaming
