@@ -22,13 +22,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench/support/bench_deskboxd.hpp"
 #include "bench/support/percentiles.hpp"
 #include "common/child_process.hpp"
 #include "common/parse_integer.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
 #include "server/runtime/container_runtime.hpp"
-#include "tests/support/deskboxd_process.hpp"
 
 namespace {
 
@@ -40,19 +40,7 @@ double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// deskboxd on a free loopback port with a state dir of its own; stopped on destruction.
-class Daemon {
-  public:
-    std::string url() const { return process_.url(); }
-    int port() const { return process_.port(); }
-    std::filesystem::path state() const { return dir_.path() / "state"; }
-    pid_t pid() const { return process_.pid(); }
-
-  private:
-    TempDir dir_{"deskbox-bench"};
-    test::DeskboxdProcess process_{DESKBOXD_PATH, dir_.path() / "state",
-                                   dir_.path() / "deskboxd.log"};
-};
+using bench::Daemon;
 
 void print_row(const char* what, const std::vector<double>& ours, const char* alt_name,
                const std::vector<double>& alt) {

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/support/bench_deskboxd.hpp"
 #include "bench/support/percentiles.hpp"
 #include "common/child_process.hpp"
 #include "common/parse_integer.hpp"
@@ -36,7 +37,6 @@
 #include "server/client/api_client.hpp"
 #include "server/runtime/cgroups.hpp"
 #include "server/runtime/container_runtime.hpp"
-#include "tests/support/deskboxd_process.hpp"
 
 namespace {
 
@@ -71,19 +71,7 @@ double cpu_seconds(const std::vector<pid_t>& pids) {
     return sum;
 }
 
-// deskboxd on a free loopback port with a state dir of its own; stopped on destruction.
-class Daemon {
-  public:
-    std::string url() const { return process_.url(); }
-    int port() const { return process_.port(); }
-    std::filesystem::path state() const { return dir_.path() / "state"; }
-    pid_t pid() const { return process_.pid(); }
-
-  private:
-    TempDir dir_{"deskbox-bench"};
-    test::DeskboxdProcess process_{DESKBOXD_PATH, dir_.path() / "state",
-                                   dir_.path() / "deskboxd.log"};
-};
+using bench::Daemon;
 
 // ---- a WebSocket viewer counting packets on its own thread ----
 class Viewer {
@@ -276,8 +264,9 @@ int main(int argc, char** argv) try {
             std::this_thread::sleep_for(std::chrono::seconds(seconds));
         });
         double fps = static_cast<double>(viewer.packets() - start) / seconds;
-        std::printf("  ws %-5s 1 viewer        %5.1f packets/s  CPU %5.1f %% (+%.1f over baseline)\n",
-                    codec, fps, cpu, cpu - idle_cpu);
+        std::printf(
+            "  ws %-5s 1 viewer        %5.1f packets/s  CPU %5.1f %% (+%.1f over baseline)\n",
+            codec, fps, cpu, cpu - idle_cpu);
     }
     {
         std::vector<std::unique_ptr<Viewer>> viewers;

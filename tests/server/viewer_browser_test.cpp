@@ -179,6 +179,25 @@ class ViewerBrowserTest : public ::testing::Test {
         return nullptr;
     }
 
+    // The page's canvas, scaled back to the 800x600 screen, against the API's screenshot.
+    // The page is also saved to the test temp dir for a person to look at.
+    double canvas_psnr(DevTools& dt) {
+        CanvasRect r = canvas_rect(dt);
+        cv::Mat page_shot = dt.screenshot();
+        if (page_shot.empty()) return 0;
+        cv::imwrite(::testing::TempDir() + "deskbox_viewer_page.png", page_shot);
+        cv::Rect roi(static_cast<int>(r.left + 0.5), static_cast<int>(r.top + 0.5),
+                     static_cast<int>(r.width), static_cast<int>(r.height));
+        roi &= cv::Rect(0, 0, page_shot.cols, page_shot.rows);
+        if (roi.area() <= 0) return 0;
+        cv::Mat shown;
+        cv::resize(page_shot(roi), shown, cv::Size(800, 600), 0, 0, cv::INTER_AREA);
+        auto shot = server_->get("/v1/sandboxes/" + id_ + "/screenshot?format=png");
+        cv::Mat truth =
+            cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+        return cv::PSNR(shown, truth);
+    }
+
     struct Viewer {
         std::unique_ptr<Browser> browser;
         std::unique_ptr<WsClient> page;
@@ -230,18 +249,7 @@ TEST_F(ViewerBrowserTest, ThePageShowsTheDesktopAndAControlClickReachesTheSandbo
         << dt->evaluate("JSON.stringify(window.deskboxViewer)").dump();
 
     // What the page shows in its canvas is the sandbox's screen.
-    CanvasRect r = canvas_rect(*dt);
-    cv::Mat page_shot = dt->screenshot();
-    ASSERT_FALSE(page_shot.empty());
-    cv::Rect roi(static_cast<int>(r.left + 0.5), static_cast<int>(r.top + 0.5),
-                 static_cast<int>(r.width), static_cast<int>(r.height));
-    roi &= cv::Rect(0, 0, page_shot.cols, page_shot.rows);
-    cv::Mat shown;
-    cv::resize(page_shot(roi), shown, cv::Size(800, 600), 0, 0, cv::INTER_AREA);
-    auto shot = server_->get("/v1/sandboxes/" + id_ + "/screenshot?format=png");
-    cv::Mat truth =
-        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
-    EXPECT_GT(cv::PSNR(shown, truth), 18.0) << "the page does not show the sandbox's screen";
+    EXPECT_GT(canvas_psnr(*dt), 18.0) << "the page does not show the sandbox's screen";
     EXPECT_EQ(dt->evaluate("window.deskboxViewer.control"), true);
 }
 
@@ -275,20 +283,7 @@ TEST_F(ViewerBrowserTest, TheDefaultCodecDrawsFrames) {
               << "\n";
     // What the canvas shows is the sandbox's screen, whichever codec drew it.
     std::this_thread::sleep_for(1s);  // the decoder's output lands a moment after the packet
-    CanvasRect r = canvas_rect(dt);
-    cv::Mat page_shot = dt.screenshot();
-    ASSERT_FALSE(page_shot.empty());
-    cv::imwrite(::testing::TempDir() + "deskbox_viewer_page.png", page_shot);
-    cv::Rect roi(static_cast<int>(r.left + 0.5), static_cast<int>(r.top + 0.5),
-                 static_cast<int>(r.width), static_cast<int>(r.height));
-    roi &= cv::Rect(0, 0, page_shot.cols, page_shot.rows);
-    ASSERT_GT(roi.area(), 0);
-    cv::Mat shown;
-    cv::resize(page_shot(roi), shown, cv::Size(800, 600), 0, 0, cv::INTER_AREA);
-    auto shot = server_->get("/v1/sandboxes/" + id_ + "/screenshot?format=png");
-    cv::Mat truth =
-        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
-    EXPECT_GT(cv::PSNR(shown, truth), 18.0) << "the page does not show the sandbox's screen";
+    EXPECT_GT(canvas_psnr(dt), 18.0) << "the page does not show the sandbox's screen";
 }
 
 // noVNC (the Debian package's vnc_lite.html, served from its own origin) connects through

@@ -1,0 +1,26 @@
+// deskboxd for a benchmark: a free loopback port and a state dir of its own, stopped on
+// destruction. DESKBOXD_PATH is defined by the benchmark's target.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "common/temp_dir.hpp"
+#include "tests/support/deskboxd_process.hpp"
+
+namespace deskbox::bench {
+
+class Daemon {
+  public:
+    std::string url() const { return process_.url(); }
+    int port() const { return process_.port(); }
+    std::filesystem::path state() const { return dir_.path() / "state"; }
+    pid_t pid() const { return process_.pid(); }
+
+  private:
+    TempDir dir_{"deskbox-bench"};
+    test::DeskboxdProcess process_{DESKBOXD_PATH, dir_.path() / "state",
+                                   dir_.path() / "deskboxd.log"};
+};
+
+}  // namespace deskbox::bench
