@@ -26,6 +26,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "bench/streaming/busy_screen.hpp"
+#include "bench/support/load_average.hpp"
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
 #include "guest-desktop/xvfb_server.hpp"
@@ -239,12 +240,7 @@ void bench_size(int width, int height, int iterations, int scrot_runs) {
 }
 
 // The 1-minute load average: figures taken on a busy machine are slower, not wrong.
-std::string load_average() {
-    std::ifstream in("/proc/loadavg");
-    std::string first;
-    in >> first;
-    return first.empty() ? "?" : first;
-}
+using deskbox::bench::load_average;
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include <opencv2/core.hpp>
 
 #include "bench/streaming/busy_screen.hpp"
+#include "bench/support/load_average.hpp"
 #include "streaming/frame_mirror.hpp"
 
 namespace {
@@ -183,12 +184,7 @@ void bench(int width, int height, int readers, std::chrono::milliseconds duratio
 }
 
 // The 1-minute load average: figures taken on a busy machine are slower, not wrong.
-std::string load_average() {
-    std::ifstream in("/proc/loadavg");
-    std::string first;
-    in >> first;
-    return first.empty() ? "?" : first;
-}
+using deskbox::bench::load_average;
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include <opencv2/core.hpp>
 
 #include "bench/streaming/busy_screen.hpp"
+#include "bench/support/load_average.hpp"
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
 #include "streaming/video/h264_encoder.hpp"
@@ -198,12 +199,7 @@ Result run_ffmpeg(MovingWindow& source, int frames, const std::vector<std::strin
     return r;
 }
 
-std::string load_average() {
-    std::ifstream in("/proc/loadavg");
-    std::string first;
-    in >> first;
-    return first.empty() ? "?" : first;
-}
+using deskbox::bench::load_average;
 
 }  // namespace
 
