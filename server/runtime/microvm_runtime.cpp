@@ -484,7 +484,8 @@ MicrovmPaths::MicrovmPaths(const fs::path& state_root, const std::string& id)
       qmp_socket(dir / "qmp.sock"),
       console_log(dir / "console.log"),
       qemu_log(dir / "qemu.log"),
-      pid_file(dir / "qemu.pid") {}
+      pid_file(dir / "qemu.pid"),
+      memory(dir / "memory") {}
 
 // ------------------------------------------------------------------ shared runtime state
 
@@ -701,16 +702,20 @@ void MicrovmSandbox::launch() {
         throw RuntimeError("qemu-img create " + paths_.disk.string() +
                            " failed: " + trim(created.err + created.out));
 
-    std::optional<fs::path> agent_image;
     if (!spec_.agent_dir.empty())
-        agent_image = shared_->agent_image(spec_.state_root, spec_.agent_dir);
+        agent_image_ = shared_->agent_image(spec_.state_root, spec_.agent_dir);
     write_file_atomic(paths_.config, guest_config(spec_), 0600);
-    std::uint64_t tsc_khz = accelerator_ == Accelerator::tcg ? shared_->tsc_khz_cached() : 0;
+    tsc_khz_ = accelerator_ == Accelerator::tcg ? shared_->tsc_khz_cached() : 0;
+    spawn_qemu_locked(-1);
+}
 
+void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
+    const auto& options = shared_->options;
     UniqueFd agent_listener = listen_unix(paths_.agent_socket);
     UniqueFd qmp_listener = listen_unix(paths_.qmp_socket);
-    command_ = build_qemu_command(options, spec_, paths_, image_, agent_image, accelerator_,
-                                  tsc_khz, agent_listener.get(), qmp_listener.get());
+    command_ = build_qemu_command(options, spec_, paths_, image_, agent_image_, accelerator_,
+                                  tsc_khz_, agent_listener.get(), qmp_listener.get());
+    if (incoming_fd >= 0) command_.insert(command_.end(), {"-incoming", "defer"});
 
     SpawnOptions spawn;
     spawn.argv = command_;
@@ -718,6 +723,7 @@ void MicrovmSandbox::launch() {
     spawn.stderr_file = paths_.qemu_log.string();
     spawn.new_process_group = true;  // our own signals to the server never reach it
     spawn.keep_fds = {agent_listener.get(), qmp_listener.get()};
+    if (incoming_fd >= 0) spawn.keep_fds.push_back(incoming_fd);
     try {
         qemu_ = ChildProcess::spawn(spawn);
     } catch (const std::system_error& e) {
@@ -769,7 +775,7 @@ std::string MicrovmSandbox::failure_detail() {
 }
 
 bool MicrovmSandbox::alive_locked() {
-    if (exit_ || torn_down_) return false;
+    if (exit_ || torn_down_ || snapshotted_) return false;
     if (qemu_.pid() > 0 && qemu_.running()) return true;
     record_exit_locked();
     return false;
@@ -824,6 +830,7 @@ bool MicrovmSandbox::alive() {
 
 SandboxState MicrovmSandbox::state() {
     std::lock_guard lock(mutex_);
+    if (snapshotted_ && !torn_down_) return SandboxState::paused;
     if (!alive_locked()) return SandboxState::exited;
     return paused_ ? SandboxState::paused : SandboxState::running;
 }
@@ -862,6 +869,7 @@ UniqueFd MicrovmSandbox::connect_agent(std::chrono::milliseconds timeout) {
     auto dead_reason = [this]() -> std::optional<std::string> {
         std::lock_guard lock(mutex_);
         if (alive_locked()) return std::nullopt;
+        if (snapshotted_) return std::string("it is saved to a snapshot (restore it first)");
         return exit_ ? exit_->reason : std::string("not running");
     };
     auto fail = [&](const std::string& what) -> RuntimeError {
@@ -968,10 +976,183 @@ void MicrovmSandbox::resume() {
     paused_ = false;
 }
 
+namespace {
+
+// What QEMU wrote to its log from `offset` on (this run's words, not an earlier run's).
+std::string log_since(const fs::path& log, std::uintmax_t offset) {
+    std::ifstream in(log, std::ios::binary);
+    if (!in) return {};
+    in.seekg(static_cast<std::streamoff>(offset));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text.size() > 2048) text = text.substr(text.size() - 2048);
+    return trim(text);
+}
+
+std::uintmax_t file_size_or_zero(const fs::path& file) {
+    std::error_code ec;
+    auto size = fs::file_size(file, ec);
+    return ec ? 0 : size;
+}
+
+// The name under which the snapshot's fd is handed to QEMU (getfd).
+constexpr const char* kSnapshotFdName = "deskbox-snapshot";
+
+}  // namespace
+
+bool MicrovmSandbox::snapshotted() {
+    std::lock_guard lock(mutex_);
+    return snapshotted_ && !torn_down_;
+}
+
+std::uint64_t MicrovmSandbox::snapshot() {
+    std::lock_guard lock(mutex_);
+    const std::string what = "cannot snapshot sandbox " + spec_.id + ": ";
+    if (snapshotted_) throw RuntimeError(what + "it is already saved to a snapshot");
+    if (!alive_locked())
+        throw RuntimeError(what + "it is not running (" + (exit_ ? exit_->reason : "") + ")");
+    const auto& options = shared_->options;
+    fs::path temp = paths_.memory;
+    temp += ".tmp";
+    UniqueFd file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!file)
+        throw RuntimeError(what + "cannot create " + temp.string() + ": " + std::strerror(errno));
+    bool was_paused = paused_;
+    // A failed save leaves the VM as it was and no partial memory file.
+    auto fail = [&](const std::string& reason) -> RuntimeError {
+        std::error_code ec;
+        fs::remove(temp, ec);
+        if (!was_paused && alive_locked()) {
+            try {
+                qmp_.execute("cont");
+                paused_ = false;
+            } catch (const std::exception&) {
+                paused_ = true;
+            }
+        }
+        return RuntimeError(what + reason);
+    };
+    try {
+        if (!paused_) {
+            qmp_.execute("stop");
+            paused_ = true;
+        }
+        // A local file: the default cap (meant for links shared with running guests) only
+        // slows the save down.
+        qmp_.execute("migrate-set-parameters", {{"max-bandwidth", std::int64_t{1} << 36}});
+        qmp_.execute_with_fd("getfd", {{"fdname", kSnapshotFdName}}, file.get());
+        qmp_.execute("migrate", {{"uri", std::string("fd:") + kSnapshotFdName}});
+    } catch (const RuntimeError& e) {
+        throw fail(e.what());
+    }
+    file.reset();  // QEMU writes through its own copy
+    auto deadline = Clock::now() + options.snapshot_timeout;
+    while (true) {
+        json info;
+        try {
+            info = qmp_.execute("query-migrate");
+        } catch (const RuntimeError& e) {
+            throw fail(e.what());
+        }
+        std::string status = info.value("status", "");
+        if (status == "completed") break;
+        if (status == "failed" || status == "cancelled")
+            throw fail("QEMU's migration " + status + ": " +
+                       info.value("error-desc", "no reason given"));
+        if (Clock::now() >= deadline) {
+            try {
+                qmp_.execute("migrate_cancel");
+            } catch (const std::exception&) {
+            }
+            throw fail("the save did not complete within " +
+                       std::to_string(options.snapshot_timeout.count()) + " ms (status " + status +
+                       ", " + std::to_string(file_size_or_zero(temp)) + " bytes written)");
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    // quit closes disk.qcow2 cleanly: the snapshot is memory + this disk layer.
+    try {
+        qmp_.execute("quit", json::object(), 2s);
+    } catch (const std::exception&) {
+        // QEMU may close the socket before answering; the wait below tells.
+    }
+    if (!qemu_.wait(options.stop_timeout)) {
+        qemu_.signal(SIGKILL);
+        qemu_.wait();
+    }
+    qmp_.close();
+    snapshotted_ = true;
+    paused_ = false;
+    std::error_code ec;
+    fs::rename(temp, paths_.memory, ec);
+    if (ec) throw RuntimeError(what + "rename " + temp.string() + ": " + ec.message());
+    for (const auto& path : {paths_.agent_socket, paths_.qmp_socket, paths_.pid_file})
+        fs::remove(path, ec);
+    return file_size_or_zero(paths_.memory);
+}
+
+void MicrovmSandbox::restore_from_snapshot() {
+    std::lock_guard lock(mutex_);
+    const std::string what =
+        "cannot restore sandbox " + spec_.id + " from " + paths_.memory.string() + ": ";
+    if (torn_down_) throw RuntimeError(what + "the sandbox was killed");
+    if (!snapshotted_) throw RuntimeError(what + "it is not saved to a snapshot");
+    UniqueFd memory(::open(paths_.memory.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!memory) throw RuntimeError(what + "cannot open it: " + std::strerror(errno));
+    const auto& options = shared_->options;
+    auto log_offset = file_size_or_zero(paths_.qemu_log);
+    auto qemu_said = [&]() -> std::string {
+        std::string said = log_since(paths_.qemu_log, log_offset);
+        return said.empty() ? std::string() : " (QEMU: " + said + ")";
+    };
+    auto stop_qemu = [&] {
+        if (qemu_.pid() > 0 && qemu_.running()) {
+            qemu_.signal(SIGKILL);
+            qemu_.wait();
+        }
+        qmp_.close();
+        std::error_code ec;
+        for (const auto& path : {paths_.agent_socket, paths_.qmp_socket, paths_.pid_file})
+            fs::remove(path, ec);
+    };
+    try {
+        spawn_qemu_locked(memory.get());
+        qmp_.execute("migrate-incoming", {{"uri", "fd:" + std::to_string(memory.get())}});
+        memory.reset();
+        auto deadline = Clock::now() + options.snapshot_timeout;
+        // QEMU 7.2 exits when a load fails (newer ones report `failed` first).
+        while (true) {
+            std::string status = qmp_.execute("query-migrate").value("status", "");
+            if (status == "completed") break;
+            if (status == "failed") throw RuntimeError("QEMU could not load it");
+            if (Clock::now() >= deadline)
+                throw RuntimeError("the load did not complete within " +
+                                   std::to_string(options.snapshot_timeout.count()) + " ms");
+            std::this_thread::sleep_for(20ms);
+        }
+        // Saved stopped, so it arrives paused.
+        if (qmp_.execute("query-status").value("status", "") != "running") qmp_.execute("cont");
+        std::string status = qmp_.execute("query-status").value("status", "");
+        if (status != "running") throw RuntimeError("the VM is " + status + " after cont");
+    } catch (const RuntimeError& e) {
+        // Let a QEMU that is exiting finish writing why.
+        if (qemu_.pid() > 0) qemu_.wait(1000ms);
+        bool exited = qemu_.pid() > 0 && !qemu_.running();
+        std::string said = qemu_said();
+        stop_qemu();
+        throw RuntimeError(what + (exited ? "QEMU refused it and exited; " : "") + e.what() + said);
+    }
+    snapshotted_ = false;
+    paused_ = false;
+    // The disk moves on from here; the old memory no longer matches it.
+    std::error_code ec;
+    fs::remove(paths_.memory, ec);
+}
+
 void MicrovmSandbox::do_kill(const KillOptions& options) {
     std::lock_guard lock(mutex_);
     if (torn_down_) return;
     const auto& runtime_options = shared_->options;
+    if (snapshotted_ && !exit_) kill_requested_ = true;
     if (qemu_.pid() > 0 && qemu_.running()) {
         if (!exit_) kill_requested_ = true;
         // quit lets QEMU close its files cleanly (a kept disk.qcow2 stays consistent);

@@ -17,6 +17,7 @@
 //   console.log    the serial console (kernel, init, and the entry's stdout/stderr)
 //   qemu.log       QEMU's own stdout/stderr
 //   qemu.pid       QEMU's pid, for leftover cleanup after a server crash
+//   memory         a snapshot's RAM and device state (only while the sandbox is snapshotted)
 // The agent comes from spec.agent_dir as a read-only ext4 image shared by all sandboxes of
 // a state root: <state_root>/microvm/agent-<content hash>.img, made when its content changes.
 //
@@ -24,13 +25,13 @@
 // deskbox-config), not by order. Inside, /opt/deskbox is the agent disk, /dev/virtio-ports/
 // deskbox.agent the channel (kAgentChannelArg is the agent's --channel for it).
 //
-// Snapshots (not implemented yet) fit this layout: after QMP `stop`, `getfd` hands QEMU an
-// fd of <dir>/memory over the QMP socket (SCM_RIGHTS) and `migrate fd:NAME` writes RAM and
-// device state into it (exec: would be refused by -sandbox spawn=deny), next to disk.qcow2;
-// a restore starts the same command line plus `-incoming defer` and runs
-// `migrate-incoming fd:N` on a passed-in fd of that file. The command line is built by one function
-// (build_qemu_command) so a restore can reuse it exactly, and every path it names lives in the
-// sandbox dir or the image dir.
+// Snapshots: after QMP `stop`, `getfd` hands QEMU an fd of <dir>/memory.tmp over the QMP
+// socket (SCM_RIGHTS) and `migrate fd:NAME` writes RAM and device state into it (exec: would
+// be refused by -sandbox spawn=deny); once `query-migrate` says completed, QEMU quits (which
+// flushes disk.qcow2) and memory.tmp becomes memory. A restore runs the same command line
+// (build_qemu_command, with new socket fds) plus `-incoming defer`, passes the memory file
+// as an inherited fd, runs `migrate-incoming fd:N`, then `cont`. The memory file is removed
+// once the restored VM runs: disk.qcow2 moves on, and restoring it again would not match.
 #pragma once
 
 #include <chrono>
@@ -69,6 +70,8 @@ struct MicrovmRuntimeOptions {
     // QEMU started and answering QMP. The guest's boot is bounded by connect_agent's timeout.
     std::chrono::milliseconds start_timeout{30000};
     std::chrono::milliseconds stop_timeout{10000};
+    // Bounds a snapshot's save and a restore's load (a 1 GiB guest is mostly zero pages).
+    std::chrono::milliseconds snapshot_timeout{120000};
     // Appended to the kernel command line (debugging: "deskbox.debug=1"; tests).
     std::string extra_kernel_args;
 };
@@ -77,7 +80,7 @@ struct MicrovmRuntimeOptions {
 struct MicrovmPaths {
     explicit MicrovmPaths(const std::filesystem::path& state_root, const std::string& id);
     std::filesystem::path dir, metadata, disk, config, agent_socket, qmp_socket, console_log,
-        qemu_log, pid_file;
+        qemu_log, pid_file, memory;
 };
 
 // The boot files of one template.
@@ -107,6 +110,19 @@ class MicrovmSandbox : public SandboxInstance {
     UniqueFd connect_agent(std::chrono::milliseconds timeout) override;
     void pause() override;   // QMP stop: vCPUs halt, memory stays
     void resume() override;  // QMP cont
+
+    // Saves the whole VM (RAM, devices; the disk layer is flushed) to <dir>/memory and ends
+    // the QEMU process. Afterwards the sandbox is `paused` with no process: alive() is
+    // false, exit_info() empty, and only restore_from_snapshot() or kill() are valid.
+    // The host's agent connection ends with QEMU. Throws RuntimeError with QEMU's message
+    // (the VM then keeps running, paused if it was). Returns the memory file's size.
+    std::uint64_t snapshot();
+    // Starts QEMU again from <dir>/memory and returns once the VM runs; connect_agent then
+    // reconnects to the agent inside. A missing or corrupted memory file gives a
+    // RuntimeError naming it (with QEMU's words) and leaves no QEMU: the sandbox stays
+    // snapshotted.
+    void restore_from_snapshot();
+    bool snapshotted();
     bool alive() override;
     SandboxState state() override;
     std::optional<ExitInfo> exit_info() override;
@@ -135,6 +151,8 @@ class MicrovmSandbox : public SandboxInstance {
   private:
     friend class MicrovmRuntime;
     void launch();  // files, sockets, QEMU, QMP; throws
+    // Sockets, command line, QEMU, QMP (launch and restore); `incoming_fd` >= 0: restore.
+    void spawn_qemu_locked(int incoming_fd);
     bool alive_locked();
     bool agent_port_connected_locked();  // QEMU has a host connection on agent.sock
     void record_exit_locked();
@@ -151,6 +169,9 @@ class MicrovmSandbox : public SandboxInstance {
     ChildProcess qemu_;
     QmpClient qmp_;
     bool paused_ = false;
+    bool snapshotted_ = false;  // saved to paths_.memory, no QEMU process
+    std::optional<std::filesystem::path> agent_image_;
+    std::uint64_t tsc_khz_ = 0;
     bool kill_requested_ = false;
     bool agent_connected_before_ = false;  // a later connect_agent is a reconnect
     bool torn_down_ = false;

@@ -37,6 +37,17 @@ QmpClient QmpClient::connect(const std::filesystem::path& socket, Clock::time_po
 
 json QmpClient::execute(const std::string& command, const json& arguments,
                         std::chrono::milliseconds timeout) {
+    return send_and_wait(command, arguments, -1, timeout);
+}
+
+json QmpClient::execute_with_fd(const std::string& command, const json& arguments, int fd,
+                                std::chrono::milliseconds timeout) {
+    if (fd < 0) throw RuntimeError("QMP " + command + ": no fd to pass");
+    return send_and_wait(command, arguments, fd, timeout);
+}
+
+json QmpClient::send_and_wait(const std::string& command, const json& arguments, int pass_fd,
+                              std::chrono::milliseconds timeout) {
     if (!fd_) throw RuntimeError("QMP " + command + ": not connected");
     json request = {{"execute", command}};
     if (!arguments.is_null() && !arguments.empty()) request["arguments"] = arguments;
@@ -44,7 +55,25 @@ json QmpClient::execute(const std::string& command, const json& arguments,
     std::size_t sent = 0;
     auto deadline = Clock::now() + timeout;
     while (sent < line.size()) {
-        ssize_t n = ::send(fd_.get(), line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+        ssize_t n;
+        if (pass_fd >= 0 && sent == 0) {
+            // The fd rides on the request's first bytes; QEMU takes it with that read.
+            iovec iov{const_cast<char*>(line.data()), line.size()};
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+            msghdr msg{};
+            msg.msg_iov = &iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control;
+            msg.msg_controllen = sizeof control;
+            cmsghdr* header = CMSG_FIRSTHDR(&msg);
+            header->cmsg_level = SOL_SOCKET;
+            header->cmsg_type = SCM_RIGHTS;
+            header->cmsg_len = CMSG_LEN(sizeof(int));
+            std::memcpy(CMSG_DATA(header), &pass_fd, sizeof(int));
+            n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+        } else {
+            n = ::send(fd_.get(), line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+        }
         if (n > 0) {
             sent += static_cast<std::size_t>(n);
             continue;

@@ -46,6 +46,11 @@ class QmpClient {
     nlohmann::json execute(const std::string& command,
                            const nlohmann::json& arguments = nlohmann::json::object(),
                            std::chrono::milliseconds timeout = std::chrono::seconds(10));
+    // Like execute, with `fd` attached to the request (SCM_RIGHTS), as `getfd` and
+    // `add-fd` expect: QEMU keeps its own copy, the caller still owns `fd`.
+    nlohmann::json execute_with_fd(const std::string& command, const nlohmann::json& arguments,
+                                   int fd,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
     // Events received so far, oldest first; the list is emptied.
     std::vector<nlohmann::json> take_events();
@@ -55,6 +60,8 @@ class QmpClient {
 
   private:
     explicit QmpClient(UniqueFd fd) : fd_(std::move(fd)) {}
+    nlohmann::json send_and_wait(const std::string& command, const nlohmann::json& arguments,
+                                 int pass_fd, std::chrono::milliseconds timeout);
     // The next line that is not an event; events are queued.
     nlohmann::json read_reply(const std::string& what,
                               std::chrono::steady_clock::time_point deadline);

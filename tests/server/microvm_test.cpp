@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -237,6 +238,162 @@ TEST_F(MicrovmRuntimeTest, BootsMinimalAnswersTheAgentPausesResumesAndLeavesNoth
     EXPECT_NE(sandbox->log_tail(1 << 20).find("deskbox-init: handing over"), std::string::npos);
     expect_nothing_left(runtime, s);
     EXPECT_NO_THROW(sandbox->kill()) << "kill is idempotent";
+}
+
+// A host session with the agent: connect (a reconnect if one came before), handshake, ping.
+std::unique_ptr<protocol::RpcClient> agent_session(MicrovmSandbox& sandbox) {
+    UniqueFd fd = sandbox.connect_agent(kBootTimeout);
+    int raw = fd.release();
+    auto channel = std::make_unique<protocol::Channel>(raw, raw);
+    json hello = protocol::handshake(*channel, "host");
+    EXPECT_EQ(hello["screen"]["width"], 1024);
+    auto client = std::make_unique<protocol::RpcClient>(std::move(channel));
+    client->start();
+    client->call("ping", json::object(), {}, 60s);
+    return client;
+}
+
+long read_counter(protocol::RpcClient& client) {
+    auto run =
+        client.call("exec.run", {{"cmd", "cat /tmp/count"}, {"timeout_s", 60}}, {}, 90s).result;
+    EXPECT_EQ(run["exit_code"], 0) << run.dump();
+    std::string out = run["stdout"];
+    return out.empty() ? -1 : std::stol(out);
+}
+
+// Polls the guest's counter until it passes `above` (the guest runs slowly under TCG).
+long counter_above(protocol::RpcClient& client, long above) {
+    long value = read_counter(client);
+    for (int i = 0; i < 100 && value <= above; ++i) {
+        std::this_thread::sleep_for(200ms);
+        value = read_counter(client);
+    }
+    return value;
+}
+
+TEST_F(MicrovmRuntimeTest, SnapshotSavesTheWholeVmAndRestoreContinuesIt) {
+    require_image();
+    MicrovmRuntime runtime(options_);
+    auto s = spec("snap");
+    auto sandbox = runtime.start_microvm(s);
+    std::unique_ptr<protocol::RpcClient> client;
+    try {
+        client = agent_session(*sandbox);
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    auto started = client
+                       ->call("exec.run",
+                              {{"cmd",
+                                "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; "
+                                "done"},
+                               {"background", true}},
+                              {}, 90s)
+                       .result;
+    ASSERT_TRUE(started["pid"].is_number()) << started.dump();
+    long before = counter_above(*client, 2);
+    ASSERT_GT(before, 2) << "the counter does not count";
+    client->close();
+
+    auto save_started = std::chrono::steady_clock::now();
+    std::uint64_t memory_size = 0;
+    try {
+        memory_size = sandbox->snapshot();
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    auto saved = std::chrono::steady_clock::now();
+    const fs::path memory = sandbox->paths().memory;
+    const std::string dir = sandbox_dir(s.state_root, s.id).string();
+    EXPECT_TRUE(sandbox->snapshotted());
+    EXPECT_EQ(sandbox->state(), SandboxState::paused);
+    EXPECT_FALSE(sandbox->alive());
+    EXPECT_FALSE(sandbox->exit_info().has_value());
+    EXPECT_TRUE(processes_mentioning(dir).empty()) << "QEMU still runs after the snapshot";
+    ASSERT_TRUE(fs::exists(memory));
+    EXPECT_EQ(fs::file_size(memory), memory_size);
+    EXPECT_TRUE(fs::exists(sandbox->paths().disk));
+    EXPECT_THROW(sandbox->snapshot(), RuntimeError);
+    EXPECT_THROW(sandbox->pause(), RuntimeError);
+
+    auto restore_started = std::chrono::steady_clock::now();
+    try {
+        sandbox->restore_from_snapshot();
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    auto restored = std::chrono::steady_clock::now();
+    EXPECT_TRUE(sandbox->alive());
+    EXPECT_EQ(sandbox->state(), SandboxState::running);
+    EXPECT_EQ(sandbox->qmp("query-status")["status"], "running");
+    EXPECT_FALSE(fs::exists(memory)) << "a used snapshot no longer matches the disk";
+    std::unique_ptr<protocol::RpcClient> again;
+    try {
+        again = agent_session(*sandbox);
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    auto reconnected = std::chrono::steady_clock::now();
+    long after = read_counter(*again);
+    EXPECT_GE(after, before) << "the counter started over: the guest was not restored";
+    long later = counter_above(*again, after);
+    EXPECT_GT(later, after) << "the counter stopped after the restore";
+    std::printf(
+        "[ figures  ] snapshot of a %llu MiB guest under TCG: save %.2f s, memory file %.1f MiB; "
+        "restore %.2f s, + agent reconnect %.2f s; counter %ld at save, %ld after\n",
+        static_cast<unsigned long long>(s.limits.memory_mb),
+        std::chrono::duration<double>(saved - save_started).count(),
+        static_cast<double>(memory_size) / (1 << 20),
+        std::chrono::duration<double>(restored - restore_started).count(),
+        std::chrono::duration<double>(reconnected - restored).count(), before, after);
+    again->close();
+    sandbox->kill();
+    expect_nothing_left(runtime, s);
+}
+
+TEST_F(MicrovmRuntimeTest, TruncatedOrMissingSnapshotIsRefusedAndLeavesNoQemu) {
+    require_image();
+    MicrovmRuntime runtime(options_);
+    auto s = spec("badsnap");
+    auto sandbox = runtime.start_microvm(s);
+    EXPECT_THROW(sandbox->restore_from_snapshot(), RuntimeError) << "nothing to restore yet";
+    // Saved before the guest got far: enough to test the refusal, and quicker.
+    std::uint64_t size = 0;
+    try {
+        size = sandbox->snapshot();
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    const fs::path memory = sandbox->paths().memory;
+    const std::string dir = sandbox_dir(s.state_root, s.id).string();
+    ASSERT_GT(size, 4096u);
+    fs::resize_file(memory, size / 2);
+    try {
+        sandbox->restore_from_snapshot();
+        FAIL() << "a truncated snapshot was restored";
+    } catch (const RuntimeError& e) {
+        std::string message = e.what();
+        std::printf("[ refused  ] %s\n", message.c_str());
+        EXPECT_NE(message.find(memory.string()), std::string::npos) << message;
+        EXPECT_NE(message.find("QEMU"), std::string::npos) << message;
+    }
+    EXPECT_TRUE(processes_mentioning(dir).empty()) << "a refused restore left QEMU running";
+    EXPECT_TRUE(runtime.residue(s.state_root, s.id) ==
+                std::vector<std::string>{"directory " + dir});
+    EXPECT_TRUE(sandbox->snapshotted());
+
+    fs::remove(memory);
+    try {
+        sandbox->restore_from_snapshot();
+        FAIL() << "a missing snapshot was restored";
+    } catch (const RuntimeError& e) {
+        EXPECT_NE(std::string(e.what()).find(memory.string()), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(processes_mentioning(dir).empty());
+    sandbox->kill();
+    ASSERT_TRUE(sandbox->exit_info().has_value());
+    EXPECT_TRUE(sandbox->exit_info()->requested);
+    expect_nothing_left(runtime, s);
 }
 
 TEST_F(MicrovmRuntimeTest, MissingImageNamesTheBuildCommandAndLeavesNothing) {
