@@ -150,6 +150,12 @@ void FrameMirror::reset(int width, int height, std::optional<std::uint64_t> seq)
     notify();
 }
 
+void FrameMirror::restart_seq() {
+    std::lock_guard writer(write_mutex_);
+    std::lock_guard lock(mutex_);
+    seq_ = 0;
+}
+
 void FrameMirror::apply_damage(std::uint64_t seq, int x, int y, int width, int height,
                                std::span<const std::uint8_t> bgrx) {
     {

@@ -87,6 +87,9 @@ class FrameMirror {
     // A new screen size: the frame becomes black. `seq` restarts the damage sequence (pass 0
     // for a new agent connection); nullopt keeps it (a resize within one session).
     void reset(int width, int height, std::optional<std::uint64_t> seq = std::nullopt);
+    // A new agent session on the same screen (a VM restored from a snapshot): its seq may
+    // start over; the pixels stay until its first full frame replaces them.
+    void restart_seq();
     // Copies a damage event's pixels (BGRX, rows tightly packed) into the frame. Throws
     // ParameterError (frame unchanged) if the rect leaves the screen, the body has the wrong
     // size, seq went backwards or there is no screen yet: it comes from an untrusted guest.

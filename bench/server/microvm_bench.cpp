@@ -3,7 +3,9 @@
 // floor any microVM boot on this machine pays), measured in the same run:
 //   QEMU up (QMP answers) -> init hands over to the agent -> agent's desktop ready ->
 //   agent connected (its hello) -> first full frame on the host (screen.full answered);
-// plus the accelerator auto-probe and the PSS of the idle QEMU process.
+// plus the accelerator auto-probe and the PSS of the idle QEMU process. Then the fast path:
+// a template snapshot made once, copies restored from it to their first full frame, and a
+// sandbox's own snapshot saved and restored (1 GiB guest).
 //
 //   microvm_bench [--runs N] [--accel auto|tcg|kvm] [--template minimal|desktop]
 // Needs qemu-system-x86_64 and the image: sudo images/build.py minimal &&
@@ -109,10 +111,10 @@ struct Boot {
     std::uint64_t pss_idle_kib = 0;
 };
 
-Boot boot_once(MicrovmRuntime& runtime, const fs::path& rootfs, const fs::path& agent_dir,
-               const fs::path& state, int run) {
+SandboxSpec bench_spec(const fs::path& rootfs, const fs::path& agent_dir, const fs::path& state,
+                       const std::string& id) {
     SandboxSpec spec;
-    spec.id = "bench-" + std::to_string(run);
+    spec.id = id;
     spec.template_rootfs = rootfs;
     spec.agent_dir = agent_dir;
     // The session as the template defines it (what deskboxd would start).
@@ -136,6 +138,63 @@ Boot boot_once(MicrovmRuntime& runtime, const fs::path& rootfs, const fs::path& 
     spec.limits.memory_mb = 1024;
     spec.limits.cpus = 2;
     spec.state_root = state;
+    return spec;
+}
+
+// Host session with the agent until its first full frame has arrived.
+std::unique_ptr<protocol::RpcClient> first_frame(MicrovmSandbox& sandbox) {
+    UniqueFd fd = sandbox.connect_agent(std::chrono::minutes(5));
+    int raw = fd.release();
+    auto channel = std::make_unique<protocol::Channel>(raw, raw);
+    protocol::handshake(*channel, "host");
+    auto client = std::make_unique<protocol::RpcClient>(std::move(channel));
+    client->start();
+    client->call("screen.full", json::object(), {}, std::chrono::minutes(1));
+    return client;
+}
+
+struct Restore {
+    double make = 0, restore = 0, frame = 0, save = 0, resave_restore = 0;
+    std::uint64_t pss_idle_kib = 0, memory_bytes = 0;
+};
+
+// Template snapshot: made once (boot + save); then copies restored from it, each to its
+// first full frame; and a sandbox's own snapshot saved and restored.
+std::vector<Restore> restore_runs(MicrovmRuntime& runtime, const SandboxSpec& base, int runs) {
+    std::vector<Restore> out;
+    auto t_make = Clock::now();
+    fs::path dir = runtime.ensure_template_snapshot(
+        base, [](MicrovmSandbox& vm) { first_frame(vm)->close(); });
+    double make = seconds(Clock::now() - t_make);
+    for (int run = 0; run < runs; ++run) {
+        Restore r;
+        r.make = make;
+        SandboxSpec spec = base;
+        spec.id = "bench-copy-" + std::to_string(run);
+        auto t0 = Clock::now();
+        auto sandbox = runtime.start_from_template(spec, dir);
+        r.restore = seconds(Clock::now() - t0);
+        auto client = first_frame(*sandbox);
+        r.frame = seconds(Clock::now() - t0);
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        r.pss_idle_kib = pss_kib(sandbox->qemu_pid());
+        client->close();
+        auto t_save = Clock::now();
+        r.memory_bytes = sandbox->snapshot();
+        r.save = seconds(Clock::now() - t_save);
+        auto t_restore = Clock::now();
+        sandbox->restore_from_snapshot();
+        r.resave_restore = seconds(Clock::now() - t_restore);
+        sandbox->kill();
+        out.push_back(r);
+    }
+    runtime.remove_template_snapshots(base.state_root);
+    return out;
+}
+
+Boot boot_once(MicrovmRuntime& runtime, const fs::path& rootfs, const fs::path& agent_dir,
+               const fs::path& state, int run) {
+    SandboxSpec spec = bench_spec(rootfs, agent_dir, state, "bench-" + std::to_string(run));
     Boot boot;
     auto t0 = Clock::now();
     auto sandbox = runtime.start_microvm(spec);
@@ -312,5 +371,45 @@ int main(int argc, char** argv) {
     double ram_mib = static_cast<double>(si.totalram) * si.mem_unit / (1 << 20);
     std::printf("  idle QEMU PSS %.0f MiB -> about %.0f such sandboxes in %.0f GiB of RAM\n",
                 pss / 1024.0, pss ? ram_mib / (pss / 1024.0) : 0, ram_mib / 1024);
+
+    std::vector<Restore> restores;
+    try {
+        restores = restore_runs(
+            runtime, bench_spec(rootfs, agent.path(), state.path(), "bench-template"), runs);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "template snapshot runs: %s\n", e.what());
+        return 1;
+    }
+    std::vector<double> restore, frame, save, reload;
+    std::uint64_t restored_pss = 0, memory_bytes = 0;
+    for (std::size_t i = 0; i < restores.size(); ++i) {
+        const auto& r = restores[i];
+        std::printf(
+            "restore %zu: template copy restored %.2f s, first full frame %.2f s; idle PSS %.0f "
+            "MiB; its own snapshot: save %.2f s (%.0f MiB file), restore %.2f s\n",
+            i + 1, r.restore, r.frame, r.pss_idle_kib / 1024.0, r.save, r.memory_bytes / 1048576.0,
+            r.resave_restore);
+        restore.push_back(r.restore);
+        frame.push_back(r.frame);
+        save.push_back(r.save);
+        reload.push_back(r.resave_restore);
+        restored_pss = std::max(restored_pss, r.pss_idle_kib);
+        memory_bytes = std::max(memory_bytes, r.memory_bytes);
+    }
+    if (!restores.empty()) {
+        double frame_med = median(frame);
+        std::printf("\ntemplate snapshot (made once in %.2f s: boot + save), median of %d:\n",
+                    restores[0].make, runs);
+        std::printf(
+            "  ours  create from snapshot -> first full frame %6.2f s (QEMU restore %.2f)\n",
+            frame_med, median(restore));
+        std::printf("  vs cold boot -> first full frame               %6.2f s  (%.1fx faster)\n",
+                    ours_med, frame_med > 0 ? ours_med / frame_med : 0);
+        std::printf("  snapshot of a 1024 MiB guest: save %.2f s, restore %.2f s, file %.0f MiB\n",
+                    median(save), median(reload), memory_bytes / 1048576.0);
+        std::printf("  idle restored QEMU PSS %.0f MiB -> about %.0f in %.0f GiB\n",
+                    restored_pss / 1024.0, restored_pss ? ram_mib / (restored_pss / 1024.0) : 0,
+                    ram_mib / 1024);
+    }
     return 0;
 }

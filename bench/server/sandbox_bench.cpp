@@ -8,7 +8,10 @@
 //   - memory of an idle `minimal` and `desktop` sandbox (cgroup), and how many fit in RAM.
 //
 //   sandbox_bench [--creates N] [--shots N] [--clicks N] [--no-desktop] [--runtime
-//   container|microvm]
+//   container|microvm] [--pool N]
+// With microvm, creates restore from the template snapshot (the first create makes it; a cold
+// boot is measured once beside it); --pool N also runs deskboxd with N ready microVMs and
+// measures creates that take one.
 // Needs root, runc and the templates built (images/build.py minimal desktop).
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -86,6 +89,7 @@ struct Args {
     int clicks = 200;
     bool desktop = true;
     std::string runtime = "container";
+    int pool = 0;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -107,6 +111,8 @@ Args parse_args(int argc, char** argv) {
             number(a.clicks);
         else if (flag == "--no-desktop")
             a.desktop = false;
+        else if (flag == "--pool")
+            number(a.pool);
         else if (flag == "--runtime" && i + 1 < argc)
             a.runtime = argv[++i];
         else
@@ -116,6 +122,52 @@ Args parse_args(int argc, char** argv) {
 }
 
 std::string g_runtime = "container";
+
+// Milliseconds from create to the first screenshot (the sandbox is killed after).
+double create_to_screenshot(client::ApiClient& api, const json& request) {
+    auto t0 = Clock::now();
+    json sb = api.post_json("/v1/sandboxes", request);
+    std::string base = "/v1/sandboxes/" + sb["id"].get<std::string>();
+    api.get_bytes(base + "/screenshot?format=png");
+    double ms = ms_since(t0);
+    api.delete_json(base);
+    return ms;
+}
+
+// The microVM fast paths: the template snapshot made by the first create, a cold boot for
+// comparison, and (pool_size > 0) creates served from the pool.
+void bench_microvm_starts(client::ApiClient& api, int runs, int pool_size) {
+    // An explicit resolution (the template's own) keeps these creates out of the pool.
+    json restore_request = {
+        {"template", "minimal"}, {"runtime", "microvm"}, {"resolution", {1280, 800}}};
+    if (pool_size == 0) {
+        std::printf(
+            "first create -> first screenshot (boots and saves the template snapshot) "
+            "%8.0f ms\n",
+            create_to_screenshot(api, restore_request));
+    }
+    json cold = restore_request;
+    cold["fast_start"] = false;
+    std::vector<double> cold_ms = {create_to_screenshot(api, cold)};
+    std::vector<double> restored;
+    for (int i = 0; i < runs; ++i) restored.push_back(create_to_screenshot(api, restore_request));
+    print_row("template snapshot create -> shot", restored, "cold boot", cold_ms);
+    if (pool_size == 0) return;
+    auto pooled_now = [&] {
+        std::string metrics = api.get_bytes("/metrics").body;
+        auto at = metrics.find("deskbox_sandboxes{state=\"pooled\"} ");
+        return at == std::string::npos ? 0 : std::stoi(metrics.substr(at + 36));
+    };
+    std::vector<double> pooled;
+    for (int i = 0; i < runs; ++i) {
+        auto deadline = Clock::now() + std::chrono::minutes(5);
+        while (pooled_now() < pool_size && Clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        pooled.push_back(
+            create_to_screenshot(api, {{"template", "minimal"}, {"runtime", "microvm"}}));
+    }
+    print_row("pooled create -> first shot", pooled, "cold boot", cold_ms);
+}
 
 void bench_create(client::ApiClient& api, int runs) {
     std::vector<double> create, first_shot, kill;
@@ -217,11 +269,18 @@ void bench_memory(client::ApiClient& api, const Daemon& daemon, const std::strin
 int main(int argc, char** argv) try {
     Args args = parse_args(argc, argv);
     g_runtime = args.runtime;
-    Daemon daemon;
+    std::vector<std::string> daemon_args;
+    if (args.pool > 0) {
+        if (args.runtime != "microvm")
+            throw std::invalid_argument("--pool needs --runtime microvm");
+        daemon_args = {"--microvm-pool", "minimal=" + std::to_string(args.pool)};
+    }
+    Daemon daemon(daemon_args);
     client::ClientOptions options;
     options.server = daemon.url();
     client::ApiClient api(options);
 
+    if (args.runtime == "microvm") bench_microvm_starts(api, args.creates, args.pool);
     bench_create(api, args.creates);
 
     json sb = api.post_json(

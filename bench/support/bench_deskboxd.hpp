@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/temp_dir.hpp"
 #include "tests/support/deskboxd_process.hpp"
@@ -12,6 +13,9 @@ namespace deskbox::bench {
 
 class Daemon {
   public:
+    explicit Daemon(const std::vector<std::string>& extra_args = {})
+        : process_{DESKBOXD_PATH, dir_.path() / "state", dir_.path() / "deskboxd.log", extra_args} {
+    }
     std::string url() const { return process_.url(); }
     int port() const { return process_.port(); }
     std::filesystem::path state() const { return dir_.path() / "state"; }
@@ -19,8 +23,7 @@ class Daemon {
 
   private:
     TempDir dir_{"deskbox-bench"};
-    test::DeskboxdProcess process_{DESKBOXD_PATH, dir_.path() / "state",
-                                   dir_.path() / "deskboxd.log"};
+    test::DeskboxdProcess process_;
 };
 
 }  // namespace deskbox::bench

@@ -10,6 +10,7 @@
 #include "guest-desktop/services/clipboard_service.hpp"
 #include "guest-desktop/services/exec_service.hpp"
 #include "guest-desktop/services/file_service.hpp"
+#include "guest-desktop/services/system_service.hpp"
 #include "guest-desktop/services/window_service.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
 #include "input/parse.hpp"
@@ -386,6 +387,11 @@ void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::Captu
                   }));
     server.handle("clipboard.set", translated([this](const Request& r) {
                       return json_reply(clipboard_->set(r.params));
+                  }));
+
+    // After a restore from a shared memory snapshot: fresh hostname, clock and randomness.
+    server.handle("system.identity", translated([](const Request& r) {
+                      return json_reply(services::SystemService().identity(r.params));
                   }));
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "guest-desktop/agent/desktop_agent.hpp"
+#include "guest-desktop/services/system_service.hpp"
 
 namespace {
 
@@ -44,6 +45,17 @@ void forward_signal(int sig) {
 
 int main(int argc, char** argv) {
     using namespace deskbox::agent;
+    // In a microVM the init hands us CAP_SYS_TIME and CAP_SYS_ADMIN as ambient capabilities
+    // (for system.identity). Ambient and inheritable capabilities pass through execve, so
+    // empty both before anything is spawned: the X server, the window manager and every
+    // exec'd command run without them, while we keep them in our permitted/effective sets.
+    // Without capabilities (containers, tests) this changes nothing.
+    try {
+        deskbox::services::clear_inheritable_capabilities();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskbox-agent: cannot drop inheritable capabilities: %s\n", e.what());
+        return 1;
+    }
     AgentOptions options;
     std::vector<std::string> args(argv + 1, argv + argc);
     if (auto it = std::find(args.begin(), args.end(), "--init"); it != args.end()) {

@@ -146,10 +146,17 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
     if (rest == "pause" || rest == "resume") {
         require_method(request, {http::verb::post});
         json body = parse_body(request, true);
-        if (body.contains("snapshot") && body["snapshot"] == true)
-            throw ApiError(400, "unsupported", "snapshots need the microvm runtime", "snapshot");
+        bool snapshot = false;
+        if (!body.is_null()) {
+            if (!body.is_object()) throw bad_request("", "request body must be a JSON object");
+            for (auto& [key, value] : body.items()) {
+                if (rest != "pause" || key != "snapshot") throw bad_request(key, "unknown field");
+                if (!value.is_boolean()) throw bad_request("snapshot", "expected true or false");
+                snapshot = value;
+            }
+        }
         if (rest == "pause")
-            sandbox->pause();
+            sandbox->pause(snapshot);
         else
             sandbox->resume();
         sandbox->audit(rest, body);

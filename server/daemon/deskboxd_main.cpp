@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);
     try {
         SandboxManager manager(config.manager);
+        for (auto& id : manager.adopt_snapshots())
+            std::fprintf(stderr, "deskboxd: adopted sandbox %s (saved to a snapshot; resume it)\n",
+                         id.c_str());
         auto cleaned = manager.clean_leftovers();
         for (auto& id : cleaned)
             std::fprintf(stderr, "deskboxd: removed leftover sandbox %s\n", id.c_str());

@@ -20,6 +20,7 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --max-sandboxes N       (default 20)
   --default-timeout S     (default 300)
   --max-timeout S         (default 86400)
+  --microvm-pool T=N      keep N microVM sandboxes of template T restored and ready (repeatable)
   --threads N             HTTP worker threads (default 8)
   --max-body-mb N         request body limit (default 64)
 )";
@@ -35,8 +36,9 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
     auto number = [&](long long min, long long max) {
         auto v = parse_integer(value);
         if (!v || *v < min || *v > max)
-            throw std::invalid_argument("--" + key + ": expected an integer in " + std::to_string(min) +
-                                        ".." + std::to_string(max) + ", got '" + value + "'");
+            throw std::invalid_argument("--" + key + ": expected an integer in " +
+                                        std::to_string(min) + ".." + std::to_string(max) +
+                                        ", got '" + value + "'");
         return *v;
     };
     if (key == "listen") {
@@ -47,7 +49,8 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
             c.http.address = c.http.address.substr(1, c.http.address.size() - 2);
         std::string port = value.substr(colon + 1);
         auto p = parse_integer(port);
-        if (!p || *p < 0 || *p > 65535) throw std::invalid_argument("--listen: bad port '" + port + "'");
+        if (!p || *p < 0 || *p > 65535)
+            throw std::invalid_argument("--listen: bad port '" + port + "'");
         c.http.port = static_cast<unsigned short>(*p);
     } else if (key == "api-key" || key == "api_key") {
         if (value.size() < 8) throw std::invalid_argument("--api-key: use at least 8 characters");
@@ -72,6 +75,17 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.manager.default_timeout = std::chrono::seconds(number(1, 30 * 86400));
     } else if (key == "max-timeout" || key == "max_timeout") {
         c.manager.max_timeout = std::chrono::seconds(number(1, 30 * 86400));
+    } else if (key == "microvm-pool" || key == "microvm_pool") {
+        // TEMPLATE=N: N microVM sandboxes of TEMPLATE kept restored and ready to hand out.
+        auto eq = value.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw std::invalid_argument("--microvm-pool: expected TEMPLATE=N, got '" + value + "'");
+        std::string count = value.substr(eq + 1);
+        char* end = nullptr;
+        long n = std::strtol(count.c_str(), &end, 10);
+        if (count.empty() || *end != '\0' || n < 0 || n > 64)
+            throw std::invalid_argument("--microvm-pool: N must be an integer in 0..64");
+        c.manager.microvm_pool[value.substr(0, eq)] = static_cast<std::size_t>(n);
     } else if (key == "threads") {
         c.http.threads = static_cast<std::size_t>(number(1, 256));
     } else if (key == "max-body-mb" || key == "max_body_mb") {
@@ -103,7 +117,8 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
         }
     }
     for (std::size_t i = 0; i < args.size(); ++i) {
-        if (args[i].rfind("--", 0) != 0) throw std::invalid_argument("unexpected argument '" + args[i] + "'");
+        if (args[i].rfind("--", 0) != 0)
+            throw std::invalid_argument("unexpected argument '" + args[i] + "'");
         std::string key = args[i].substr(2);
         if (i + 1 >= args.size()) throw std::invalid_argument(args[i] + ": needs a value");
         std::string value = args[++i];
@@ -120,6 +135,9 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
             for (auto& [k, v] : j.items()) {
                 if (v.is_array() && (k == "api_keys" || k == "api-key" || k == "api_key")) {
                     for (auto& key_value : v) apply(c, "api-key", key_value.get<std::string>());
+                } else if (v.is_object() && (k == "microvm_pool" || k == "microvm-pool")) {
+                    // {"microvm_pool": {"minimal": 2}}
+                    for (auto& [name, n] : v.items()) apply(c, k, name + "=" + n.dump());
                 } else {
                     apply(c, k, v.is_string() ? v.get<std::string>() : v.dump());
                 }

@@ -304,6 +304,78 @@ std::string guest_config(const SandboxSpec& spec) {
     return text;
 }
 
+// The spec as sandbox.json keeps it: an adopted snapshot rebuilds its command line from it.
+json spec_to_json(const SandboxSpec& spec) {
+    return {{"id", spec.id},
+            {"template_rootfs", spec.template_rootfs.string()},
+            {"agent_dir", spec.agent_dir.string()},
+            {"entry", spec.entry},
+            {"env", spec.env},
+            {"width", spec.width},
+            {"height", spec.height},
+            {"dpi", spec.dpi},
+            {"limits", limits_to_json(spec.limits)},
+            {"network", spec.network},
+            {"hostname", spec.hostname},
+            {"uid", spec.uid},
+            {"gid", spec.gid}};
+}
+
+SandboxSpec spec_from_json(const json& j) {
+    SandboxSpec spec;
+    spec.id = j.at("id").get<std::string>();
+    spec.template_rootfs = j.at("template_rootfs").get<std::string>();
+    spec.agent_dir = j.at("agent_dir").get<std::string>();
+    spec.entry = j.at("entry").get<std::vector<std::string>>();
+    spec.env = j.at("env").get<std::map<std::string, std::string>>();
+    spec.width = j.at("width");
+    spec.height = j.at("height");
+    spec.dpi = j.at("dpi");
+    spec.limits = limits_from_json(j.at("limits"));
+    spec.network = j.at("network");
+    spec.hostname = j.at("hostname").get<std::string>();
+    spec.uid = j.at("uid");
+    spec.gid = j.at("gid");
+    return spec;
+}
+
+json read_json_file(const fs::path& file) {
+    std::ifstream in(file);
+    if (!in) throw RuntimeError("cannot read " + file.string() + ": " + std::strerror(errno));
+    auto parsed = json::parse(in, nullptr, false);
+    if (!parsed.is_object()) throw RuntimeError(file.string() + " is not a JSON object");
+    return parsed;
+}
+
+// Data and name of `file` on disk: a snapshot that says it is saved must survive a crash.
+void sync_file_and_dir(const fs::path& file) {
+    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd || ::fsync(fd.get()) != 0)
+        throw RuntimeError("cannot sync " + file.string() + ": " + std::strerror(errno));
+    UniqueFd dir(::open(file.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir) ::fsync(dir.get());
+}
+
+// A hard link (same file system: free), else a copy.
+void link_or_copy(const fs::path& from, const fs::path& to) {
+    std::error_code ec;
+    fs::remove(to, ec);
+    fs::create_hard_link(from, to, ec);
+    if (!ec) return;
+    fs::copy_file(from, to, ec);
+    if (ec)
+        throw RuntimeError("cannot copy " + from.string() + " to " + to.string() + ": " +
+                           ec.message());
+}
+
+// Identifies a file's version cheaply (a rebuilt image or an upgraded QEMU changes it).
+std::string file_version(const fs::path& file) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) return file.string() + " missing";
+    return file.string() + ' ' + std::to_string(st.st_size) + ' ' +
+           std::to_string(st.st_mtim.tv_sec) + '.' + std::to_string(st.st_mtim.tv_nsec);
+}
+
 // ------------------------------------------------------------------ accelerator probe
 
 // A 64 KiB firmware image for the microvm machine: from the reset vector it jumps to a
@@ -498,6 +570,8 @@ struct MicrovmSandbox::Shared {
     // agent dir fingerprint (names, sizes, mtimes) -> its image, so the content is hashed
     // once per change rather than per sandbox.
     std::map<std::string, fs::path> agent_images;
+    // template snapshot key -> the lock its maker holds, so a key is made once.
+    std::map<std::string, std::shared_ptr<std::mutex>> template_makers;
 
     std::uint64_t tsc_khz_cached() {
         std::lock_guard lock(mutex);
@@ -684,15 +758,8 @@ MicrovmSandbox::~MicrovmSandbox() {
 
 void MicrovmSandbox::launch() {
     const auto& options = shared_->options;
-    {
-        json metadata = {{"runtime", kRuntimeName},
-                         {"id", spec_.id},
-                         {"template_rootfs", spec_.template_rootfs.string()},
-                         {"image_dir", image_.dir.string()},
-                         {"accelerator", to_string(accelerator_)},
-                         {"created_unix", static_cast<std::int64_t>(std::time(nullptr))}};
-        write_file_atomic(paths_.metadata, metadata.dump(2) + "\n", 0600);
-    }
+    tsc_khz_ = accelerator_ == Accelerator::tcg ? shared_->tsc_khz_cached() : 0;
+    write_metadata_locked(json::object());
 
     // The sandbox's disk: a qcow2 layer over the template image, which QEMU opens read-only.
     auto created = run_tool({options.qemu_img, "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
@@ -705,8 +772,45 @@ void MicrovmSandbox::launch() {
     if (!spec_.agent_dir.empty())
         agent_image_ = shared_->agent_image(spec_.state_root, spec_.agent_dir);
     write_file_atomic(paths_.config, guest_config(spec_), 0600);
-    tsc_khz_ = accelerator_ == Accelerator::tcg ? shared_->tsc_khz_cached() : 0;
+    write_metadata_locked(json::object());  // now with the agent image
     spawn_qemu_locked(-1);
+}
+
+void MicrovmSandbox::write_metadata_locked(const json& extra) {
+    json metadata = {{"runtime", kRuntimeName},
+                     {"id", spec_.id},
+                     {"template_rootfs", spec_.template_rootfs.string()},
+                     {"image_dir", image_.dir.string()},
+                     {"accelerator", to_string(accelerator_)},
+                     {"tsc_khz", tsc_khz_},
+                     {"agent_image", agent_image_ ? agent_image_->string() : std::string()},
+                     {"spec", spec_to_json(spec_)},
+                     {"created_unix", static_cast<std::int64_t>(std::time(nullptr))}};
+    if (template_dir_) metadata["template_snapshot"] = template_dir_->string();
+    metadata.update(extra);
+    write_file_atomic(paths_.metadata, metadata.dump(2) + "\n", 0600);
+}
+
+void MicrovmSandbox::launch_from_template(const fs::path& template_dir) {
+    const auto& options = shared_->options;
+    json record = read_json_file(template_dir / "snapshot.json");
+    tsc_khz_ = record.value("tsc_khz", std::uint64_t{0});
+    template_dir_ = template_dir;
+    // The guest has the template's agent disk mounted: it must get that one back.
+    agent_image_ = template_dir / "agent.img";
+    write_metadata_locked(json::object());
+    auto created = run_tool({options.qemu_img, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
+                             (template_dir / "disk.qcow2").string(), paths_.disk.string()},
+                            options.stop_timeout, "qemu-utils");
+    if (created.timed_out || created.status.exit_code != 0 || created.status.signal != 0)
+        throw RuntimeError("qemu-img create " + paths_.disk.string() +
+                           " failed: " + trim(created.err + created.out));
+    // Read at boot only, which the template did; the device must still be there.
+    write_file_atomic(paths_.config, guest_config(spec_), 0600);
+    std::lock_guard lock(mutex_);
+    restore_locked(template_dir / "memory", /*consume=*/false);
+    // The template's agent was connected before its save; it waits for a new host.
+    agent_connected_before_ = true;
 }
 
 void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
@@ -1083,11 +1187,40 @@ std::uint64_t MicrovmSandbox::snapshot() {
     snapshotted_ = true;
     paused_ = false;
     std::error_code ec;
-    fs::rename(temp, paths_.memory, ec);
-    if (ec) throw RuntimeError(what + "rename " + temp.string() + ": " + ec.message());
     for (const auto& path : {paths_.agent_socket, paths_.qmp_socket, paths_.pid_file})
         fs::remove(path, ec);
-    return file_size_or_zero(paths_.memory);
+    // From here QEMU is gone: a failure leaves the sandbox snapshotted without a usable
+    // memory file, which restore then reports.
+    sync_file_and_dir(temp);
+    fs::rename(temp, paths_.memory, ec);
+    if (ec) throw RuntimeError(what + "rename " + temp.string() + ": " + ec.message());
+    sync_file_and_dir(paths_.memory);
+    // The guest has the agent disk mounted: keep that exact image with the snapshot (a newer
+    // agent replaces the shared one).
+    if (agent_image_ && agent_image_->parent_path() != paths_.dir) {
+        link_or_copy(*agent_image_, paths_.dir / "agent.img");
+        agent_image_ = paths_.dir / "agent.img";
+    }
+    std::uint64_t bytes = file_size_or_zero(paths_.memory);
+    write_metadata_locked({{"snapshot",
+                            {{"memory", paths_.memory.string()},
+                             {"bytes", bytes},
+                             {"saved_unix", static_cast<std::int64_t>(std::time(nullptr))}}}});
+    return bytes;
+}
+
+bool MicrovmSandbox::release_snapshot() {
+    std::lock_guard lock(mutex_);
+    if (!snapshotted_ || torn_down_) return false;
+    torn_down_ = true;  // the destructor leaves the files alone
+    std::lock_guard live_lock(shared_->mutex);
+    shared_->live.erase(live_key(spec_.state_root, spec_.id));
+    return true;
+}
+
+std::uint64_t MicrovmSandbox::snapshot_bytes() {
+    std::lock_guard lock(mutex_);
+    return snapshotted_ ? file_size_or_zero(paths_.memory) : 0;
 }
 
 void MicrovmSandbox::restore_from_snapshot() {
@@ -1096,7 +1229,15 @@ void MicrovmSandbox::restore_from_snapshot() {
         "cannot restore sandbox " + spec_.id + " from " + paths_.memory.string() + ": ";
     if (torn_down_) throw RuntimeError(what + "the sandbox was killed");
     if (!snapshotted_) throw RuntimeError(what + "it is not saved to a snapshot");
-    UniqueFd memory(::open(paths_.memory.c_str(), O_RDONLY | O_CLOEXEC));
+    restore_locked(paths_.memory, /*consume=*/true);
+    snapshotted_ = false;
+    write_metadata_locked(json::object());  // no longer snapshotted
+}
+
+void MicrovmSandbox::restore_locked(const fs::path& memory_file, bool consume) {
+    const std::string what =
+        "cannot restore sandbox " + spec_.id + " from " + memory_file.string() + ": ";
+    UniqueFd memory(::open(memory_file.c_str(), O_RDONLY | O_CLOEXEC));
     if (!memory) throw RuntimeError(what + "cannot open it: " + std::strerror(errno));
     const auto& options = shared_->options;
     auto log_offset = file_size_or_zero(paths_.qemu_log);
@@ -1141,11 +1282,12 @@ void MicrovmSandbox::restore_from_snapshot() {
         stop_qemu();
         throw RuntimeError(what + (exited ? "QEMU refused it and exited; " : "") + e.what() + said);
     }
-    snapshotted_ = false;
     paused_ = false;
-    // The disk moves on from here; the old memory no longer matches it.
-    std::error_code ec;
-    fs::remove(paths_.memory, ec);
+    if (consume) {
+        // The disk moves on from here; the old memory no longer matches it.
+        std::error_code ec;
+        fs::remove(memory_file, ec);
+    }
 }
 
 void MicrovmSandbox::do_kill(const KillOptions& options) {
@@ -1247,6 +1389,12 @@ std::unique_ptr<SandboxInstance> MicrovmRuntime::start(const SandboxSpec& spec) 
 }
 
 std::unique_ptr<MicrovmSandbox> MicrovmRuntime::start_microvm(const SandboxSpec& spec) {
+    auto sandbox = prepare(spec);
+    sandbox->launch();
+    return sandbox;
+}
+
+std::unique_ptr<MicrovmSandbox> MicrovmRuntime::prepare(const SandboxSpec& spec) {
     validate_spec(spec);
     if (!spec.template_rootfs.is_absolute())
         throw SpecError("template_rootfs", "must be an absolute path");
@@ -1291,12 +1439,11 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::start_microvm(const SandboxSpec&
         std::lock_guard lock(shared_->mutex);
         shared_->live.insert(key);
     }
-    sandbox->launch();
     return sandbox;
 }
 
-std::vector<std::string> MicrovmRuntime::list_leftovers(const fs::path& state_root) {
-    std::vector<std::string> leftovers;
+std::vector<std::string> MicrovmRuntime::unowned(const fs::path& state_root, bool saved) {
+    std::vector<std::string> found;
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(state_root / "sandboxes", ec)) {
         if (!entry.is_directory(ec)) continue;
@@ -1306,6 +1453,9 @@ std::vector<std::string> MicrovmRuntime::list_leftovers(const fs::path& state_ro
         if (!in) continue;
         auto metadata = json::parse(in, nullptr, false);
         if (!metadata.is_object() || metadata.value("runtime", "") != kRuntimeName) continue;
+        // Saved sandboxes wait for a server to adopt them; the rest are leftovers.
+        bool is_saved = metadata.contains("snapshot") && fs::exists(entry.path() / "memory", ec);
+        if (is_saved != saved) continue;
         std::string id = entry.path().filename().string();
         try {
             validate_id(id);
@@ -1313,10 +1463,14 @@ std::vector<std::string> MicrovmRuntime::list_leftovers(const fs::path& state_ro
             continue;
         }
         std::lock_guard lock(shared_->mutex);
-        if (!shared_->live.count(live_key(state_root, id))) leftovers.push_back(id);
+        if (!shared_->live.count(live_key(state_root, id))) found.push_back(id);
     }
-    std::sort(leftovers.begin(), leftovers.end());
-    return leftovers;
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+std::vector<std::string> MicrovmRuntime::list_leftovers(const fs::path& state_root) {
+    return unowned(state_root, /*saved=*/false);
 }
 
 void MicrovmRuntime::cleanup_leftover(const fs::path& state_root, const std::string& id) {
@@ -1332,6 +1486,171 @@ void MicrovmRuntime::cleanup_leftover(const fs::path& state_root, const std::str
 std::vector<std::string> MicrovmRuntime::residue(const fs::path& state_root,
                                                  const std::string& id) const {
     return residue_of(state_root, id, true);
+}
+
+std::vector<std::string> MicrovmRuntime::list_snapshotted(const fs::path& state_root) {
+    return unowned(state_root, /*saved=*/true);
+}
+
+std::unique_ptr<MicrovmSandbox> MicrovmRuntime::adopt_snapshot(const fs::path& state_root,
+                                                               const std::string& id) {
+    validate_id(id);
+    MicrovmPaths paths(state_root, id);
+    const std::string what = "cannot adopt the snapshot of sandbox " + id + ": ";
+    json metadata;
+    SandboxSpec spec;
+    try {
+        metadata = read_json_file(paths.metadata);
+        if (metadata.value("runtime", "") != kRuntimeName || !metadata.contains("snapshot"))
+            throw RuntimeError(paths.metadata.string() + " is not a saved microVM sandbox");
+        spec = spec_from_json(metadata.at("spec"));
+    } catch (const json::exception& e) {
+        throw RuntimeError(what + paths.metadata.string() + ": " + e.what());
+    } catch (const RuntimeError& e) {
+        throw RuntimeError(what + e.what());
+    }
+    std::error_code ec;
+    if (!fs::is_regular_file(paths.memory, ec))
+        throw RuntimeError(what + "no memory file " + paths.memory.string());
+    spec.id = id;
+    spec.state_root = state_root;
+    MicrovmImage image;
+    image.dir = metadata.value("image_dir", "");
+    image.kernel = image.dir / "vmlinuz";
+    image.initramfs = image.dir / "initramfs.img";
+    image.rootfs = image.dir / "rootfs.ext4";
+    Accelerator accel = parse_accelerator(metadata.value("accelerator", "tcg"));
+    std::string key = live_key(state_root, id);
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->live.count(key)) throw RuntimeError(what + "it is live in this server");
+        shared_->live.insert(key);
+    }
+    auto sandbox = std::make_unique<MicrovmSandbox>(MicrovmSandbox::Key(), shared_, spec,
+                                                    std::move(image), accel);
+    sandbox->snapshotted_ = true;
+    sandbox->agent_connected_before_ = true;
+    sandbox->tsc_khz_ = metadata.value("tsc_khz", std::uint64_t{0});
+    std::string agent_image = metadata.value("agent_image", "");
+    if (!agent_image.empty()) sandbox->agent_image_ = agent_image;
+    std::string template_dir = metadata.value("template_snapshot", "");
+    if (!template_dir.empty()) sandbox->template_dir_ = template_dir;
+    return sandbox;
+}
+
+std::string MicrovmRuntime::template_key(const SandboxSpec& spec, const MicrovmImage& image,
+                                         Accelerator accel) {
+    const auto& options = shared_->options;
+    Fnv64 hash;
+    hash.add("deskbox template snapshot v1");
+    for (const auto& file : {image.kernel, image.initramfs, image.rootfs})
+        hash.add(file_version(file));
+    // A snapshot loads only into the QEMU that saved it (same version, same devices).
+    std::string qemu = options.qemu;
+    if (qemu.find('/') == std::string::npos) {
+        auto found = run_tool({"sh", "-c", "command -v " + shell_quote(qemu)}, 5s, "sh");
+        qemu = trim(found.out);
+    }
+    hash.add(file_version(qemu));
+    hash.add(to_string(accel));
+    hash.add(std::to_string(accel == Accelerator::tcg ? shared_->tsc_khz_cached() : 0));
+    hash.add(options.extra_kernel_args);
+    hash.add(std::to_string(spec.limits.memory_mb));
+    hash.add(std::to_string(std::max(1, static_cast<int>(std::ceil(spec.limits.cpus - 1e-9)))));
+    hash.add(spec.network ? "network" : "no network");
+    hash.add(std::to_string(spec.uid) + ':' + std::to_string(spec.gid));
+    for (const auto& arg : spec.entry) hash.add(arg);
+    // The guest's environment, except what names the sandbox (the host gives it afterwards).
+    auto env = default_guest_env(spec);
+    for (const auto& [key, value] : spec.env) env[key] = value;
+    env.erase("DESKBOX_SANDBOX_ID");
+    for (const auto& [key, value] : env) hash.add(key + '=' + value);
+    if (!spec.agent_dir.empty())
+        hash.add(shared_->agent_image(spec.state_root, spec.agent_dir).filename().string());
+    return hash.hex();
+}
+
+fs::path MicrovmRuntime::template_snapshot_dir(const SandboxSpec& spec) {
+    validate_spec(spec);
+    MicrovmImage image = image_for(spec.template_rootfs);
+    Accelerator accel = accelerator().accelerator;
+    return spec.state_root / "microvm" / "templates" / template_key(spec, image, accel);
+}
+
+bool MicrovmRuntime::template_snapshot_complete(const fs::path& dir) {
+    std::error_code ec;
+    for (const char* name : {"snapshot.json", "memory", "disk.qcow2"})
+        if (!fs::is_regular_file(dir / name, ec)) return false;
+    return true;
+}
+
+fs::path MicrovmRuntime::ensure_template_snapshot(
+    const SandboxSpec& spec, const std::function<void(MicrovmSandbox&)>& ready) {
+    fs::path dir = template_snapshot_dir(spec);
+    if (template_snapshot_complete(dir)) return dir;
+    std::shared_ptr<std::mutex> maker;
+    {
+        std::lock_guard lock(shared_->mutex);
+        auto& slot = shared_->template_makers[dir.string()];
+        if (!slot) slot = std::make_shared<std::mutex>();
+        maker = slot;
+    }
+    std::lock_guard making(*maker);
+    if (template_snapshot_complete(dir)) return dir;
+
+    SandboxSpec throwaway = spec;
+    throwaway.id = "template-" + dir.filename().string().substr(0, 12) + "-" + random_hex(6);
+    throwaway.hostname = "deskbox";
+    fs::path temp = dir.parent_path() / ("." + dir.filename().string() + "." + random_hex(6));
+    std::error_code ec;
+    try {
+        auto sandbox = start_microvm(throwaway);
+        ready(*sandbox);
+        sandbox->snapshot();
+        fs::create_directories(temp);
+        const auto& paths = sandbox->paths();
+        fs::rename(paths.memory, temp / "memory");
+        fs::rename(paths.disk, temp / "disk.qcow2");
+        if (sandbox->agent_image_) link_or_copy(*sandbox->agent_image_, temp / "agent.img");
+        // Restores only ever read these.
+        for (const char* name : {"memory", "disk.qcow2", "agent.img"})
+            ::chmod((temp / name).c_str(), 0444);
+        json record = {{"key", dir.filename().string()},
+                       {"template_rootfs", spec.template_rootfs.string()},
+                       {"memory_mb", spec.limits.memory_mb},
+                       {"accelerator", to_string(sandbox->accelerator())},
+                       {"tsc_khz", sandbox->tsc_khz_},
+                       {"memory_bytes", file_size_or_zero(temp / "memory")},
+                       {"saved_unix", static_cast<std::int64_t>(std::time(nullptr))}};
+        write_file_atomic(temp / "snapshot.json", record.dump(2) + "\n", 0644);
+        sync_file_and_dir(temp / "disk.qcow2");
+        sandbox->kill();
+        fs::remove_all(dir, ec);
+        fs::rename(temp, dir);
+    } catch (const std::exception& e) {
+        fs::remove_all(temp, ec);
+        throw RuntimeError("cannot make the template snapshot " + dir.string() + ": " + e.what());
+    }
+    return dir;
+}
+
+std::unique_ptr<MicrovmSandbox> MicrovmRuntime::start_from_template(const SandboxSpec& spec,
+                                                                    const fs::path& dir) {
+    if (!template_snapshot_complete(dir))
+        throw RuntimeError("no template snapshot in " + dir.string());
+    auto sandbox = prepare(spec);
+    sandbox->launch_from_template(dir);
+    return sandbox;
+}
+
+std::size_t MicrovmRuntime::remove_template_snapshots(const fs::path& state_root) {
+    std::size_t removed = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(state_root / "microvm" / "templates", ec)) {
+        fs::remove_all(entry.path(), ec);
+        ++removed;
+    }
+    return removed;
 }
 
 }  // namespace deskbox::runtime

@@ -25,6 +25,17 @@
 // deskbox-config), not by order. Inside, /opt/deskbox is the agent disk, /dev/virtio-ports/
 // deskbox.agent the channel (kAgentChannelArg is the agent's --channel for it).
 //
+// Template snapshots (fast start), per state root:
+//   <state_root>/microvm/templates/<key>/{memory, disk.qcow2, agent.img, snapshot.json}
+// A throwaway VM of the template is booted once, the caller's `ready` check runs (the desktop
+// is up, the host's agent connection closed again), and it is saved like a sandbox snapshot.
+// Creates then restore from it instead of booting: their own disk.qcow2 is a qcow2 layer over
+// the template's (which is never written again), their QEMU loads the shared memory file
+// read-only. The key hashes everything the restored VM's command line and guest state depend
+// on (image files, QEMU binary, accelerator, memory, vCPUs, network, entry, environment,
+// agent image); the sandbox id and hostname are not in it: the guest gets those afterwards
+// from the host (the agent's system.identity), with the clock and fresh randomness.
+//
 // Snapshots: after QMP `stop`, `getfd` hands QEMU an fd of <dir>/memory.tmp over the QMP
 // socket (SCM_RIGHTS) and `migrate fd:NAME` writes RAM and device state into it (exec: would
 // be refused by -sandbox spawn=deny); once `query-migrate` says completed, QEMU quits (which
@@ -36,6 +47,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -123,6 +135,11 @@ class MicrovmSandbox : public SandboxInstance {
     // snapshotted.
     void restore_from_snapshot();
     bool snapshotted();
+    // Lets go of a snapshotted sandbox without tearing it down (the server stops; the next
+    // one adopts it). False, and nothing changes, if it is not snapshotted.
+    bool release_snapshot();
+    // Bytes of the memory file while snapshotted, else 0.
+    std::uint64_t snapshot_bytes();
     bool alive() override;
     SandboxState state() override;
     std::optional<ExitInfo> exit_info() override;
@@ -153,6 +170,11 @@ class MicrovmSandbox : public SandboxInstance {
     void launch();  // files, sockets, QEMU, QMP; throws
     // Sockets, command line, QEMU, QMP (launch and restore); `incoming_fd` >= 0: restore.
     void spawn_qemu_locked(int incoming_fd);
+    // Starts QEMU on `memory` and runs the VM; `consume`: the file is this sandbox's own and
+    // goes once loaded (a template's is shared and stays). Throws RuntimeError, no QEMU left.
+    void restore_locked(const std::filesystem::path& memory, bool consume);
+    void launch_from_template(const std::filesystem::path& template_dir);
+    void write_metadata_locked(const nlohmann::json& extra);
     bool alive_locked();
     bool agent_port_connected_locked();  // QEMU has a host connection on agent.sock
     void record_exit_locked();
@@ -171,6 +193,7 @@ class MicrovmSandbox : public SandboxInstance {
     bool paused_ = false;
     bool snapshotted_ = false;  // saved to paths_.memory, no QEMU process
     std::optional<std::filesystem::path> agent_image_;
+    std::optional<std::filesystem::path> template_dir_;  // restored from this template snapshot
     std::uint64_t tsc_khz_ = 0;
     bool kill_requested_ = false;
     bool agent_connected_before_ = false;  // a later connect_agent is a reconnect
@@ -200,7 +223,40 @@ class MicrovmRuntime : public Runtime {
     AcceleratorChoice accelerator();
     const MicrovmRuntimeOptions& options() const;
 
+    // ---- snapshots that outlive this object (a server restart) ----
+    // Sandboxes under `state_root` saved by snapshot() that no live instance owns.
+    // list_leftovers leaves these out: they are kept until adopted and killed.
+    std::vector<std::string> list_snapshotted(const std::filesystem::path& state_root);
+    // Takes over such a sandbox: snapshotted, ready for restore_from_snapshot() or kill().
+    // RuntimeError if its record or memory file is missing or unreadable.
+    std::unique_ptr<MicrovmSandbox> adopt_snapshot(const std::filesystem::path& state_root,
+                                                   const std::string& id);
+
+    // ---- template snapshots (see the layout above) ----
+    // Where the template snapshot for `spec` lives (it may not exist yet). Throws like start.
+    std::filesystem::path template_snapshot_dir(const SandboxSpec& spec);
+    static bool template_snapshot_complete(const std::filesystem::path& dir);
+    // Returns the template snapshot for `spec`, making it first if there is none: boots a
+    // throwaway sandbox of the spec (id and hostname replaced), calls `ready` (which must
+    // leave no agent connection open) and saves it. One maker per key at a time; the others
+    // wait for it. Throws RuntimeError with the cause; nothing is left on failure.
+    std::filesystem::path ensure_template_snapshot(
+        const SandboxSpec& spec, const std::function<void(MicrovmSandbox&)>& ready);
+    // A running sandbox restored from the template snapshot in `dir` (made for an equal
+    // spec); connect_agent then reaches its agent. Throws SpecError / RuntimeError.
+    std::unique_ptr<MicrovmSandbox> start_from_template(const SandboxSpec& spec,
+                                                        const std::filesystem::path& dir);
+    // Removes every template snapshot of `state_root` (stale ones pile up as templates and
+    // agents change). Returns how many.
+    std::size_t remove_template_snapshots(const std::filesystem::path& state_root);
+
   private:
+    // Sandbox dirs of this runtime no live instance owns: saved ones or the others.
+    std::vector<std::string> unowned(const std::filesystem::path& state_root, bool saved);
+    // Checks `spec`, makes its directory and returns the (not yet started) sandbox.
+    std::unique_ptr<MicrovmSandbox> prepare(const SandboxSpec& spec);
+    std::string template_key(const SandboxSpec& spec, const MicrovmImage& image, Accelerator accel);
+
     std::shared_ptr<MicrovmSandbox::Shared> shared_;
 };
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 namespace deskbox::runtime {
 namespace {
 
@@ -52,6 +54,18 @@ void validate_id(const std::string& id) {
 
 std::filesystem::path sandbox_dir(const std::filesystem::path& state_root, const std::string& id) {
     return state_root / "sandboxes" / id;
+}
+
+nlohmann::json limits_to_json(const ResourceLimits& limits) {
+    return {{"memory_mb", limits.memory_mb}, {"cpus", limits.cpus}, {"pids", limits.pids}};
+}
+
+ResourceLimits limits_from_json(const nlohmann::json& j) {
+    ResourceLimits limits;
+    limits.memory_mb = j.at("memory_mb");
+    limits.cpus = j.at("cpus");
+    limits.pids = j.at("pids");
+    return limits;
 }
 
 void validate_spec(const SandboxSpec& spec) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/unique_fd.hpp"
 
 namespace deskbox::runtime {
@@ -60,6 +62,10 @@ struct SandboxSpec {
     // and the apps all run as it, with no capabilities.
     std::uint32_t uid = 1000, gid = 1000;
 };
+
+// Limits as JSON ({"memory_mb","cpus","pids"}), for records that outlive a server.
+nlohmann::json limits_to_json(const ResourceLimits& limits);
+ResourceLimits limits_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
 
 // Checks what every runtime needs (id, entry, sizes, limits, env, hostname, paths).
 // Throws SpecError. Runtime-specific checks come on top.

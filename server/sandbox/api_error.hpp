@@ -7,14 +7,17 @@
 namespace deskbox::server {
 
 class ApiError : public std::runtime_error {
-public:
+  public:
     ApiError(unsigned status, std::string code, const std::string& message, std::string field = {})
-        : std::runtime_error(message), status_(status), code_(std::move(code)), field_(std::move(field)) {}
+        : std::runtime_error(message),
+          status_(status),
+          code_(std::move(code)),
+          field_(std::move(field)) {}
     unsigned status() const { return status_; }
     const std::string& code() const { return code_; }
     const std::string& field() const { return field_; }
 
-private:
+  private:
     unsigned status_;
     std::string code_;
     std::string field_;

@@ -1,5 +1,7 @@
 #include "server/sandbox/sandbox.hpp"
 
+#include "server/runtime/microvm_runtime.hpp"
+
 #include <sys/random.h>
 
 #include <boost/beast/core/detail/base64.hpp>
@@ -113,30 +115,20 @@ void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
     if (recorder_ && recording_actions_) recorder_->add_event({{"kind", kind}, {"detail", detail}});
 }
 
-void Sandbox::boot(runtime::Runtime& runtime, const runtime::SandboxSpec& spec,
-                   std::chrono::milliseconds agent_timeout) {
+void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent_timeout,
+                   bool fresh_identity) {
+    agent_timeout_ = agent_timeout;
     try {
-        instance_ = runtime.start(spec);
-        UniqueFd fd = instance_->connect_agent(agent_timeout);
-        int raw = fd.release();
-        auto channel = std::make_unique<protocol::Channel>(raw, raw);
-        nlohmann::json hello = protocol::handshake(*channel, "host");
-        int w = hello["screen"]["width"], h = hello["screen"]["height"];
-        mirror_.reset(w, h);
-        config_.width = w;
-        config_.height = h;
-        if (config_.api_resolution) scaler_.emplace(*config_.api_resolution, input::Size{w, h});
-        agent_ = std::make_unique<protocol::RpcClient>(std::move(channel));
-        agent_->on_event([this](protocol::Message&& m) { on_event(std::move(m)); });
-        agent_->on_close([this](const std::string& reason) { on_close(reason); });
-        agent_->start();
-        // The agent sends a full frame first; a sync makes sure the mirror has it.
-        auto reply = agent_->call("screen.sync", {}, {}, std::chrono::seconds(10));
-        mirror_.wait_for_seq(reply.result.value("seq", 0ull), std::chrono::seconds(5));
+        instance_ = start();
+        attach_agent(agent_timeout);
+        if (fresh_identity) apply_fresh_identity();
         if (config_.vnc) start_vnc();
     } catch (const runtime::SpecError& e) {
         kill();
         throw ApiError(400, "bad_request", e.what(), e.field());
+    } catch (const ApiError&) {
+        kill();
+        throw;
     } catch (const std::exception& e) {
         std::string tail = instance_ ? instance_->log_tail(2000) : "";
         kill();
@@ -148,10 +140,167 @@ void Sandbox::boot(runtime::Runtime& runtime, const runtime::SandboxSpec& spec,
     status_ = SandboxStatus::running;
 }
 
+void Sandbox::attach_agent(std::chrono::milliseconds timeout) {
+    UniqueFd fd = instance_->connect_agent(timeout);
+    int raw = fd.release();
+    auto channel = std::make_unique<protocol::Channel>(raw, raw);
+    nlohmann::json hello = protocol::handshake(*channel, "host");
+    int w = hello["screen"]["width"], h = hello["screen"]["height"];
+    if (!attached_once_ || w != config_.width || h != config_.height)
+        mirror_.reset(w, h, 0);
+    else
+        mirror_.restart_seq();  // a restored agent: keep showing the last frame until its own
+    config_.width = w;
+    config_.height = h;
+    if (config_.api_resolution) scaler_.emplace(*config_.api_resolution, input::Size{w, h});
+    auto client = std::make_shared<protocol::RpcClient>(std::move(channel));
+    protocol::RpcClient* self = client.get();  // the callbacks run on its own reader thread
+    client->on_event([this, self](protocol::Message&& m) { on_event(*self, std::move(m)); });
+    client->on_close([this, self](const std::string& reason) { on_close(*self, reason); });
+    client->start();
+    // The agent sends a full frame first; a sync makes sure the mirror has it.
+    auto reply = client->call("screen.sync", {}, {}, std::chrono::seconds(10));
+    mirror_.wait_for_seq(reply.result.value("seq", 0ull), std::chrono::seconds(5));
+    std::lock_guard lock(mutex_);
+    agent_ = std::move(client);
+    attached_once_ = true;
+}
+
+void Sandbox::detach_agent() {
+    std::shared_ptr<protocol::RpcClient> client;
+    {
+        std::lock_guard lock(mutex_);
+        client = std::move(agent_);
+    }
+    if (!client) return;
+    client->close();  // its on_close finds it is no longer the sandbox's agent
+}
+
+void Sandbox::apply_fresh_identity() {
+    // The guest is a copy of a saved template VM: same hostname, a clock stopped at the save,
+    // the same random state as every other copy.
+    std::vector<std::uint8_t> seed(64);
+    for (std::size_t got = 0; got < seed.size();) {
+        ssize_t n = ::getrandom(seed.data() + got, seed.size() - got, 0);
+        if (n > 0) got += static_cast<std::size_t>(n);
+    }
+    auto now_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(SystemClock::now().time_since_epoch())
+            .count();
+    std::shared_ptr<protocol::RpcClient> client;
+    {
+        std::lock_guard lock(mutex_);
+        client = agent_;
+    }
+    try {
+        auto reply = client->call(
+            "system.identity",
+            {{"hostname", config_.id}, {"unix_time_ns", now_ns}, {"seed", base64(seed)}}, {},
+            std::chrono::seconds(20));
+        audit("identity", reply.result);
+    } catch (const protocol::RpcError& e) {
+        throw ApiError(502, "sandbox_start_failed",
+                       std::string("the restored guest refused its new identity: ") + e.what());
+    }
+}
+
+std::filesystem::path Sandbox::record_path(const std::filesystem::path& state_root,
+                                           const std::string& id) {
+    return runtime::sandbox_dir(state_root, id) / "server.json";
+}
+
+namespace {
+long long to_ms(SystemClock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+SystemClock::time_point from_ms(long long ms) {
+    return SystemClock::time_point(std::chrono::milliseconds(ms));
+}
+}  // namespace
+
+void Sandbox::save_record() {
+    nlohmann::json record = {{"id", config_.id},
+                             {"template", config_.template_name},
+                             {"runtime", config_.runtime_name},
+                             {"width", config_.width},
+                             {"height", config_.height},
+                             {"dpi", config_.dpi},
+                             {"timeout_s", config_.timeout.count()},
+                             {"pause_on_timeout", config_.pause_on_timeout},
+                             {"metadata", config_.metadata},
+                             {"env", config_.env},
+                             {"limits", runtime::limits_to_json(config_.limits)},
+                             {"network", config_.network},
+                             {"recordings_dir", config_.recordings_dir.string()},
+                             {"vnc", config_.vnc},
+                             {"view_token", view_token_},
+                             {"control_token", control_token_},
+                             {"created_at_ms", to_ms(created_at_)},
+                             {"expires_at_ms", to_ms(expires_at())}};
+    if (config_.api_resolution)
+        record["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
+    {
+        std::lock_guard lock(mutex_);
+        record["snapshot_bytes"] = snapshot_bytes_;
+        record["snapshot_at_ms"] = to_ms(snapshot_at_);
+    }
+    auto path = record_path(config_.recordings_dir.parent_path(), config_.id);
+    auto temp = path;
+    temp += ".tmp";
+    {
+        std::ofstream out(temp, std::ios::trunc);
+        out << record.dump(2) << '\n';
+        if (!out.flush()) throw std::runtime_error("cannot write " + temp.string());
+    }
+    std::filesystem::rename(temp, path);
+}
+
+std::shared_ptr<Sandbox> Sandbox::adopt(const nlohmann::json& r,
+                                        std::unique_ptr<runtime::SandboxInstance> instance,
+                                        const std::filesystem::path& audit_path,
+                                        std::chrono::milliseconds agent_timeout) {
+    SandboxConfig c;
+    c.id = r.at("id");
+    c.template_name = r.at("template");
+    c.runtime_name = r.at("runtime");
+    c.width = r.at("width");
+    c.height = r.at("height");
+    c.dpi = r.at("dpi");
+    c.timeout = std::chrono::seconds(r.at("timeout_s").get<long long>());
+    c.pause_on_timeout = r.at("pause_on_timeout");
+    c.metadata = r.at("metadata");
+    c.env = r.at("env").get<std::map<std::string, std::string>>();
+    c.limits = runtime::limits_from_json(r.at("limits"));
+    c.network = r.at("network");
+    c.recordings_dir = r.at("recordings_dir").get<std::string>();
+    c.vnc = r.at("vnc");
+    if (r.contains("api_resolution"))
+        c.api_resolution = input::Size{r["api_resolution"][0], r["api_resolution"][1]};
+    auto sandbox = std::make_shared<Sandbox>(c, audit_path);
+    sandbox->view_token_ = r.at("view_token");
+    sandbox->control_token_ = r.at("control_token");
+    sandbox->created_at_ = from_ms(r.at("created_at_ms"));
+    sandbox->expires_at_ = from_ms(r.at("expires_at_ms"));
+    sandbox->snapshot_bytes_ = r.at("snapshot_bytes");
+    sandbox->snapshot_at_ = from_ms(r.at("snapshot_at_ms"));
+    sandbox->agent_timeout_ = agent_timeout;
+    sandbox->instance_ = std::move(instance);
+    sandbox->snapshotted_ = true;
+    sandbox->status_ = SandboxStatus::paused;
+    sandbox->mirror_.reset(c.width, c.height, 0);  // black until resumed
+    sandbox->attached_once_ = true;
+    return sandbox;
+}
+
 void Sandbox::kill() {
     if (killing_.exchange(true)) return;
     stop_streams();  // the recording gets the last frame; VNC stops feeding input
-    if (agent_) agent_->close();
+    std::shared_ptr<protocol::RpcClient> client;
+    {
+        std::lock_guard lock(mutex_);
+        client = agent_;
+    }
+    if (client) client->close();
     input_worker_.stop();
     if (instance_) {
         try {
@@ -160,10 +309,36 @@ void Sandbox::kill() {
             std::fprintf(stderr, "deskboxd: kill %s: %s\n", config_.id.c_str(), e.what());
         }
     }
-    agent_.reset();
     mirror_.close();
     std::lock_guard lock(mutex_);
+    agent_.reset();
     status_ = SandboxStatus::killed;
+}
+
+void Sandbox::claim(const SandboxConfig& request) {
+    std::lock_guard lock(mutex_);
+    config_.metadata = request.metadata;
+    config_.timeout = request.timeout;
+    config_.pause_on_timeout = request.pause_on_timeout;
+    config_.api_resolution = request.api_resolution;
+    if (config_.api_resolution)
+        scaler_.emplace(*config_.api_resolution, input::Size{config_.width, config_.height});
+    else
+        scaler_.reset();
+    created_at_ = SystemClock::now();
+    expires_at_ = created_at_ + config_.timeout;
+}
+
+void Sandbox::shutdown() {
+    {
+        std::lock_guard lifecycle(lifecycle_mutex_);
+        auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
+        if (vm && snapshotted() && vm->release_snapshot()) {
+            audit("shutdown", {{"kept", "snapshot"}});
+            instance_.reset();
+        }
+    }
+    kill();
 }
 
 SandboxStatus Sandbox::status() const {
@@ -201,6 +376,11 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
         j["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
     std::string reason = error_reason();
     if (!reason.empty()) j["error"] = reason;
+    {
+        std::lock_guard lock(mutex_);
+        if (snapshotted_)
+            j["snapshot"] = {{"bytes", snapshot_bytes_}, {"saved_at", iso8601(snapshot_at_)}};
+    }
     if (with_tokens) {
         j["view_token"] = view_token_;
         j["control_token"] = control_token_;
@@ -219,7 +399,7 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
     return j;
 }
 
-void Sandbox::on_event(protocol::Message&& m) {
+void Sandbox::on_event(protocol::RpcClient& client, protocol::Message&& m) {
     const auto& h = m.header;
     const std::string event = h.value("event", "");
     try {
@@ -229,7 +409,7 @@ void Sandbox::on_event(protocol::Message&& m) {
                                  h.at("height").get<int>(), std::string_view(m.body));
             // Pixels were copied into the mirror; the next large frame reuses this buffer
             // instead of faulting in fresh pages (about 2x channel throughput on full frames).
-            agent_->channel().recycle(std::move(m.body));
+            client.channel().recycle(std::move(m.body));
         } else if (event == "cursor.position") {
             mirror_.set_cursor_position(h.at("x").get<int>(), h.at("y").get<int>());
         } else if (event == "cursor.shape") {
@@ -247,8 +427,14 @@ void Sandbox::on_event(protocol::Message&& m) {
     }
 }
 
-void Sandbox::on_close(const std::string& reason) {
+void Sandbox::on_close(protocol::RpcClient& client, const std::string& reason) {
     if (killing_) return;
+    {
+        // A session the sandbox let go of (snapshot) or had not taken yet (attach) ends
+        // without breaking it.
+        std::lock_guard lock(mutex_);
+        if (agent_.get() != &client) return;
+    }
     std::string detail = "agent channel closed: " + reason;
     if (instance_) {
         if (auto exit = instance_->exit_info()) detail += "; sandbox " + exit->reason;
@@ -271,37 +457,137 @@ SandboxStatus Sandbox::check_health() {
     return status();
 }
 
-void Sandbox::pause() {
-    std::lock_guard lock(mutex_);
-    if (status_ == SandboxStatus::paused) return;
-    if (status_ != SandboxStatus::running)
-        throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
-    try {
-        instance_->pause();
-    } catch (const std::exception& e) {
-        throw ApiError(500, "runtime_error", std::string("pause failed: ") + e.what());
+void Sandbox::pause(bool snapshot) {
+    std::lock_guard lifecycle(lifecycle_mutex_);
+    {
+        std::lock_guard lock(mutex_);
+        if (status_ == SandboxStatus::paused && (!snapshot || snapshotted_)) return;
+        if (status_ != SandboxStatus::running && status_ != SandboxStatus::paused)
+            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
     }
-    status_ = SandboxStatus::paused;
+    auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
+    if (snapshot && !vm)
+        throw ApiError(409, "snapshot_unsupported",
+                       "sandbox " + config_.id + " runs in a " + config_.runtime_name +
+                           "; snapshots need the microvm runtime (pause without \"snapshot\" "
+                           "keeps it in memory)",
+                       "snapshot");
+    if (!snapshot) {
+        std::lock_guard lock(mutex_);
+        try {
+            instance_->pause();
+        } catch (const std::exception& e) {
+            throw ApiError(500, "runtime_error", std::string("pause failed: ") + e.what());
+        }
+        status_ = SandboxStatus::paused;
+        return;
+    }
+    // Paused in memory first: run it again so the guest sees the host leave before the save
+    // (else the restored agent would wait in its old session).
+    try {
+        if (status() == SandboxStatus::paused) instance_->resume();
+    } catch (const std::exception& e) {
+        throw ApiError(500, "runtime_error", std::string("snapshot failed: ") + e.what());
+    }
+    {
+        std::lock_guard lock(mutex_);
+        status_ = SandboxStatus::paused;  // calls now get 409 sandbox_paused
+    }
+    detach_agent();
+    std::uint64_t bytes = 0;
+    try {
+        bytes = vm->snapshot();
+    } catch (const std::exception& e) {
+        // The VM still runs (the runtime continued it): take the session up again.
+        std::string reason = std::string("snapshot failed: ") + e.what();
+        try {
+            attach_agent(agent_timeout_);
+            std::lock_guard lock(mutex_);
+            status_ = SandboxStatus::running;
+        } catch (const std::exception& again) {
+            fail(reason + "; then the agent did not come back: " + again.what());
+        }
+        throw ApiError(500, "snapshot_failed", reason);
+    }
+    {
+        std::lock_guard lock(mutex_);
+        snapshotted_ = true;
+        snapshot_bytes_ = bytes;
+        snapshot_at_ = SystemClock::now();
+        // A saved sandbox holds no memory or CPU: it waits for a resume or kill as long as
+        // any sandbox may live; a resume starts its own timeout again.
+        expires_at_ = snapshot_at_ + max_saved_lifetime_;
+    }
+    audit("snapshot", {{"bytes", bytes}});
+    try {
+        save_record();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: %s: snapshot record: %s\n", config_.id.c_str(), e.what());
+    }
 }
 
 void Sandbox::resume() {
-    std::lock_guard lock(mutex_);
-    if (status_ == SandboxStatus::running) return;
-    if (status_ != SandboxStatus::paused)
-        throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
-    try {
-        instance_->resume();
-    } catch (const std::exception& e) {
-        throw ApiError(500, "runtime_error", std::string("resume failed: ") + e.what());
+    std::lock_guard lifecycle(lifecycle_mutex_);
+    bool from_snapshot;
+    {
+        std::lock_guard lock(mutex_);
+        if (status_ == SandboxStatus::running) return;
+        if (status_ != SandboxStatus::paused)
+            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+        from_snapshot = snapshotted_;
+        if (!from_snapshot) {
+            try {
+                instance_->resume();
+            } catch (const std::exception& e) {
+                throw ApiError(500, "runtime_error", std::string("resume failed: ") + e.what());
+            }
+            status_ = SandboxStatus::running;
+            return;
+        }
     }
+    auto* vm = static_cast<runtime::MicrovmSandbox*>(instance_.get());
+    try {
+        vm->restore_from_snapshot();
+    } catch (const std::exception& e) {
+        // The snapshot stays as it was (still paused): the caller may retry or kill.
+        throw ApiError(422, "snapshot_unusable", e.what());
+    }
+    {
+        std::lock_guard lock(mutex_);
+        snapshotted_ = false;
+        snapshot_bytes_ = 0;
+    }
+    try {
+        attach_agent(agent_timeout_);
+        bool need_vnc;  // an adopted sandbox has none yet
+        {
+            std::lock_guard lock(streams_mutex_);
+            need_vnc = config_.vnc && !vnc_;
+        }
+        if (need_vnc) start_vnc();
+    } catch (const std::exception& e) {
+        std::string reason = std::string("the agent did not come back after the restore: ") +
+                             e.what() + "; console: " + instance_->log_tail(2000);
+        fail(reason);
+        throw ApiError(502, "agent_unavailable", reason);
+    }
+    audit("restore", nlohmann::json::object());
+    std::lock_guard lock(mutex_);
     status_ = SandboxStatus::running;
+    expires_at_ = SystemClock::now() + config_.timeout;
 }
 
-protocol::RpcClient& Sandbox::agent() {
+bool Sandbox::snapshotted() const {
+    std::lock_guard lock(mutex_);
+    return snapshotted_;
+}
+
+std::shared_ptr<protocol::RpcClient> Sandbox::agent() {
     std::lock_guard lock(mutex_);
     switch (status_) {
         case SandboxStatus::running:
-            return *agent_;
+            if (!agent_) throw ApiError(503, "agent_unavailable", "the agent is reconnecting");
+            return agent_;
         case SandboxStatus::paused:
             throw ApiError(409, "sandbox_paused",
                            "sandbox " + config_.id + " is paused; resume it first");
@@ -315,9 +601,9 @@ protocol::RpcClient& Sandbox::agent() {
 
 protocol::Reply Sandbox::call(const std::string& method, nlohmann::json params, std::string body,
                               std::chrono::milliseconds timeout) {
-    auto& client = agent();
+    auto client = agent();
     try {
-        return client.call(method, std::move(params), std::move(body), timeout);
+        return client->call(method, std::move(params), std::move(body), timeout);
     } catch (const protocol::RpcError& e) {
         throw from_agent_error(e);
     } catch (const protocol::TimeoutError& e) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,6 +48,7 @@ struct SandboxConfig {
     bool network = false;
     std::filesystem::path recordings_dir;  // where recordings go (they outlive the sandbox)
     bool vnc = true;                       // serve VNC on a loopback port
+    bool fast_start = true;                // microvm: restore from the template snapshot
 };
 
 // The VNC clients' pointer and key state. libvncserver's callbacks do not say which client
@@ -64,10 +66,28 @@ class Sandbox {
     Sandbox(const Sandbox&) = delete;
     Sandbox& operator=(const Sandbox&) = delete;
 
-    // Runs the runtime, connects to the agent and waits for the first frame. Throws ApiError.
-    void boot(runtime::Runtime& runtime, const runtime::SandboxSpec& spec,
-              std::chrono::milliseconds agent_timeout);
+    // Runs `start` (the runtime's start or a restore from a template snapshot), connects to
+    // the agent and waits for the first frame. `fresh_identity`: the guest is a copy of a
+    // saved one and gets its own hostname, clock and randomness first. Throws ApiError.
+    using InstanceStarter = std::function<std::unique_ptr<runtime::SandboxInstance>()>;
+    void boot(const InstanceStarter& start, std::chrono::milliseconds agent_timeout,
+              bool fresh_identity = false);
+    // A sandbox a previous server saved to a snapshot (`record` is what save_record wrote):
+    // paused and snapshotted, resumed by resume(). Throws std::exception on a bad record.
+    static std::shared_ptr<Sandbox> adopt(const nlohmann::json& record,
+                                          std::unique_ptr<runtime::SandboxInstance> instance,
+                                          const std::filesystem::path& audit_path,
+                                          std::chrono::milliseconds agent_timeout);
+    // Where this sandbox's server-side record lives while it is saved to a snapshot.
+    static std::filesystem::path record_path(const std::filesystem::path& state_root,
+                                             const std::string& id);
+    // A sandbox made ahead (the pool) is handed to a client: its lifetime, metadata and API
+    // resolution become the request's.
+    void claim(const SandboxConfig& request);
     void kill();  // idempotent; leaves nothing behind
+    // The server stops: a sandbox saved to a snapshot keeps its files for the next server
+    // (adopt); any other is killed.
+    void shutdown();
 
     const SandboxConfig& config() const { return config_; }
     const std::string& id() const { return config_.id; }
@@ -80,8 +100,14 @@ class Sandbox {
     const std::string& control_token() const { return control_token_; }
     nlohmann::json describe(bool with_tokens) const;
 
-    void pause();
+    // `snapshot`: save the whole VM (memory, devices, disk) to the state dir and end its
+    // process (microvm runtime only); resume restores it. Survives a server restart.
+    void pause(bool snapshot = false);
     void resume();
+    bool snapshotted() const;
+    // How long a sandbox saved to a snapshot is kept without a resume (the server's maximum
+    // timeout).
+    void set_max_saved_lifetime(std::chrono::seconds lifetime) { max_saved_lifetime_ = lifetime; }
     // Checks the runtime: a dead sandbox becomes `error` with the reason. Returns status.
     SandboxStatus check_health();
 
@@ -110,10 +136,15 @@ class Sandbox {
     void audit(const std::string& kind, const nlohmann::json& detail);
 
   private:
-    void on_event(protocol::Message&& message);
-    void on_close(const std::string& reason);
+    // Connects to the agent (again, after a restore), handshakes and waits for a frame.
+    void attach_agent(std::chrono::milliseconds timeout);
+    void detach_agent();  // closes the host's session; the agent waits for the next one
+    void apply_fresh_identity();
+    void save_record();  // what adopt() needs, next to the runtime's files
+    void on_event(protocol::RpcClient& client, protocol::Message&& message);
+    void on_close(protocol::RpcClient& client, const std::string& reason);
     void fail(const std::string& reason);
-    protocol::RpcClient& agent();  // throws ApiError unless running
+    std::shared_ptr<protocol::RpcClient> agent();  // throws ApiError unless running
     nlohmann::json run_segment(const std::vector<input::Action>& actions, std::size_t offset);
     void start_vnc();     // after boot: the mirror has a frame
     void stop_streams();  // VNC and recording, first thing on kill
@@ -128,9 +159,17 @@ class Sandbox {
     std::string error_reason_;
     SystemClock::time_point expires_at_;
     std::atomic<bool> killing_{false};
+    bool snapshotted_ = false;
+    bool attached_once_ = false;  // the mirror has this screen's size
+    std::uint64_t snapshot_bytes_ = 0;
+    SystemClock::time_point snapshot_at_{};
+    std::chrono::milliseconds agent_timeout_{30000};
+    std::chrono::seconds max_saved_lifetime_{24 * 3600};
+    // Serialises pause, snapshot and resume (they drop mutex_ while the runtime works).
+    std::mutex lifecycle_mutex_;
 
     std::unique_ptr<runtime::SandboxInstance> instance_;
-    std::unique_ptr<protocol::RpcClient> agent_;
+    std::shared_ptr<protocol::RpcClient> agent_;
     streaming::FrameMirror mirror_;
     std::optional<input::CoordinateScaler> scaler_;
 

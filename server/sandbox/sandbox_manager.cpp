@@ -14,7 +14,7 @@ namespace {
 
 const std::set<std::string> kCreateFields = {
     "template",       "runtime",    "resolution", "dpi",     "timeout_s", "metadata", "env",
-    "api_resolution", "on_timeout", "limits",     "network", "record",    "vnc"};
+    "api_resolution", "on_timeout", "limits",     "network", "record",    "vnc",      "fast_start"};
 
 std::pair<int, int> parse_size(const nlohmann::json& v, const std::string& field) {
     if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
@@ -23,6 +23,20 @@ std::pair<int, int> parse_size(const nlohmann::json& v, const std::string& field
     if (w < 64 || h < 64 || w > 8192 || h > 8192)
         throw bad_request(field, "each side must be in 64..8192");
     return {w, h};
+}
+
+// The template VM is saved once its desktop is up: the agent answered and the screen
+// arrived. The host's session ends before the save (restored copies get their own).
+void wait_for_desktop(runtime::MicrovmSandbox& vm, std::chrono::milliseconds timeout) {
+    UniqueFd fd = vm.connect_agent(timeout);
+    int raw = fd.release();
+    auto channel = std::make_unique<protocol::Channel>(raw, raw);
+    protocol::handshake(*channel, "host");
+    protocol::RpcClient client(std::move(channel));
+    client.start();
+    client.call("screen.sync", {{"settle_ms", 500}, {"max_ms", 5000}}, {},
+                std::chrono::seconds(60));
+    client.close();
 }
 
 }  // namespace
@@ -51,6 +65,7 @@ SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(opti
     container_runtime_ = std::make_unique<runtime::ContainerRuntime>(runtime_options);
     microvm_runtime_ = std::make_unique<runtime::MicrovmRuntime>();
     reaper_ = std::thread([this] { reaper_loop(); });
+    if (!options_.microvm_pool.empty()) pool_filler_ = std::thread([this] { pool_loop(); });
 }
 
 SandboxManager::~SandboxManager() {
@@ -59,13 +74,59 @@ SandboxManager::~SandboxManager() {
         stopping_ = true;
     }
     reaper_wake_.notify_all();
+    pool_wake_.notify_all();
     reaper_.join();
+    if (pool_filler_.joinable()) pool_filler_.join();
     std::map<std::string, std::shared_ptr<Sandbox>> all;
     {
         std::lock_guard lock(mutex_);
         all.swap(sandboxes_);
+        for (auto& [name, ready] : pool_)
+            for (auto& sandbox : ready) all[sandbox->id()] = sandbox;
+        pool_.clear();
     }
-    for (auto& [id, sandbox] : all) sandbox->kill();
+    // Sandboxes saved to snapshots stay on disk for the next server; the rest end.
+    for (auto& [id, sandbox] : all) sandbox->shutdown();
+}
+
+std::vector<std::string> SandboxManager::adopt_snapshots() {
+    auto& microvm = static_cast<runtime::MicrovmRuntime&>(*microvm_runtime_);
+    std::vector<std::string> adopted;
+    for (const auto& id : microvm.list_snapshotted(options_.state_dir)) {
+        std::unique_ptr<runtime::MicrovmSandbox> instance;
+        try {
+            instance = microvm.adopt_snapshot(options_.state_dir, id);
+            std::ifstream in(Sandbox::record_path(options_.state_dir, id));
+            if (!in) throw std::runtime_error("no server record next to the snapshot");
+            auto record = nlohmann::json::parse(in);
+            auto sandbox = Sandbox::adopt(record, std::move(instance),
+                                          options_.state_dir / "audit" / (id + ".jsonl"),
+                                          microvm_agent_timeout());
+            sandbox->set_max_saved_lifetime(options_.max_timeout);
+            sandbox->audit("adopt", {{"reason", "server restart"}});
+            std::lock_guard lock(mutex_);
+            sandboxes_[id] = std::move(sandbox);
+            adopted.push_back(id);
+        } catch (const std::exception& e) {
+            // Unusable: removed like any leftover (the instance's destructor tears it down).
+            std::fprintf(stderr, "deskboxd: cannot adopt snapshot %s, removing it: %s\n",
+                         id.c_str(), e.what());
+            if (instance) {
+                instance.reset();
+            } else {
+                try {
+                    microvm.cleanup_leftover(options_.state_dir, id);
+                } catch (const std::exception&) {
+                }
+            }
+        }
+    }
+    return adopted;
+}
+
+std::chrono::milliseconds SandboxManager::microvm_agent_timeout() const {
+    // A microVM boots a kernel and the desktop under emulation where KVM is not usable.
+    return std::max(options_.agent_timeout, std::chrono::milliseconds(180000));
 }
 
 std::vector<std::string> SandboxManager::clean_leftovers() {
@@ -217,6 +278,11 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
                 throw bad_request("record.fps", "expected an integer in 1..60");
         }
     }
+    if (request.contains("fast_start")) {
+        if (!request["fast_start"].is_boolean())
+            throw bad_request("fast_start", "expected a boolean");
+        c.fast_start = request["fast_start"];
+    }
     if (request.contains("network")) {
         if (!request["network"].is_boolean()) throw bad_request("network", "expected a boolean");
         c.network = request["network"];
@@ -249,6 +315,38 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
 std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
     nlohmann::json definition;
     SandboxConfig config = parse_create(request, definition);
+    runtime_for(config.runtime_name);  // an unknown runtime is a 400 before anything else
+    std::shared_ptr<Sandbox> sandbox = take_pooled(request, config);
+    if (!sandbox) {
+        {
+            std::lock_guard lock(mutex_);
+            if (sandboxes_.size() + starting_ >= options_.max_sandboxes)
+                throw ApiError(429, "too_many_sandboxes",
+                               "this server runs at most " +
+                                   std::to_string(options_.max_sandboxes) +
+                                   " sandboxes; kill one first");
+            ++starting_;
+        }
+        struct StartingGuard {
+            SandboxManager* m;
+            ~StartingGuard() {
+                std::lock_guard lock(m->mutex_);
+                --m->starting_;
+            }
+        } guard{this};
+        sandbox = start_sandbox(request, config, definition);
+    }
+    if (request.contains("record") && request["record"] != false)
+        sandbox->start_recording(request["record"].is_object() ? request["record"]
+                                                               : nlohmann::json::object());
+    std::lock_guard lock(mutex_);
+    sandboxes_[sandbox->id()] = sandbox;
+    return sandbox;
+}
+
+std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& request,
+                                                       SandboxConfig config,
+                                                       const nlohmann::json& definition) {
     runtime::Runtime& runtime = runtime_for(config.runtime_name);
     auto rootfs = template_rootfs(config.template_name);
     if (config.runtime_name == "microvm") {
@@ -259,22 +357,6 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
         }
     }
     config.id = "sb-" + random_token(6);
-    {
-        std::lock_guard lock(mutex_);
-        if (sandboxes_.size() + starting_ >= options_.max_sandboxes)
-            throw ApiError(429, "too_many_sandboxes",
-                           "this server runs at most " + std::to_string(options_.max_sandboxes) +
-                               " sandboxes; kill one first");
-        ++starting_;
-    }
-    struct StartingGuard {
-        SandboxManager* m;
-        ~StartingGuard() {
-            std::lock_guard lock(m->mutex_);
-            --m->starting_;
-        }
-    } guard{this};
-
     runtime::SandboxSpec spec;
     spec.id = config.id;
     spec.template_rootfs = rootfs;
@@ -318,17 +400,107 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
     config.recordings_dir = recordings_dir();
     auto sandbox =
         std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
+    sandbox->set_max_saved_lifetime(options_.max_timeout);
     sandbox->audit("create", request);
-    // A microVM boots a kernel and the desktop under emulation where KVM is not usable.
-    sandbox->boot(runtime, spec,
-                  microvm ? std::max(options_.agent_timeout, std::chrono::milliseconds(180000))
-                          : options_.agent_timeout);
-    if (request.contains("record") && request["record"] != false)
-        sandbox->start_recording(request["record"].is_object() ? request["record"]
-                                                               : nlohmann::json::object());
-    std::lock_guard lock(mutex_);
-    sandboxes_[config.id] = sandbox;
+    if (microvm && config.fast_start) {
+        auto& vm_runtime = static_cast<runtime::MicrovmRuntime&>(runtime);
+        auto timeout = microvm_agent_timeout();
+        sandbox->boot(
+            [&]() -> std::unique_ptr<runtime::SandboxInstance> {
+                auto dir = vm_runtime.ensure_template_snapshot(
+                    spec, [&](runtime::MicrovmSandbox& vm) { wait_for_desktop(vm, timeout); });
+                try {
+                    return vm_runtime.start_from_template(spec, dir);
+                } catch (const runtime::RuntimeError& e) {
+                    // A template snapshot that does not load is dropped (the next create
+                    // makes a new one); this create boots instead.
+                    std::fprintf(stderr, "deskboxd: template snapshot %s unusable, removed: %s\n",
+                                 dir.c_str(), e.what());
+                    std::error_code ec;
+                    std::filesystem::remove_all(dir, ec);
+                    return runtime.start(spec);
+                }
+            },
+            timeout, /*fresh_identity=*/true);
+    } else {
+        sandbox->boot([&] { return runtime.start(spec); },
+                      microvm ? microvm_agent_timeout() : options_.agent_timeout);
+    }
     return sandbox;
+}
+
+std::size_t SandboxManager::pooled_count_locked() const {
+    std::size_t n = 0;
+    for (const auto& [name, ready] : pool_) n += ready.size();
+    return n;
+}
+
+std::shared_ptr<Sandbox> SandboxManager::take_pooled(const nlohmann::json& request,
+                                                     const SandboxConfig& config) {
+    // Pooled sandboxes run the template's defaults; these fields change nothing inside.
+    static const std::set<std::string> kPoolable = {"template",       "runtime",    "timeout_s",
+                                                    "metadata",       "on_timeout", "record",
+                                                    "api_resolution", "fast_start"};
+    if (config.runtime_name != "microvm" || !config.fast_start) return nullptr;
+    for (auto& [key, value] : request.items())
+        if (!kPoolable.count(key)) return nullptr;
+    while (true) {
+        std::shared_ptr<Sandbox> sandbox;
+        {
+            std::lock_guard lock(mutex_);
+            auto it = pool_.find(config.template_name);
+            if (it == pool_.end() || it->second.empty()) return nullptr;
+            sandbox = std::move(it->second.front());
+            it->second.erase(it->second.begin());
+        }
+        pool_wake_.notify_all();  // refill
+        if (sandbox->check_health() == SandboxStatus::running) {
+            sandbox->claim(config);
+            sandbox->audit("create", request);
+            return sandbox;
+        }
+        std::fprintf(stderr, "deskboxd: pooled sandbox %s broke (%s); dropped\n",
+                     sandbox->id().c_str(), sandbox->error_reason().c_str());
+        sandbox->kill();
+    }
+}
+
+void SandboxManager::pool_loop() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+        std::string wanted;
+        for (const auto& [name, size] : options_.microvm_pool)
+            if (pool_[name].size() < size &&
+                sandboxes_.size() + starting_ + pooled_count_locked() < options_.max_sandboxes) {
+                wanted = name;
+                break;
+            }
+        if (wanted.empty()) {
+            pool_wake_.wait_for(lock, std::chrono::seconds(2));
+            continue;
+        }
+        ++starting_;
+        lock.unlock();
+        std::shared_ptr<Sandbox> sandbox;
+        try {
+            nlohmann::json request = {{"template", wanted}, {"runtime", "microvm"}};
+            nlohmann::json definition;
+            sandbox = start_sandbox(request, parse_create(request, definition), definition);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "deskboxd: filling the %s pool: %s\n", wanted.c_str(), e.what());
+        }
+        lock.lock();
+        --starting_;
+        if (!sandbox) {
+            pool_wake_.wait_for(lock, std::chrono::seconds(10), [this] { return stopping_; });
+        } else if (stopping_) {
+            lock.unlock();
+            sandbox->kill();
+            lock.lock();
+        } else {
+            pool_[wanted].push_back(std::move(sandbox));
+        }
+    }
 }
 
 std::shared_ptr<Sandbox> SandboxManager::find(const std::string& id) const {
@@ -378,6 +550,7 @@ std::map<std::string, std::size_t> SandboxManager::count_by_state() const {
         {"starting", 0}, {"running", 0}, {"paused", 0}, {"error", 0}};
     std::lock_guard lock(mutex_);
     counts["starting"] = starting_;
+    counts["pooled"] = pooled_count_locked();
     for (auto& [id, s] : sandboxes_) ++counts[to_string(s->status())];
     return counts;
 }
@@ -396,8 +569,10 @@ void SandboxManager::reaper_loop() {
         for (auto& s : expired) {
             if (s->config().pause_on_timeout && s->status() == SandboxStatus::running) {
                 try {
-                    s->pause();
-                    s->audit("timeout", {{"action", "pause"}});
+                    // A microVM is saved to disk: a paused sandbox then holds no memory.
+                    const bool snapshot = s->config().runtime_name == "microvm";
+                    s->pause(snapshot);
+                    s->audit("timeout", {{"action", snapshot ? "snapshot" : "pause"}});
                     s->set_timeout(options_.max_timeout);  // paused ones wait for a resume or kill
                 } catch (const std::exception&) {
                 }

@@ -30,6 +30,9 @@ struct ManagerOptions {
     std::chrono::seconds default_timeout{300};
     std::chrono::seconds max_timeout{24 * 3600};
     std::chrono::milliseconds agent_timeout{30'000};
+    // template -> how many microVM sandboxes of it to keep restored and ready: a create that
+    // asks for nothing else than the template's defaults takes one instead of restoring.
+    std::map<std::string, std::size_t> microvm_pool;
 };
 
 class SandboxManager {
@@ -39,7 +42,11 @@ class SandboxManager {
     SandboxManager(const SandboxManager&) = delete;
     SandboxManager& operator=(const SandboxManager&) = delete;
 
-    // Removes what a crashed predecessor left; returns the ids it cleaned.
+    // Takes over the microVM sandboxes a previous server saved to snapshots (paused; a
+    // resume restores them); returns their ids. Unusable ones are removed.
+    std::vector<std::string> adopt_snapshots();
+    // Removes what a crashed predecessor left; returns the ids it cleaned. Saved snapshots
+    // are not leftovers: call adopt_snapshots first.
     std::vector<std::string> clean_leftovers();
     // Recordings outlive their sandboxes: <state>/recordings/<recording id>.mp4 (+ .events.jsonl).
     std::filesystem::path recordings_dir() const { return options_.state_dir / "recordings"; }
@@ -58,9 +65,18 @@ class SandboxManager {
     // Also hands back the template's definition, read once per create.
     SandboxConfig parse_create(const nlohmann::json& request, nlohmann::json& definition) const;
     runtime::Runtime& runtime_for(const std::string& name);
+    std::chrono::milliseconds microvm_agent_timeout() const;
     std::filesystem::path template_rootfs(const std::string& name) const;
     nlohmann::json template_definition(const std::string& name) const;
     void reaper_loop();
+    // Builds and boots a sandbox (not registered). `pooled`: made ahead for the pool.
+    std::shared_ptr<Sandbox> start_sandbox(const nlohmann::json& request, SandboxConfig config,
+                                           const nlohmann::json& definition);
+    // A ready pooled sandbox for this request, or null (none, or the request is not plain).
+    std::shared_ptr<Sandbox> take_pooled(const nlohmann::json& request,
+                                         const SandboxConfig& config);
+    void pool_loop();
+    std::size_t pooled_count_locked() const;
 
     ManagerOptions options_;
     std::filesystem::path agent_dir_;
@@ -74,6 +90,9 @@ class SandboxManager {
     std::condition_variable reaper_wake_;
     bool stopping_ = false;
     std::thread reaper_;
+    std::map<std::string, std::vector<std::shared_ptr<Sandbox>>> pool_;  // template -> ready
+    std::condition_variable pool_wake_;
+    std::thread pool_filler_;
 };
 
 }  // namespace deskbox::server

@@ -345,58 +345,5 @@ TEST(Api, DesktopTemplateRunsFirefox) {
 
 // The same API on a microVM: boot, screenshot, type Unicode into the terminal and read it back,
 // files, then kill leaves no QEMU behind. Boots under TCG here (tens of seconds).
-TEST(Api, MicrovmSandboxWorksThroughTheSameApi) {
-    REQUIRE_TEMPLATE();
-    auto image =
-        run_process({"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build_microvm.py",
-                     "--print-path", "minimal"});
-    std::string dir = image.out.substr(0, image.out.find('\n'));
-    if (image.status.exit_code != 0 || !std::filesystem::exists(dir + "/rootfs.ext4"))
-        GTEST_SKIP() << "microvm image not built: run images/build_microvm.py minimal";
-    if (run_process({"sh", "-c", "command -v qemu-system-x86_64"}).status.exit_code != 0)
-        GTEST_SKIP() << "qemu-system-x86 is not installed";
-    Server s;
-    auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"resolution", {1024, 768}}});
-    ASSERT_EQ(created.status, 201u) << created.body << s.log();
-    std::string id = created.js()["id"];
-    EXPECT_EQ(created.js()["runtime"], "microvm");
-    const std::string base = "/v1/sandboxes/" + id;
-    auto shot = s.get(base + "/screenshot?format=png");
-    ASSERT_EQ(shot.status, 200u);
-    cv::Mat img =
-        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
-    EXPECT_EQ(img.cols, 1024);
-    json terminal;
-    ASSERT_TRUE(eventually(
-        [&] {
-            json windows = s.get(base + "/windows").js();
-            for (auto& w : windows["windows"])
-                if (w.value("class", "").find("Term") != std::string::npos) {
-                    terminal = w;
-                    return true;
-                }
-            return false;
-        },
-        120s))
-        << s.get(base + "/windows").body;
-    const std::string text = "vm: Grêmio 日本語 😀";
-    auto act =
-        s.post(base + "/actions",
-               {{"actions",
-                 {{{"type", "click"},
-                   {"x", terminal["x"].get<int>() + 40},
-                   {"y", terminal["y"].get<int>() + 40}},
-                  {{"type", "type"}, {"text", "printf '%s' '" + text + "' > ~/typed.txt\n"}}}}});
-    ASSERT_EQ(act.status, 200u) << act.body;
-    EXPECT_TRUE(eventually([&] { return run(s, id, "cat ~/typed.txt 2>/dev/null") == text; }, 60s));
-    std::string bytes("\x00\x01binary\xff", 10);
-    EXPECT_EQ(s.call(http::verb::put, base + "/files?path=/tmp/b.bin", bytes).status, 200u);
-    EXPECT_EQ(s.get(base + "/files?path=/tmp/b.bin").body, bytes);
-    EXPECT_NE(run(s, id, "uname -r").find("cloud"), std::string::npos) << "its own kernel";
-    EXPECT_EQ(s.del(base).status, 200u);
-    EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / id));
-    EXPECT_EQ(run_process({"pgrep", "-f", "qemu-system-x86_64.*" + id}).out, "");
-}
-
 }  // namespace
 }  // namespace deskbox

@@ -396,6 +396,163 @@ TEST_F(MicrovmRuntimeTest, TruncatedOrMissingSnapshotIsRefusedAndLeavesNoQemu) {
     expect_nothing_left(runtime, s);
 }
 
+std::string exec_out(protocol::RpcClient& client, const std::string& cmd) {
+    auto run = client.call("exec.run", {{"cmd", cmd}, {"timeout_s", 60}}, {}, 90s).result;
+    EXPECT_EQ(run["exit_code"], 0) << cmd << ": " << run.dump();
+    return trim_line(run.value("stdout", ""));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+TEST_F(MicrovmRuntimeTest, TemplateSnapshotCopiesAreIndependentAndTakeTheirOwnIdentity) {
+    require_image();
+    MicrovmRuntime runtime(options_);
+    auto base = spec("tpl");
+    fs::path dir;
+    auto making = std::chrono::steady_clock::now();
+    try {
+        dir = runtime.ensure_template_snapshot(base, [](MicrovmSandbox& vm) {
+            auto client = agent_session(vm);
+            EXPECT_EQ(exec_out(*client, "hostname"), "deskbox") << "the throwaway's own name";
+            client->close();
+        });
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    double make_s = seconds_since(making);
+    ASSERT_TRUE(MicrovmRuntime::template_snapshot_complete(dir));
+    EXPECT_EQ(runtime.ensure_template_snapshot(
+                  base, [](MicrovmSandbox&) { ADD_FAILURE() << "made a second time"; }),
+              dir);
+    EXPECT_TRUE(runtime.list_leftovers(base.state_root).empty()) << "the throwaway VM stayed";
+    EXPECT_TRUE(processes_mentioning("template-").empty());
+
+    auto spec_a = spec("copy-a"), spec_b = spec("copy-b");
+    EXPECT_EQ(runtime.template_snapshot_dir(spec_a), dir) << "ids and hostnames are not in the key";
+    auto other = spec("copy-c");
+    other.limits.memory_mb = 768;
+    EXPECT_NE(runtime.template_snapshot_dir(other), dir) << "memory size is in the key";
+
+    auto restoring = std::chrono::steady_clock::now();
+    auto a = runtime.start_from_template(spec_a, dir);
+    double restore_s = seconds_since(restoring);
+    std::unique_ptr<protocol::RpcClient> client_a, client_b;
+    try {
+        client_a = agent_session(*a);
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    double connected_s = seconds_since(restoring);
+    auto b = runtime.start_from_template(spec_b, dir);
+    try {
+        client_b = agent_session(*b);
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    // Fresh identity: each copy gets its own name, the host's clock and new randomness.
+    for (auto [client, id] : {std::pair{client_a.get(), spec_a.id}, {client_b.get(), spec_b.id}}) {
+        auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+        auto identity = client
+                            ->call("system.identity",
+                                   {{"hostname", id},
+                                    {"unix_time_ns", now_ns},
+                                    {"seed", "AAECAwQFBgcICQoLDA0ODw=="}},
+                                   {}, 60s)
+                            .result;
+        EXPECT_EQ(identity["hostname"], id) << identity.dump();
+        EXPECT_EQ(identity["clock_set"], true) << identity.dump();
+        EXPECT_EQ(exec_out(*client, "hostname"), id);
+        long guest_now = std::stol(exec_out(*client, "date +%s"));
+        EXPECT_NEAR(static_cast<double>(guest_now), static_cast<double>(std::time(nullptr)), 60)
+            << "the guest clock was not set";
+        EXPECT_EQ(exec_out(*client, "id -u"), "1000") << "the agent's children are the user";
+        EXPECT_EQ(exec_out(*client, "grep CapEff /proc/self/status | tr -d '\\t'"),
+                  "CapEff:0000000000000000")
+            << "the agent's capabilities leaked to its children";
+    }
+    exec_out(*client_a, "echo only-in-a > /home/user/mine.txt && sync");
+    EXPECT_EQ(exec_out(*client_a, "cat /home/user/mine.txt"), "only-in-a");
+    EXPECT_EQ(exec_out(*client_b, "test -e /home/user/mine.txt && echo present || echo absent"),
+              "absent");
+    EXPECT_NE(exec_out(*client_a, "cat /proc/sys/kernel/random/uuid"),
+              exec_out(*client_b, "cat /proc/sys/kernel/random/uuid"));
+    std::printf(
+        "[ figures  ] template snapshot under TCG: made in %.1f s (boot + save); a copy restored "
+        "in %.2f s, its agent answering after %.2f s\n",
+        make_s, restore_s, connected_s);
+
+    client_a->close();
+    client_b->close();
+    a->kill();
+    b->kill();
+    expect_nothing_left(runtime, spec_a);
+    expect_nothing_left(runtime, spec_b);
+    EXPECT_TRUE(MicrovmRuntime::template_snapshot_complete(dir)) << "copies never change it";
+    EXPECT_EQ(runtime.remove_template_snapshots(base.state_root), 1u);
+    EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST_F(MicrovmRuntimeTest, SavedSandboxOutlivesItsRuntimeAndIsAdoptedByTheNext) {
+    require_image();
+    auto s = spec("adopt");
+    long before = 0;
+    {
+        MicrovmRuntime runtime(options_);
+        auto sandbox = runtime.start_microvm(s);
+        std::unique_ptr<protocol::RpcClient> client;
+        try {
+            client = agent_session(*sandbox);
+        } catch (const std::exception& e) {
+            FAIL() << e.what();
+        }
+        client->call("exec.run",
+                     {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done"},
+                      {"background", true}},
+                     {}, 90s);
+        before = counter_above(*client, 2);
+        ASSERT_GT(before, 2);
+        client->close();
+        try {
+            sandbox->snapshot();
+        } catch (const std::exception& e) {
+            FAIL() << e.what();
+        }
+        EXPECT_TRUE(sandbox->release_snapshot());
+        EXPECT_FALSE(sandbox->release_snapshot()) << "only once";
+    }  // the runtime and the instance go; the saved VM stays on disk
+    ASSERT_TRUE(fs::exists(sandbox_dir(s.state_root, s.id) / "memory"));
+
+    MicrovmRuntime next(options_);
+    EXPECT_TRUE(next.list_leftovers(s.state_root).empty()) << "a saved sandbox is no leftover";
+    ASSERT_EQ(next.list_snapshotted(s.state_root), std::vector<std::string>{s.id});
+    auto adopted = next.adopt_snapshot(s.state_root, s.id);
+    EXPECT_THROW(next.adopt_snapshot(s.state_root, s.id), RuntimeError) << "adopted twice";
+    EXPECT_TRUE(adopted->snapshotted());
+    try {
+        adopted->restore_from_snapshot();
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    std::unique_ptr<protocol::RpcClient> client;
+    try {
+        client = agent_session(*adopted);
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    long after = read_counter(*client);
+    EXPECT_GE(after, before) << "the counter started over";
+    EXPECT_GT(counter_above(*client, after), after) << "the counter does not run";
+    EXPECT_EQ(exec_out(*client, "hostname"), s.hostname);
+    client->close();
+    adopted->kill();
+    expect_nothing_left(next, s);
+    EXPECT_TRUE(next.list_snapshotted(s.state_root).empty());
+}
+
 TEST_F(MicrovmRuntimeTest, MissingImageNamesTheBuildCommandAndLeavesNothing) {
     require_image();
     TempDir empty("deskbox-microvm-noimage");

@@ -1,0 +1,224 @@
+// deskboxd end to end with the microvm runtime: real QEMU (TCG here) booting the `minimal`
+// template's image, through the same HTTP API as containers; snapshots (pause with
+// "snapshot": true) that survive a server restart; creates restored from a template snapshot.
+#include <cstdlib>
+#include <ctime>
+
+#include <opencv2/imgcodecs.hpp>
+
+#include "tests/server/deskboxd_fixture.hpp"
+
+namespace deskbox {
+namespace {
+
+using namespace test;
+
+bool microvm_image_built() {
+    auto image =
+        run_process({"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build_microvm.py",
+                     "--print-path", "minimal"});
+    std::string dir = image.out.substr(0, image.out.find('\n'));
+    return image.status.exit_code == 0 && std::filesystem::exists(dir + "/rootfs.ext4") &&
+           run_process({"sh", "-c", "command -v qemu-system-x86_64"}).status.exit_code == 0;
+}
+
+#define REQUIRE_MICROVM()                                                                \
+    REQUIRE_TEMPLATE();                                                                  \
+    if (!microvm_image_built())                                                          \
+    GTEST_SKIP() << "microvm image or QEMU missing: apt-get install qemu-system-x86 && " \
+                    "images/build_microvm.py minimal"
+
+std::string windows_of(Server& s, const std::string& id) {
+    return s.get("/v1/sandboxes/" + id + "/windows").body;
+}
+
+long counter(Server& s, const std::string& id) {
+    std::string out = run(s, id, "cat /tmp/count 2>/dev/null");
+    return out.empty() ? -1 : std::stol(out);
+}
+
+bool no_qemu_for(const std::string& id) {
+    return run_process({"pgrep", "-f", "qemu-system-x86_64.*" + id}).out.empty();
+}
+
+TEST(MicrovmApi, SandboxWorksThroughTheSameApi) {
+    REQUIRE_MICROVM();
+    Server s;
+    auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"resolution", {1024, 768}}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    std::string id = created.js()["id"];
+    EXPECT_EQ(created.js()["runtime"], "microvm");
+    const std::string base = "/v1/sandboxes/" + id;
+    auto shot = s.get(base + "/screenshot?format=png");
+    ASSERT_EQ(shot.status, 200u);
+    cv::Mat img =
+        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+    EXPECT_EQ(img.cols, 1024);
+    json terminal;
+    ASSERT_TRUE(eventually(
+        [&] {
+            json windows = s.get(base + "/windows").js();
+            for (auto& w : windows["windows"])
+                if (w.value("class", "").find("Term") != std::string::npos) {
+                    terminal = w;
+                    return true;
+                }
+            return false;
+        },
+        120s))
+        << s.get(base + "/windows").body;
+    const std::string text = "vm: Grêmio 日本語 😀";
+    auto act =
+        s.post(base + "/actions",
+               {{"actions",
+                 {{{"type", "click"},
+                   {"x", terminal["x"].get<int>() + 40},
+                   {"y", terminal["y"].get<int>() + 40}},
+                  {{"type", "type"}, {"text", "printf '%s' '" + text + "' > ~/typed.txt\n"}}}}});
+    ASSERT_EQ(act.status, 200u) << act.body;
+    EXPECT_TRUE(eventually([&] { return run(s, id, "cat ~/typed.txt 2>/dev/null") == text; }, 60s));
+    std::string bytes("\x00\x01binary\xff", 10);
+    EXPECT_EQ(s.call(http::verb::put, base + "/files?path=/tmp/b.bin", bytes).status, 200u);
+    EXPECT_EQ(s.get(base + "/files?path=/tmp/b.bin").body, bytes);
+    EXPECT_NE(run(s, id, "uname -r").find("cloud"), std::string::npos) << "its own kernel";
+    EXPECT_EQ(run(s, id, "hostname"), id + "\n") << "restored from the template snapshot, renamed";
+    EXPECT_EQ(s.del(base).status, 200u);
+    EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / id));
+    EXPECT_EQ(run_process({"pgrep", "-f", "qemu-system-x86_64.*" + id}).out, "");
+}
+
+TEST(MicrovmApi, SnapshotKeepsEveryProcessAndWindowAndSurvivesAServerRestart) {
+    REQUIRE_MICROVM();
+    TempDir shared("deskboxd-snapshot");
+    const auto state = shared.path() / "state";
+    std::string id, control_token;
+    long before = 0;
+    {
+        Server s({}, state);
+        auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}});
+        ASSERT_EQ(created.status, 201u) << created.body << s.log();
+        id = created.js()["id"];
+        control_token = created.js()["control_token"];
+        const std::string base = "/v1/sandboxes/" + id;
+        auto started = s.post(base + "/commands",
+                              {{"cmd",
+                                "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; "
+                                "done"},
+                               {"background", true}});
+        ASSERT_EQ(started.status, 200u) << started.body;
+        auto window =
+            s.post(base + "/commands",
+                   {{"cmd", "xterm -T snapshot-window -e sleep 100000"}, {"background", true}});
+        ASSERT_EQ(window.status, 200u) << window.body;
+        ASSERT_TRUE(eventually(
+            [&] { return windows_of(s, id).find("snapshot-window") != std::string::npos; }, 120s))
+            << windows_of(s, id);
+        ASSERT_TRUE(eventually([&] { return counter(s, id) > 2; }, 60s));
+        before = counter(s, id);
+
+        auto paused = s.post(base + "/pause", {{"snapshot", true}});
+        ASSERT_EQ(paused.status, 200u) << paused.body << s.log();
+        EXPECT_EQ(paused.js()["state"], "paused") << paused.body;
+        ASSERT_TRUE(paused.js().contains("snapshot")) << paused.body;
+        EXPECT_GT(paused.js()["snapshot"]["bytes"].get<long long>(), 1 << 20);
+        EXPECT_EQ(s.get(base + "/screenshot").status, 409u);
+        EXPECT_TRUE(no_qemu_for(id)) << "a snapshotted sandbox has no QEMU";
+        EXPECT_EQ(s.post(base + "/pause", {{"snapshot", true}}).status, 200u) << "idempotent";
+    }  // the server stops; the saved sandbox stays on disk
+    ASSERT_TRUE(std::filesystem::exists(state / "sandboxes" / id / "memory"));
+
+    Server s({}, state);
+    const std::string base = "/v1/sandboxes/" + id;
+    auto described = s.get(base);
+    ASSERT_EQ(described.status, 200u) << described.body << s.log();
+    EXPECT_EQ(described.js()["state"], "paused");
+    EXPECT_EQ(described.js()["control_token"], control_token) << "same sandbox, same tokens";
+    EXPECT_TRUE(described.js().contains("snapshot"));
+    auto resumed = s.post(base + "/resume", json::object());
+    ASSERT_EQ(resumed.status, 200u) << resumed.body << s.log();
+    EXPECT_EQ(resumed.js()["state"], "running");
+    EXPECT_FALSE(resumed.js().contains("snapshot"));
+    long after = counter(s, id);
+    EXPECT_GE(after, before) << "the counter started over or is gone";
+    EXPECT_TRUE(eventually([&] { return counter(s, id) > after; }, 60s)) << "it does not count";
+    EXPECT_NE(windows_of(s, id).find("snapshot-window"), std::string::npos) << windows_of(s, id);
+    auto shot = s.get(base + "/screenshot?format=png");
+    ASSERT_EQ(shot.status, 200u);
+    cv::Mat img =
+        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+    EXPECT_EQ(img.cols, 1280);
+    EXPECT_EQ(s.del(base).status, 200u);
+    EXPECT_FALSE(std::filesystem::exists(state / "sandboxes" / id));
+    EXPECT_TRUE(no_qemu_for(id));
+}
+
+TEST(MicrovmApi, TemplateSnapshotCreatesAreIndependentAndBadSnapshotsAreRefused) {
+    REQUIRE_MICROVM();
+    Server s;
+    auto first = s.post("/v1/sandboxes", {{"runtime", "microvm"}});
+    ASSERT_EQ(first.status, 201u) << first.body << s.log();
+    auto second = s.post("/v1/sandboxes", {{"runtime", "microvm"}});
+    ASSERT_EQ(second.status, 201u) << second.body << s.log();
+    std::string a = first.js()["id"], b = second.js()["id"];
+    EXPECT_NE(first.js()["control_token"], second.js()["control_token"]);
+    EXPECT_NE(first.js()["view_token"], second.js()["view_token"]);
+    EXPECT_EQ(run(s, a, "hostname"), a + "\n");
+    EXPECT_EQ(run(s, b, "hostname"), b + "\n");
+    long host_now = static_cast<long>(std::time(nullptr));
+    long guest_now = std::stol(run(s, b, "date +%s"));
+    EXPECT_LT(std::labs(guest_now - host_now), 60) << "the clock was not resynced";
+    EXPECT_EQ(
+        s.call(http::verb::put, "/v1/sandboxes/" + a + "/files?path=/home/user/a.txt", "A").status,
+        200u);
+    EXPECT_EQ(run(s, b, "test -e /home/user/a.txt && echo present || echo absent"), "absent\n");
+    EXPECT_EQ(run(s, a, "cat /home/user/a.txt"), "A");
+    // Both restored from one template snapshot of this server's state dir.
+    auto templates = s.state() / "microvm" / "templates";
+    int snapshots = 0;
+    for (auto& e : std::filesystem::directory_iterator(templates)) snapshots += e.is_directory();
+    EXPECT_EQ(snapshots, 1);
+
+    // Bad requests.
+    EXPECT_EQ(s.post("/v1/sandboxes/" + b + "/pause", {{"snapshot", "yes"}}).status, 400u);
+    EXPECT_EQ(s.post("/v1/sandboxes/" + b + "/pause", {{"bogus", true}}).status, 400u);
+    EXPECT_EQ(s.post("/v1/sandboxes/" + b + "/resume", {{"snapshot", true}}).status, 400u);
+    EXPECT_EQ(s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"fast_start", 1}}).status, 400u);
+
+    // A corrupted snapshot is refused; the sandbox stays paused and the server serves on.
+    auto paused = s.post("/v1/sandboxes/" + b + "/pause", {{"snapshot", true}});
+    ASSERT_EQ(paused.status, 200u) << paused.body;
+    auto memory = s.state() / "sandboxes" / b / "memory";
+    ASSERT_TRUE(std::filesystem::exists(memory));
+    std::filesystem::resize_file(memory, std::filesystem::file_size(memory) / 3);
+    auto refused = s.post("/v1/sandboxes/" + b + "/resume", json::object());
+    EXPECT_EQ(refused.status, 422u) << refused.body;
+    EXPECT_EQ(refused.js()["error"]["code"], "snapshot_unusable") << refused.body;
+    EXPECT_NE(refused.body.find("memory"), std::string::npos) << refused.body;
+    EXPECT_EQ(s.get("/v1/sandboxes/" + b).js()["state"], "paused");
+    EXPECT_TRUE(no_qemu_for(b));
+    EXPECT_EQ(s.get("/v1/sandboxes/" + a + "/screenshot").status, 200u) << "the other one works";
+    EXPECT_EQ(s.del("/v1/sandboxes/" + b).status, 200u);
+    EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / b));
+    EXPECT_EQ(s.del("/v1/sandboxes/" + a).status, 200u);
+    EXPECT_TRUE(no_qemu_for(a));
+    EXPECT_TRUE(no_qemu_for(b));
+}
+
+TEST(MicrovmApi, ContainerSandboxesRefuseSnapshotsClearly) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    auto created = s.post("/v1/sandboxes", json::object());
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    std::string id = created.js()["id"];
+    auto refused = s.post("/v1/sandboxes/" + id + "/pause", {{"snapshot", true}});
+    EXPECT_EQ(refused.status, 409u) << refused.body;
+    EXPECT_EQ(refused.js()["error"]["code"], "snapshot_unsupported") << refused.body;
+    EXPECT_EQ(refused.js()["error"]["field"], "snapshot") << refused.body;
+    EXPECT_EQ(s.get("/v1/sandboxes/" + id).js()["state"], "running");
+    EXPECT_EQ(s.post("/v1/sandboxes/" + id + "/pause", {{"snapshot", false}}).status, 200u);
+    EXPECT_EQ(s.post("/v1/sandboxes/" + id + "/resume", json::object()).status, 200u);
+    EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+}
+
+}  // namespace
+}  // namespace deskbox
