@@ -204,6 +204,57 @@ TEST(MicrovmApi, TemplateSnapshotCreatesAreIndependentAndBadSnapshotsAreRefused)
     EXPECT_TRUE(no_qemu_for(b));
 }
 
+int pooled(Server& s) {
+    std::string metrics = s.get("/metrics").body;
+    const std::string key = "deskbox_sandboxes{state=\"pooled\"} ";
+    auto at = metrics.find(key);
+    return at == std::string::npos ? -1 : std::stoi(metrics.substr(at + key.size()));
+}
+
+bool qemu_under(const std::filesystem::path& state) {
+    return !run_process({"pgrep", "-f", "qemu-system-x86_64.*" + state.string()}).out.empty();
+}
+
+TEST(MicrovmApi, PoolHandsOutReadySandboxesAndRefills) {
+    REQUIRE_MICROVM();
+    TempDir shared("deskboxd-pool");
+    const auto state = shared.path() / "state";
+    {
+        Server s({"--microvm-pool", "minimal=1"}, state);
+        ASSERT_TRUE(eventually([&] { return pooled(s) == 1; }, 240s)) << s.log();
+        auto created = s.post(
+            "/v1/sandboxes",
+            {{"runtime", "microvm"}, {"timeout_s", 120}, {"metadata", {{"who", "pool-test"}}}});
+        ASSERT_EQ(created.status, 201u) << created.body << s.log();
+        std::string id = created.js()["id"];
+        EXPECT_EQ(created.js()["state"], "running");
+        EXPECT_EQ(created.js()["metadata"]["who"], "pool-test") << "the request's, not the pool's";
+        EXPECT_EQ(run(s, id, "hostname"), id + "\n");
+        EXPECT_EQ(s.get("/v1/sandboxes/" + id + "/screenshot").status, 200u);
+        EXPECT_TRUE(eventually([&] { return pooled(s) == 1; }, 240s)) << "the pool refills";
+        // A request beyond the template's defaults is made for itself, not taken.
+        auto own = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"resolution", {800, 600}}});
+        ASSERT_EQ(own.status, 201u) << own.body;
+        EXPECT_EQ(own.js()["resolution"], json::array({800, 600}));
+        EXPECT_EQ(pooled(s), 1);
+        EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+        EXPECT_EQ(s.del("/v1/sandboxes/" + own.js()["id"].get<std::string>()).status, 200u);
+    }  // stopping the server ends the pooled one too
+    EXPECT_FALSE(qemu_under(state)) << "a pooled microVM outlived its server";
+    std::size_t dirs = 0;
+    for (auto& e : std::filesystem::directory_iterator(state / "sandboxes"))
+        dirs += e.is_directory();
+    EXPECT_EQ(dirs, 0u);
+}
+
+TEST(MicrovmApi, PoolOptionIsChecked) {
+    for (std::string bad : {"minimal", "=2", "minimal=x", "minimal=-1", "minimal=65"}) {
+        auto r = run_process({DESKBOXD_PATH, "--microvm-pool", bad}, std::chrono::seconds(20));
+        EXPECT_EQ(r.status.exit_code, 2) << bad;
+        EXPECT_NE(r.err.find("--microvm-pool"), std::string::npos) << bad << ": " << r.err;
+    }
+}
+
 TEST(MicrovmApi, ContainerSandboxesRefuseSnapshotsClearly) {
     REQUIRE_TEMPLATE();
     Server s;
