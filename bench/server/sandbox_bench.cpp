@@ -154,10 +154,12 @@ void bench_microvm_starts(client::ApiClient& api, int runs, int pool_size) {
     print_row("template snapshot create -> shot", restored, "cold boot", cold_ms);
     if (pool_size == 0) return;
     auto pooled_now = [&] {
+        const std::string key = "deskbox_sandboxes{state=\"pooled\"} ";
         std::string metrics = api.get_bytes("/metrics").body;
-        auto at = metrics.find("deskbox_sandboxes{state=\"pooled\"} ");
-        return at == std::string::npos ? 0 : std::stoi(metrics.substr(at + 36));
+        auto at = metrics.find(key);
+        return at == std::string::npos ? 0 : std::stoi(metrics.substr(at + key.size()));
     };
+
     std::vector<double> pooled;
     for (int i = 0; i < runs; ++i) {
         auto deadline = Clock::now() + std::chrono::minutes(5);
@@ -247,10 +249,25 @@ void bench_memory(client::ApiClient& api, const Daemon& daemon, const std::strin
     // Let the session settle (desktop: panel, daemons) before calling it idle.
     std::this_thread::sleep_for(std::chrono::seconds(template_name == "desktop" ? 30 : 10));
     api.get_bytes("/v1/sandboxes/" + id + "/screenshot?format=png");
-    auto parent = runtime::ContainerRuntime::cgroup_parent_for(daemon.state());
-    auto dir = std::filesystem::path("/sys/fs/cgroup/memory") / parent / id;
-    auto usage = read_number(dir / "memory.usage_in_bytes");
-    auto resident = resident_bytes(dir);
+    std::uint64_t usage = 0, resident = 0;
+    if (g_runtime == "microvm") {
+        // The whole guest is one QEMU process: its PSS is what the host pays.
+        auto pids = run_process({"pgrep", "-f", "qemu-system-x86_64.*" + id}).out;
+        std::ifstream rollup("/proc/" + pids.substr(0, pids.find('\n')) + "/smaps_rollup");
+        std::string key;
+        while (rollup >> key)
+            if (key == "Pss:") {
+                rollup >> resident;
+                resident *= 1024;
+                break;
+            }
+        usage = resident;
+    } else {
+        auto parent = runtime::ContainerRuntime::cgroup_parent_for(daemon.state());
+        auto dir = std::filesystem::path("/sys/fs/cgroup/memory") / parent / id;
+        usage = read_number(dir / "memory.usage_in_bytes");
+        resident = resident_bytes(dir);
+    }
     auto host_side = process_rss_bytes(daemon.pid()) - rss_before;
     struct sysinfo info {};
     ::sysinfo(&info);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 namespace deskbox::server {
 namespace {
@@ -46,6 +47,24 @@ ApiError from_agent_error(const protocol::RpcError& e) {
     else if (c == "timeout")
         status = 504;
     return ApiError(status, c, e.what(), e.field());
+}
+
+// The last `count` non-empty lines of `text`.
+std::string last_lines(const std::string& text, std::size_t count) {
+    std::vector<std::string> lines;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        auto end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(start, end - start);
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+        if (!line.empty()) lines.push_back(std::move(line));
+        start = end + 1;
+    }
+    std::string out;
+    for (std::size_t i = lines.size() > count ? lines.size() - count : 0; i < lines.size(); ++i)
+        out += lines[i] + '\n';
+    return out;
 }
 
 }  // namespace
@@ -375,7 +394,11 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
     if (config_.api_resolution)
         j["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
     std::string reason = error_reason();
-    if (!reason.empty()) j["error"] = reason;
+    if (!reason.empty()) {
+        j["error"] = reason;
+        // What the sandbox printed last (a microVM's serial console): the why behind it.
+        if (instance_) j["log_tail"] = last_lines(instance_->log_tail(8192), 40);
+    }
     {
         std::lock_guard lock(mutex_);
         if (snapshotted_)
@@ -437,6 +460,10 @@ void Sandbox::on_close(protocol::RpcClient& client, const std::string& reason) {
     }
     std::string detail = "agent channel closed: " + reason;
     if (instance_) {
+        // A guest going down (its init ending, a panic) closes the channel a moment before
+        // its runtime ends: wait for that briefly, so the reason says why.
+        for (int i = 0; i < 50 && instance_->alive(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
         if (auto exit = instance_->exit_info()) detail += "; sandbox " + exit->reason;
     }
     fail(detail);

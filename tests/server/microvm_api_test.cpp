@@ -204,6 +204,39 @@ TEST(MicrovmApi, TemplateSnapshotCreatesAreIndependentAndBadSnapshotsAreRefused)
     EXPECT_TRUE(no_qemu_for(b));
 }
 
+TEST(MicrovmApi, AgentDeathPanicsTheGuestAndTheSandboxSaysWhy) {
+    REQUIRE_MICROVM();
+    Server s;
+    auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"fast_start", false}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    std::string id = created.js()["id"];
+    const std::string base = "/v1/sandboxes/" + id;
+    // The command's parent is the agent (PID 1's child in the guest): with it gone, PID 1
+    // exits, the kernel panics and QEMU ends (-no-reboot).
+    EXPECT_EQ(run(s, id, "ps -o comm= -p $PPID"), "deskbox-agent\n");
+    auto killed = s.post(base + "/commands", {{"cmd", "kill -9 $PPID"}});
+    EXPECT_NE(killed.status, 200u) << "the agent answered after its own death";
+    json described;
+    ASSERT_TRUE(eventually(
+        [&] {
+            described = s.get(base).js();
+            return described.value("state", "") == "error";
+        },
+        120s))
+        << described.dump();
+    std::string reason = described.value("error", "");
+    EXPECT_NE(reason.find("137"), std::string::npos) << "the agent's SIGKILL status: " << reason;
+    EXPECT_NE(reason.find("panic"), std::string::npos) << reason;
+    EXPECT_NE(described.value("log_tail", "").find("Kernel panic"), std::string::npos)
+        << "inspect shows the console: " << described.dump();
+    auto shot = s.get(base + "/screenshot");
+    EXPECT_EQ(shot.status, 503u) << shot.body;
+    EXPECT_EQ(shot.js()["error"]["code"], "sandbox_error") << shot.body;
+    EXPECT_TRUE(no_qemu_for(id));
+    EXPECT_EQ(s.del(base).status, 200u);
+    EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / id));
+}
+
 int pooled(Server& s) {
     std::string metrics = s.get("/metrics").body;
     const std::string key = "deskbox_sandboxes{state=\"pooled\"} ";
