@@ -796,11 +796,21 @@ void MicrovmSandbox::launch_from_template(const fs::path& template_dir) {
     json record = read_json_file(template_dir / "snapshot.json");
     tsc_khz_ = record.value("tsc_khz", std::uint64_t{0});
     template_dir_ = template_dir;
-    // The guest has the template's agent disk mounted: it must get that one back.
-    agent_image_ = template_dir / "agent.img";
+    // Hard links make the sandbox stand on its own: a template snapshot removed later (stale,
+    // unusable) must not take the base of a running or saved copy's disk with it. The guest
+    // has the template's agent disk mounted, so it gets that very image back.
+    fs::path base = paths_.dir / "base.qcow2";
+    link_or_copy(template_dir / "disk.qcow2", base);
+    std::error_code ec;
+    if (fs::exists(template_dir / "agent.img", ec)) {
+        link_or_copy(template_dir / "agent.img", paths_.dir / "agent.img");
+        agent_image_ = paths_.dir / "agent.img";
+    } else {
+        agent_image_.reset();
+    }
     write_metadata_locked(json::object());
     auto created = run_tool({options.qemu_img, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
-                             (template_dir / "disk.qcow2").string(), paths_.disk.string()},
+                             base.string(), paths_.disk.string()},
                             options.stop_timeout, "qemu-utils");
     if (created.timed_out || created.status.exit_code != 0 || created.status.signal != 0)
         throw RuntimeError("qemu-img create " + paths_.disk.string() +
