@@ -918,7 +918,6 @@ void MicrovmSandbox::record_exit_locked() {
             info.signal ? 128 + info.signal : static_cast<int>((wait_status >> 8) & 0xff);
         info.reason = info.signal ? "the entry was killed by " + signal_name(info.signal)
                                   : "the entry exited with code " + std::to_string(info.exit_code);
-        info.reason += " (PID 1 ended: guest kernel panic)";
     } else if (std::regex_search(console, match, panic)) {
         info.reason = "guest kernel panic: " + match[1].str();
     } else if (!status) {

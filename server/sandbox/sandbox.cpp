@@ -140,7 +140,7 @@ void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent
     try {
         instance_ = start();
         attach_agent(agent_timeout);
-        if (fresh_identity) apply_fresh_identity();
+        if (fresh_identity) sync_guest(/*new_identity=*/true);
         if (config_.vnc) start_vnc();
     } catch (const runtime::SpecError& e) {
         kill();
@@ -195,9 +195,9 @@ void Sandbox::detach_agent() {
     client->close();  // its on_close finds it is no longer the sandbox's agent
 }
 
-void Sandbox::apply_fresh_identity() {
-    // The guest is a copy of a saved template VM: same hostname, a clock stopped at the save,
-    // the same random state as every other copy.
+void Sandbox::sync_guest(bool new_identity) {
+    // After a restore the guest's clock stands where it was saved (or paused), and a copy of
+    // a template VM shares its name and random state with every other copy.
     std::vector<std::uint8_t> seed(64);
     for (std::size_t got = 0; got < seed.size();) {
         ssize_t n = ::getrandom(seed.data() + got, seed.size() - got, 0);
@@ -206,20 +206,22 @@ void Sandbox::apply_fresh_identity() {
     auto now_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(SystemClock::now().time_since_epoch())
             .count();
+    nlohmann::json params = {{"unix_time_ns", now_ns}, {"seed", base64(seed)}};
+    if (new_identity) params["hostname"] = config_.id;
     std::shared_ptr<protocol::RpcClient> client;
     {
         std::lock_guard lock(mutex_);
         client = agent_;
     }
     try {
-        auto reply = client->call(
-            "system.identity",
-            {{"hostname", config_.id}, {"unix_time_ns", now_ns}, {"seed", base64(seed)}}, {},
-            std::chrono::seconds(20));
+        auto reply = client->call("system.identity", params, {}, std::chrono::seconds(20));
         audit("identity", reply.result);
-    } catch (const protocol::RpcError& e) {
-        throw ApiError(502, "sandbox_start_failed",
-                       std::string("the restored guest refused its new identity: ") + e.what());
+    } catch (const std::exception& e) {
+        if (new_identity)
+            throw ApiError(502, "sandbox_start_failed",
+                           std::string("the restored guest refused its new identity: ") + e.what());
+        // The guest runs either way; its clock is then late by the pause.
+        audit("identity", {{"error", e.what()}});
     }
 }
 
@@ -569,10 +571,13 @@ void Sandbox::resume() {
                 throw ApiError(500, "runtime_error", std::string("resume failed: ") + e.what());
             }
             status_ = SandboxStatus::running;
-            return;
         }
     }
-    auto* vm = static_cast<runtime::MicrovmSandbox*>(instance_.get());
+    auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
+    if (!from_snapshot) {
+        if (vm) sync_guest(/*new_identity=*/false);  // a container shares the host's clock
+        return;
+    }
     try {
         vm->restore_from_snapshot();
     } catch (const std::exception& e) {
@@ -592,6 +597,7 @@ void Sandbox::resume() {
             need_vnc = config_.vnc && !vnc_;
         }
         if (need_vnc) start_vnc();
+        sync_guest(/*new_identity=*/false);
     } catch (const std::exception& e) {
         std::string reason = std::string("the agent did not come back after the restore: ") +
                              e.what() + "; console: " + instance_->log_tail(2000);

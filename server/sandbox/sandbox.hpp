@@ -139,7 +139,9 @@ class Sandbox {
     // Connects to the agent (again, after a restore), handshakes and waits for a frame.
     void attach_agent(std::chrono::milliseconds timeout);
     void detach_agent();  // closes the host's session; the agent waits for the next one
-    void apply_fresh_identity();
+    // Sets the guest's clock and reseeds its randomness (a restored microVM); `new_identity`:
+    // also its hostname, and failing is fatal (a template copy must not keep another's name).
+    void sync_guest(bool new_identity);
     void save_record();  // what adopt() needs, next to the runtime's files
     void on_event(protocol::RpcClient& client, protocol::Message&& message);
     void on_close(protocol::RpcClient& client, const std::string& reason);

