@@ -36,7 +36,7 @@ DESKBOX_SERVER and DESKBOX_API_KEY set the defaults).
 Sandboxes:
   create [--template minimal] [--runtime container] [--size 1280x800] [--timeout 300] [--json]
   list [--json]              inspect ID          kill ID...
-  pause ID                   resume ID           timeout ID SECONDS
+  pause ID [--snapshot]      resume ID           timeout ID SECONDS
 Desktop:
   screenshot ID [-o FILE|-] [--format png|jpeg|webp] [--quality N] [--width N] [--height N]
   act ID 'JSON action or {"actions":[...]}'|- [--dialect native|anthropic|openai]
@@ -66,7 +66,7 @@ const std::map<std::string, std::string> kUsage = {
     {"list", "usage: deskbox list [--json]"},
     {"inspect", "usage: deskbox inspect ID"},
     {"kill", "usage: deskbox kill ID..."},
-    {"pause", "usage: deskbox pause ID"},
+    {"pause", "usage: deskbox pause ID [--snapshot]"},
     {"resume", "usage: deskbox resume ID"},
     {"timeout", "usage: deskbox timeout ID SECONDS\nSets the sandbox to expire SECONDS from now."},
     {"screenshot",
@@ -255,9 +255,15 @@ int cmd_kill(Context& context, const std::vector<std::string>& tokens) {
 }
 
 int cmd_lifecycle(Context& context, const std::vector<std::string>& tokens, const char* name) {
-    Command c(context, name, tokens, {});
+    const bool pause = std::string(name) == "pause";
+    std::vector<OptionSpec> options;
+    // pause --snapshot: a microVM is saved to disk (survives a server restart).
+    if (pause) options.push_back({"--snapshot", "", false});
+    Command c(context, name, tokens, options);
     c.expect(1, 1);
-    context.client().post_json(sandbox_path(c.arg(0)) + "/" + name, nullptr);
+    json body = nullptr;
+    if (pause && c.args.has("--snapshot")) body = json{{"snapshot", true}};
+    context.client().post_json(sandbox_path(c.arg(0)) + "/" + name, body);
     context.out << c.arg(0) << "\n";
     return kExitOk;
 }

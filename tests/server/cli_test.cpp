@@ -383,9 +383,13 @@ TEST_F(CliTest, LifecycleCommandsHitTheirPaths) {
     RunResult timeout = run({"timeout", "sb-1", "900"});
     EXPECT_EQ(timeout.out, "sb-1 expires at 2030-01-01T00:10:00Z\n");
     EXPECT_EQ(run({"kill", "sb-1"}).out, "sb-1\n");
+    EXPECT_EQ(run({"pause", "sb-1", "--snapshot"}).out, "sb-1\n");
+    EXPECT_EQ(run({"resume", "sb-1", "--snapshot"}).status.exit_code, 2) << "pause only";
 
     auto requests = server.requests();
-    ASSERT_EQ(requests.size(), 5u);
+    ASSERT_EQ(requests.size(), 6u);
+    EXPECT_EQ(requests[5].line(), "POST /v1/sandboxes/sb-1/pause");
+    EXPECT_EQ(requests[5].json_body(), json({{"snapshot", true}}));
     EXPECT_EQ(requests[0].line(), "GET /v1/sandboxes/sb-1");
     EXPECT_EQ(requests[1].line(), "POST /v1/sandboxes/sb-1/pause");
     EXPECT_EQ(requests[1].header("content-length"), "0");

@@ -81,6 +81,12 @@ class StreamTest : public ::testing::Test {
 };
 
 TEST_F(StreamTest, JpegFramesShowWhatTheScreenshotShows) {
+    // The terminal may still be drawing its prompt: compare frames of a still screen.
+    ASSERT_TRUE(eventually([&] {
+        cv::Mat before = screenshot(s(), sandbox_);
+        std::this_thread::sleep_for(300ms);
+        return cv::norm(before, screenshot(s(), sandbox_), cv::NORM_INF) == 0;
+    }));
     WsClient ws(s().port(), stream_target(sandbox_, sandbox_.view_token, "&codec=jpeg&quality=90"));
     ASSERT_TRUE(ws.connected()) << ws.status() << ws.refusal_body();
     auto hello = ws.read();
