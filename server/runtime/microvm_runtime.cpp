@@ -572,6 +572,7 @@ struct MicrovmSandbox::Shared {
     std::map<std::string, fs::path> agent_images;
     // template snapshot key -> the lock its maker holds, so a key is made once.
     std::map<std::string, std::shared_ptr<std::mutex>> template_makers;
+    std::string qemu_path;  // options.qemu resolved on PATH, once
 
     std::uint64_t tsc_khz_cached() {
         std::lock_guard lock(mutex);
@@ -1548,20 +1549,32 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::adopt_snapshot(const fs::path& s
     return sandbox;
 }
 
+std::string MicrovmRuntime::template_generation(const SandboxSpec& spec,
+                                                const MicrovmImage& image) {
+    Fnv64 hash;
+    for (const auto& file : {image.kernel, image.initramfs, image.rootfs})
+        hash.add(file_version(file));
+    // A snapshot loads only into the QEMU that saved it (same version, same devices).
+    std::string qemu = shared_->options.qemu;
+    if (qemu.find('/') == std::string::npos) {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->qemu_path.empty())
+            shared_->qemu_path =
+                trim(run_tool({"sh", "-c", "command -v " + shell_quote(qemu)}, 5s, "sh").out);
+        qemu = shared_->qemu_path;
+    }
+    hash.add(file_version(qemu));
+    if (!spec.agent_dir.empty())
+        hash.add(shared_->agent_image(spec.state_root, spec.agent_dir).filename().string());
+    return hash.hex();
+}
+
 std::string MicrovmRuntime::template_key(const SandboxSpec& spec, const MicrovmImage& image,
                                          Accelerator accel) {
     const auto& options = shared_->options;
     Fnv64 hash;
     hash.add("deskbox template snapshot v1");
-    for (const auto& file : {image.kernel, image.initramfs, image.rootfs})
-        hash.add(file_version(file));
-    // A snapshot loads only into the QEMU that saved it (same version, same devices).
-    std::string qemu = options.qemu;
-    if (qemu.find('/') == std::string::npos) {
-        auto found = run_tool({"sh", "-c", "command -v " + shell_quote(qemu)}, 5s, "sh");
-        qemu = trim(found.out);
-    }
-    hash.add(file_version(qemu));
+    hash.add(template_generation(spec, image));
     hash.add(to_string(accel));
     hash.add(std::to_string(accel == Accelerator::tcg ? shared_->tsc_khz_cached() : 0));
     hash.add(options.extra_kernel_args);
@@ -1575,8 +1588,6 @@ std::string MicrovmRuntime::template_key(const SandboxSpec& spec, const MicrovmI
     for (const auto& [key, value] : spec.env) env[key] = value;
     env.erase("DESKBOX_SANDBOX_ID");
     for (const auto& [key, value] : env) hash.add(key + '=' + value);
-    if (!spec.agent_dir.empty())
-        hash.add(shared_->agent_image(spec.state_root, spec.agent_dir).filename().string());
     return hash.hex();
 }
 
@@ -1627,6 +1638,7 @@ fs::path MicrovmRuntime::ensure_template_snapshot(
             ::chmod((temp / name).c_str(), 0444);
         json record = {{"key", dir.filename().string()},
                        {"template_rootfs", spec.template_rootfs.string()},
+                       {"generation", template_generation(spec, image_for(spec.template_rootfs))},
                        {"memory_mb", spec.limits.memory_mb},
                        {"accelerator", to_string(sandbox->accelerator())},
                        {"tsc_khz", sandbox->tsc_khz_},
@@ -1637,11 +1649,26 @@ fs::path MicrovmRuntime::ensure_template_snapshot(
         sandbox->kill();
         fs::remove_all(dir, ec);
         fs::rename(temp, dir);
+        prune_template_snapshots(dir, record);
     } catch (const std::exception& e) {
         fs::remove_all(temp, ec);
         throw RuntimeError("cannot make the template snapshot " + dir.string() + ": " + e.what());
     }
     return dir;
+}
+
+void MicrovmRuntime::prune_template_snapshots(const fs::path& made, const json& record) {
+    // Snapshots of the same template from an older image, QEMU or agent are never loaded
+    // again. Copies restored from them hard-linked what they need, so removing is safe.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(made.parent_path(), ec)) {
+        if (entry.path() == made || entry.path().filename().string().rfind('.', 0) == 0) continue;
+        std::ifstream in(entry.path() / "snapshot.json");
+        auto other = json::parse(in, nullptr, false);
+        if (!other.is_object() || other.value("template_rootfs", "") != record["template_rootfs"])
+            continue;
+        if (other.value("generation", "") != record["generation"]) fs::remove_all(entry.path(), ec);
+    }
 }
 
 std::unique_ptr<MicrovmSandbox> MicrovmRuntime::start_from_template(const SandboxSpec& spec,

@@ -246,8 +246,8 @@ class MicrovmRuntime : public Runtime {
     // spec); connect_agent then reaches its agent. Throws SpecError / RuntimeError.
     std::unique_ptr<MicrovmSandbox> start_from_template(const SandboxSpec& spec,
                                                         const std::filesystem::path& dir);
-    // Removes every template snapshot of `state_root` (stale ones pile up as templates and
-    // agents change). Returns how many.
+    // Removes every template snapshot of `state_root`. Returns how many. (Making one already
+    // removes those of the same template from an older image, QEMU or agent.)
     std::size_t remove_template_snapshots(const std::filesystem::path& state_root);
 
   private:
@@ -256,6 +256,9 @@ class MicrovmRuntime : public Runtime {
     // Checks `spec`, makes its directory and returns the (not yet started) sandbox.
     std::unique_ptr<MicrovmSandbox> prepare(const SandboxSpec& spec);
     std::string template_key(const SandboxSpec& spec, const MicrovmImage& image, Accelerator accel);
+    // What outdates every snapshot of a template: its image files, QEMU, the agent image.
+    std::string template_generation(const SandboxSpec& spec, const MicrovmImage& image);
+    void prune_template_snapshots(const std::filesystem::path& made, const nlohmann::json& record);
 
     std::shared_ptr<MicrovmSandbox::Shared> shared_;
 };

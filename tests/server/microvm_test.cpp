@@ -410,6 +410,11 @@ TEST_F(MicrovmRuntimeTest, TemplateSnapshotCopiesAreIndependentAndTakeTheirOwnId
     require_image();
     MicrovmRuntime runtime(options_);
     auto base = spec("tpl");
+    // One made from an older image of the same template: replaced when the new one is made.
+    const fs::path stale = state_.path() / "microvm/templates/0123456789abcdef";
+    fs::create_directories(stale);
+    std::ofstream(stale / "snapshot.json")
+        << json{{"template_rootfs", base.template_rootfs.string()}, {"generation", "older"}};
     fs::path dir;
     auto making = std::chrono::steady_clock::now();
     try {
@@ -423,6 +428,7 @@ TEST_F(MicrovmRuntimeTest, TemplateSnapshotCopiesAreIndependentAndTakeTheirOwnId
     }
     double make_s = seconds_since(making);
     ASSERT_TRUE(MicrovmRuntime::template_snapshot_complete(dir));
+    EXPECT_FALSE(fs::exists(stale)) << "an outdated snapshot of the template was kept";
     EXPECT_EQ(runtime.ensure_template_snapshot(
                   base, [](MicrovmSandbox&) { ADD_FAILURE() << "made a second time"; }),
               dir);
