@@ -1,6 +1,8 @@
 // The web viewer in a real headless Chromium, driven over the DevTools protocol: the page shows
 // the sandbox's desktop, a click in the page with a control token reaches a window in the
 // sandbox, and with a view token it does not. The dashboard lists the sandbox.
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include <boost/beast/core/detail/base64.hpp>
@@ -180,12 +182,14 @@ class ViewerBrowserTest : public ::testing::Test {
     }
 
     // The page's canvas, scaled back to the 800x600 screen, against the API's screenshot.
-    // The page is also saved to the test temp dir for a person to look at.
+    // With DESKBOX_KEEP_SCREENSHOTS set, the page is saved to the test temp dir for a person
+    // to look at (a test run leaves no files otherwise).
     double canvas_psnr(DevTools& dt) {
         CanvasRect r = canvas_rect(dt);
         cv::Mat page_shot = dt.screenshot();
         if (page_shot.empty()) return 0;
-        cv::imwrite(::testing::TempDir() + "deskbox_viewer_page.png", page_shot);
+        if (std::getenv("DESKBOX_KEEP_SCREENSHOTS"))
+            cv::imwrite(::testing::TempDir() + "deskbox_viewer_page.png", page_shot);
         cv::Rect roi(static_cast<int>(r.left + 0.5), static_cast<int>(r.top + 0.5),
                      static_cast<int>(r.width), static_cast<int>(r.height));
         roi &= cv::Rect(0, 0, page_shot.cols, page_shot.rows);
