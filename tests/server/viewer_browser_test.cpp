@@ -171,6 +171,11 @@ class ViewerBrowserTest : public ::testing::Test {
         ASSERT_TRUE(eventually([&] { return find_window("clickcatcher").is_object(); }))
             << server_->get("/v1/sandboxes/" + id_ + "/windows").body
             << run(*server_, id_, "ps -ef");
+        // The file appears when cat starts, after mouse reporting was switched on: a click
+        // before that goes to xterm itself (a selection) and is never recorded.
+        ASSERT_TRUE(eventually(
+            [&] { return run(*server_, id_, "test -e /tmp/clicks && echo ready") == "ready\n"; }));
+        std::this_thread::sleep_for(200ms);  // xterm reads the escape from its pty a moment later
     }
 
     json find_window(const std::string& title) {
