@@ -56,4 +56,16 @@ std::string signal_name(int sig) {
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+std::string last_lines(const std::string& text, std::size_t count) {
+    std::size_t end = text.size();
+    while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r')) --end;
+    std::size_t start = end;
+    for (std::size_t seen = 0; start > 0; --start) {
+        if (text[start - 1] == '\n' && ++seen == count) break;
+    }
+    std::string out = text.substr(start, end - start);
+    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    return out;
+}
+
 }  // namespace deskbox::runtime

@@ -10,6 +10,8 @@
 
 namespace deskbox::runtime {
 
+// The last `count` lines of `text` (trailing newlines and CRs dropped).
+std::string last_lines(const std::string& text, std::size_t count);
 // `s` without leading and trailing whitespace.
 std::string trim(std::string s);
 

@@ -1,6 +1,7 @@
 #include "server/sandbox/sandbox.hpp"
 
 #include "server/runtime/microvm_runtime.hpp"
+#include "server/runtime/runtime_util.hpp"
 
 #include <sys/random.h>
 
@@ -49,24 +50,6 @@ ApiError from_agent_error(const protocol::RpcError& e) {
     return ApiError(status, c, e.what(), e.field());
 }
 
-// The last `count` non-empty lines of `text`.
-std::string last_lines(const std::string& text, std::size_t count) {
-    std::vector<std::string> lines;
-    std::size_t start = 0;
-    while (start < text.size()) {
-        auto end = text.find('\n', start);
-        if (end == std::string::npos) end = text.size();
-        std::string line = text.substr(start, end - start);
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-        if (!line.empty()) lines.push_back(std::move(line));
-        start = end + 1;
-    }
-    std::string out;
-    for (std::size_t i = lines.size() > count ? lines.size() - count : 0; i < lines.size(); ++i)
-        out += lines[i] + '\n';
-    return out;
-}
-
 }  // namespace
 
 const char* to_string(SandboxStatus status) {
@@ -85,16 +68,20 @@ const char* to_string(SandboxStatus status) {
     return "unknown";
 }
 
-std::string random_token(std::size_t bytes) {
-    std::vector<unsigned char> raw(bytes);
+std::vector<std::uint8_t> random_bytes(std::size_t count) {
+    std::vector<std::uint8_t> raw(count);
     std::size_t got = 0;
-    while (got < bytes) {
-        ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
+    while (got < count) {
+        ssize_t n = ::getrandom(raw.data() + got, count - got, 0);
         if (n > 0) got += static_cast<std::size_t>(n);
     }
+    return raw;
+}
+
+std::string random_token(std::size_t bytes) {
     static const char hex[] = "0123456789abcdef";
     std::string out;
-    for (unsigned char c : raw) {
+    for (std::uint8_t c : random_bytes(bytes)) {
         out += hex[c >> 4];
         out += hex[c & 15];
     }
@@ -198,11 +185,7 @@ void Sandbox::detach_agent() {
 void Sandbox::sync_guest(bool new_identity) {
     // After a restore the guest's clock stands where it was saved (or paused), and a copy of
     // a template VM shares its name and random state with every other copy.
-    std::vector<std::uint8_t> seed(64);
-    for (std::size_t got = 0; got < seed.size();) {
-        ssize_t n = ::getrandom(seed.data() + got, seed.size() - got, 0);
-        if (n > 0) got += static_cast<std::size_t>(n);
-    }
+    std::vector<std::uint8_t> seed = random_bytes(64);
     auto now_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(SystemClock::now().time_since_epoch())
             .count();
@@ -399,7 +382,7 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
     if (!reason.empty()) {
         j["error"] = reason;
         // What the sandbox printed last (a microVM's serial console): the why behind it.
-        if (instance_) j["log_tail"] = last_lines(instance_->log_tail(8192), 40);
+        if (instance_) j["log_tail"] = runtime::last_lines(instance_->log_tail(8192), 40);
     }
     {
         std::lock_guard lock(mutex_);

@@ -193,6 +193,7 @@ class Sandbox {
     int recordings_started_ = 0;
 };
 
-std::string random_token(std::size_t bytes);
+std::vector<std::uint8_t> random_bytes(std::size_t count);  // getrandom(2)
+std::string random_token(std::size_t bytes);                // hex of random_bytes
 
 }  // namespace deskbox::server
