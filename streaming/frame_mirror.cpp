@@ -249,12 +249,10 @@ void FrameMirror::set_cursor_shape(int width, int height, int xhot, int yhot, st
         throw ParameterError("width", "must be " + range + ", got " + std::to_string(width));
     if (height <= 0 || height > kMaxCursorSize)
         throw ParameterError("height", "must be " + range + ", got " + std::to_string(height));
-    if (xhot < 0 || xhot >= width)
-        throw ParameterError("xhot", "must be inside the " + std::to_string(width) +
-                                         " pixel wide cursor, got " + std::to_string(xhot));
-    if (yhot < 0 || yhot >= height)
-        throw ParameterError("yhot", "must be inside the " + std::to_string(height) +
-                                         " pixel high cursor, got " + std::to_string(yhot));
+    // X hands out hotspots on the far edge too (Firefox's blank 1x1 cursor has its hotspot
+    // at 1,1): harmless, so it is moved onto the image instead of failing the agent channel.
+    xhot = std::clamp(xhot, 0, width - 1);
+    yhot = std::clamp(yhot, 0, height - 1);
     std::size_t expected = static_cast<std::size_t>(width) * height * 4;
     if (argb.size() != expected)
         throw ParameterError("body", "expected " + std::to_string(expected) + " bytes (" +

@@ -100,7 +100,8 @@ class FrameMirror {
         apply_damage(seq, x, y, width, height,
                      std::span(reinterpret_cast<const std::uint8_t*>(bgrx.data()), bgrx.size()));
     }
-    // A cursor.shape event: premultiplied ARGB32, native byte order, width*height*4 bytes.
+    // A cursor.shape event: premultiplied ARGB32, native byte order, width*height*4 bytes. A
+    // hotspot off the image is moved onto it; bad sizes throw ParameterError.
     void set_cursor_shape(int width, int height, int xhot, int yhot, std::uint64_t serial,
                           std::span<const std::uint8_t> argb);
     void set_cursor_position(int x, int y);

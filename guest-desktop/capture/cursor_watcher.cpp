@@ -1,6 +1,7 @@
 #include "guest-desktop/capture/cursor_watcher.hpp"
 
 #include <X11/extensions/Xfixes.h>
+#include <algorithm>
 
 #include <cstring>
 
@@ -35,8 +36,9 @@ std::optional<CursorImage> CursorWatcher::shape_if_changed(bool force) {
     CursorImage shape;
     shape.width = image->width;
     shape.height = image->height;
-    shape.xhot = image->xhot;
-    shape.yhot = image->yhot;
+    // Keep the hotspot on the image: X reports it on the far edge for some (blank) cursors.
+    shape.xhot = std::min<int>(image->xhot, std::max<int>(image->width, 1) - 1);
+    shape.yhot = std::min<int>(image->yhot, std::max<int>(image->height, 1) - 1);
     shape.serial = image->cursor_serial;
     if (!force && last_serial_ == shape.serial) {
         XFree(image);

@@ -357,23 +357,27 @@ TEST(FrameMirror, CursorImageAndPositionAreValidatedAndVersioned) {
         return std::string("accepted");
     };
     auto span = std::span<const std::uint8_t>(argb);
-    EXPECT_EQ(field_of([&] { mirror.set_cursor_shape(4, 3, 4, 0, 1, span); }), "xhot");
-    EXPECT_EQ(field_of([&] { mirror.set_cursor_shape(4, 3, 0, -1, 1, span); }), "yhot");
+    // A hotspot off the image (Firefox's blank cursor: 1x1 with its hotspot at 1,1) is moved
+    // onto its edge, not an error that would end the agent's channel.
+    EXPECT_EQ(field_of([&] { mirror.set_cursor_shape(4, 3, 4, -1, 2, span); }), "accepted");
+    EXPECT_EQ(mirror.snapshot().cursor.shape->xhot, 3);
+    EXPECT_EQ(mirror.snapshot().cursor.shape->yhot, 0);
+    EXPECT_EQ(mirror.snapshot().cursor.version, 2u);
     EXPECT_EQ(field_of([&] { mirror.set_cursor_shape(4, 4, 0, 0, 1, span); }), "body");
     EXPECT_EQ(field_of([&] { mirror.set_cursor_shape(0, 3, 0, 0, 1, span); }), "width");
     EXPECT_EQ(field_of([&] { mirror.set_cursor_shape(4, 5000, 0, 0, 1, span); }), "height");
     EXPECT_EQ(field_of([&] { mirror.set_cursor_position(100, 0); }), "x");
     EXPECT_EQ(field_of([&] { mirror.set_cursor_position(0, -1); }), "y");
-    EXPECT_EQ(mirror.snapshot().cursor.version, 1u);  // rejected calls changed nothing
+    EXPECT_EQ(mirror.snapshot().cursor.version, 2u);  // rejected calls changed nothing
 
     mirror.set_cursor_position(99, 49);
     cursor = mirror.snapshot().cursor;
     EXPECT_TRUE(cursor.position_known);
     EXPECT_EQ(cursor.x, 99);
     EXPECT_EQ(cursor.y, 49);
-    EXPECT_EQ(cursor.version, 2u);
+    EXPECT_EQ(cursor.version, 3u);
     mirror.set_cursor_position(99, 49);  // no movement, no new version
-    EXPECT_EQ(mirror.snapshot().cursor.version, 2u);
+    EXPECT_EQ(mirror.snapshot().cursor.version, 3u);
 }
 
 TEST(FrameSubscriber, FirstUpdateIsFullThenOnlyChangesWithLatestWins) {
