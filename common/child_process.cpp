@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,7 +37,8 @@ ExitStatus decode_status(int raw) {
 }  // namespace
 
 ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
-    if (options.argv.empty()) throw std::system_error(EINVAL, std::generic_category(), "empty argv");
+    if (options.argv.empty())
+        throw std::system_error(EINVAL, std::generic_category(), "empty argv");
 
     // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
     std::vector<std::string> env_strings;
@@ -47,7 +49,8 @@ ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
         for (char** e = environ; *e; ++e) {
             std::string entry(*e);
             auto eq = entry.find('=');
-            if (eq != std::string::npos && options.env_overrides.count(entry.substr(0, eq))) continue;
+            if (eq != std::string::npos && options.env_overrides.count(entry.substr(0, eq)))
+                continue;
             env_strings.push_back(std::move(entry));
         }
     }
@@ -97,16 +100,24 @@ ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
             }
         };
         place(options.pipe_stdin ? in.read.get() : devnull, 0);
-        if (options.pipe_stdout) place(out.write.get(), 1);
-        else if (out_file) place(out_file.get(), 1);
-        else if (options.stdout_to_null) place(devnull, 1);
-        if (options.pipe_stderr) place(err.write.get(), 2);
-        else if (err_file) place(err_file.get(), 2);
-        else if (options.stderr_to_null) place(devnull, 2);
+        if (options.pipe_stdout)
+            place(out.write.get(), 1);
+        else if (out_file)
+            place(out_file.get(), 1);
+        else if (options.stdout_to_null)
+            place(devnull, 1);
+        if (options.pipe_stderr)
+            place(err.write.get(), 2);
+        else if (err_file)
+            place(err_file.get(), 2);
+        else if (options.stderr_to_null)
+            place(devnull, 2);
         for (int fd : keep) {
             int flags = ::fcntl(fd, F_GETFD);
             if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
         }
+        if (options.netns_fd >= 0 && ::setns(options.netns_fd, CLONE_NEWNET) != 0)
+            child_fail(rfd, errno);
         if (cwd && ::chdir(cwd) != 0) child_fail(rfd, errno);
         ::execvpe(argv[0], argv.data(), envp.data());
         child_fail(rfd, errno);
@@ -133,7 +144,9 @@ ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
     return child;
 }
 
-ChildProcess::~ChildProcess() { reset(); }
+ChildProcess::~ChildProcess() {
+    reset();
+}
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
@@ -192,8 +205,10 @@ std::optional<ExitStatus> ChildProcess::wait(std::optional<std::chrono::millisec
         do {
             r = ::waitpid(pid_, &raw, 0);
         } while (r < 0 && errno == EINTR);
-        if (r == pid_) status_ = decode_status(raw);
-        else status_ = ExitStatus{-1, 0};  // already reaped elsewhere
+        if (r == pid_)
+            status_ = decode_status(raw);
+        else
+            status_ = ExitStatus{-1, 0};  // already reaped elsewhere
         return status_;
     }
     auto deadline = std::chrono::steady_clock::now() + *timeout;
@@ -208,8 +223,10 @@ std::optional<ExitStatus> ChildProcess::wait(std::optional<std::chrono::millisec
 
 void ChildProcess::signal(int sig) {
     if (pid_ <= 0 || status_) return;
-    if (own_group_) ::kill(-pid_, sig);
-    else ::kill(pid_, sig);
+    if (own_group_)
+        ::kill(-pid_, sig);
+    else
+        ::kill(pid_, sig);
 }
 
 ExitStatus ChildProcess::terminate(std::chrono::milliseconds grace) {
@@ -229,6 +246,11 @@ RunResult run_process(const std::vector<std::string>& argv, std::chrono::millise
                       const std::string& stdin_data) {
     SpawnOptions opts;
     opts.argv = argv;
+    return run_process(std::move(opts), timeout, stdin_data);
+}
+
+RunResult run_process(SpawnOptions opts, std::chrono::milliseconds timeout,
+                      const std::string& stdin_data) {
     opts.pipe_stdin = true;
     opts.pipe_stdout = true;
     opts.pipe_stderr = true;
@@ -266,8 +288,10 @@ RunResult run_process(const std::vector<std::string>& argv, std::chrono::millise
             }
         }
     }
-    if (result.timed_out) result.status = child.terminate(std::chrono::milliseconds(200));
-    else result.status = *child.wait();
+    if (result.timed_out)
+        result.status = child.terminate(std::chrono::milliseconds(200));
+    else
+        result.status = *child.wait();
     feeder.join();
     return result;
 }

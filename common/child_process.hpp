@@ -17,8 +17,8 @@ namespace deskbox {
 struct SpawnOptions {
     std::vector<std::string> argv;
     std::optional<std::map<std::string, std::string>> env;  // nullopt: inherit
-    std::map<std::string, std::string> env_overrides;        // applied on top
-    std::string cwd;                                         // empty: inherit
+    std::map<std::string, std::string> env_overrides;       // applied on top
+    std::string cwd;                                        // empty: inherit
     bool pipe_stdin = false;
     bool pipe_stdout = false;
     bool pipe_stderr = false;
@@ -28,6 +28,7 @@ struct SpawnOptions {
     std::string stderr_file;
     bool new_process_group = true;  // so kill() reaches grandchildren too
     std::vector<int> keep_fds;      // fds (other than 0-2) the child keeps open
+    int netns_fd = -1;              // >= 0: the child enters this network namespace first
 };
 
 struct ExitStatus {
@@ -37,7 +38,7 @@ struct ExitStatus {
 };
 
 class ChildProcess {
-public:
+  public:
     ChildProcess() = default;
     // Throws std::system_error if the program cannot be started (exec failure is reported
     // synchronously through a close-on-exec pipe).
@@ -63,7 +64,7 @@ public:
     UniqueFd& stdout_fd() { return stdout_; }
     UniqueFd& stderr_fd() { return stderr_; }
 
-private:
+  private:
     void reset();
     pid_t pid_ = -1;
     bool own_group_ = false;
@@ -80,6 +81,9 @@ struct RunResult {
 };
 RunResult run_process(const std::vector<std::string>& argv,
                       std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                      const std::string& stdin_data = "");
+// The same with spawn options (argv from `options`; its pipes are set here).
+RunResult run_process(SpawnOptions options, std::chrono::milliseconds timeout,
                       const std::string& stdin_data = "");
 
 }  // namespace deskbox

@@ -15,6 +15,5 @@ if ! wait "$templates"; then
   echo "test.sh: building the templates failed" >&2
   exit 1
 fi
-# A test that fails twice in a row fails the run; one retry absorbs a rare timing flake on a
-# loaded 2-core machine (the retry is visible in the output).
-ctest --test-dir build --output-on-failure -j2 --repeat until-pass:2 "$@"
+# No retries: a test that fails once fails the run (a flake is a bug to find, not to hide).
+ctest --test-dir build --output-on-failure -j2 "$@"

@@ -39,9 +39,7 @@ using namespace deskbox;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double ms_since(Clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+using bench::ms_since;
 
 using bench::Daemon;
 

@@ -1,7 +1,8 @@
-// Percentiles of benchmark samples (nearest rank), shared by the benchmarks.
+// Percentiles of benchmark samples (nearest rank) and elapsed time, shared by the benchmarks.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <vector>
 
@@ -16,6 +17,11 @@ inline double percentile(std::vector<double> samples, double q) {
     std::sort(samples.begin(), samples.end());
     auto i = static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1) + 0.5);
     return samples[std::min(i, samples.size() - 1)];
+}
+
+// Milliseconds since `t0` on the steady clock.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 inline Percentiles percentiles(const std::vector<double>& samples) {

@@ -10,6 +10,7 @@
 #include "guest-desktop/services/clipboard_service.hpp"
 #include "guest-desktop/services/exec_service.hpp"
 #include "guest-desktop/services/file_service.hpp"
+#include "guest-desktop/services/port_service.hpp"
 #include "guest-desktop/services/system_service.hpp"
 #include "guest-desktop/services/window_service.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
@@ -387,6 +388,11 @@ void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::Captu
                   }));
     server.handle("clipboard.set", translated([this](const Request& r) {
                       return json_reply(clipboard_->set(r.params));
+                  }));
+
+    // Ports programs listen on (exposed ports, inspect).
+    server.handle("net.listening", translated([](const Request&) {
+                      return json_reply(services::PortService().listening());
                   }));
 
     // After a restore from a shared memory snapshot: fresh hostname, clock and randomness.

@@ -47,6 +47,7 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
             query_key = it->second;
             query.erase(it);
         }
+        if (auto port = port_route(exchange, path, query, query_key)) return std::move(*port);
         if (auto viewer = viewer_route(exchange, path, query, query_key)) return std::move(*viewer);
         if (path != "/healthz" && !authorised(request, query_key))
             throw ApiError(401, "unauthorized",
@@ -59,6 +60,54 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
         metrics_.count_error("internal");
         return json_error(500, "internal", e.what());
     }
+}
+
+std::string ApiRouter::egress_metrics() const {
+    // Per sandbox: connections by decision and destination (the busiest 20 names, so a sandbox
+    // cannot blow up the label set), bytes each way, DNS answers.
+    std::string connections =
+        "# HELP deskbox_egress_connections_total Sandbox egress connections by decision and "
+        "destination (busiest 20 per sandbox).\n# TYPE deskbox_egress_connections_total counter\n";
+    std::string bytes =
+        "# HELP deskbox_egress_bytes_total Bytes a sandbox sent out and got back.\n"
+        "# TYPE deskbox_egress_bytes_total counter\n";
+    std::string dns =
+        "# HELP deskbox_dns_queries_total Sandbox DNS queries answered and refused.\n"
+        "# TYPE deskbox_dns_queries_total counter\n";
+    auto label = [](const std::string& text) {
+        std::string out;
+        for (char c : text) {
+            if (c == '"' || c == '\\') out += '\\';
+            if (c == '\n') {
+                out += "\\n";
+                continue;
+            }
+            out += c;
+        }
+        return out;
+    };
+    for (const auto& sandbox : manager_.list()) {
+        auto net = sandbox->network();
+        if (!net || !net->has_interface()) continue;
+        const std::string id = "sandbox=\"" + label(sandbox->id()) + "\"";
+        for (const auto& [name, c] : net->top_destinations(20))
+            for (auto [decision, n] :
+                 {std::pair{"allowed", c.allowed}, std::pair{"blocked", c.blocked}})
+                if (n)
+                    connections += "deskbox_egress_connections_total{" + id + ",decision=\"" +
+                                   decision + "\",destination=\"" + label(name) + "\"} " +
+                                   std::to_string(n) + "\n";
+        auto t = net->totals();
+        bytes += "deskbox_egress_bytes_total{" + id + ",direction=\"out\"} " +
+                 std::to_string(t.bytes_out) + "\n";
+        bytes += "deskbox_egress_bytes_total{" + id + ",direction=\"in\"} " +
+                 std::to_string(t.bytes_in) + "\n";
+        dns += "deskbox_dns_queries_total{" + id + ",decision=\"answered\"} " +
+               std::to_string(t.dns_answered) + "\n";
+        dns += "deskbox_dns_queries_total{" + id + ",decision=\"refused\"} " +
+               std::to_string(t.dns_refused) + "\n";
+    }
+    return connections + bytes + dns;
 }
 
 HttpResponse ApiRouter::route(HttpRequest& request, const std::string& path,
@@ -92,6 +141,11 @@ HttpResponse ApiRouter::route(HttpRequest& request, const std::string& path,
                 viewers_.bad_messages.load());
         counter("deskbox_viewer_packets_dropped_total", "Video packets skipped for slow viewers.",
                 "counter", viewers_.packets_dropped.load());
+        counter("deskbox_port_proxy_connections", "Open exposed-port connections.", "gauge",
+                ports_.open.load());
+        counter("deskbox_port_proxy_requests_total", "Exposed-port requests relayed.", "counter",
+                ports_.total.load());
+        text += egress_metrics();
         HttpResponse res{http::status::ok, 11};
         res.set(http::field::content_type, "text/plain; version=0.0.4");
         res.body() = std::move(text);
@@ -135,7 +189,10 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
             return json_response(200, {{"id", id}, {"state", "killed"}});
         }
         require_method(request, {http::verb::get});
-        return json_response(200, manager_.find(id)->describe(true));
+        auto sandbox = manager_.find(id);
+        auto described = sandbox->describe(true);
+        described["ports"] = listening_ports(*sandbox);
+        return json_response(200, described);
     }
     auto sandbox = manager_.find(id);
     if (rest == "timeout") {
@@ -264,6 +321,13 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
             return json_response(200, sandbox->stop_recording());
         require_method(request, {http::verb::get});
         return json_response(200, sandbox->recording_status());
+    }
+    if (rest == "ports" || rest == "ports/") {
+        require_method(request, {http::verb::get});
+        auto ports = listening_ports(*sandbox);
+        if (ports.is_null())
+            throw ApiError(409, "conflict", "the sandbox's agent cannot list its ports now");
+        return json_response(200, {{"ports", ports}});
     }
     if (rest == "windows") {
         require_method(request, {http::verb::get});

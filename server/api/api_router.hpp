@@ -9,6 +9,7 @@
 
 #include "server/api/metrics.hpp"
 #include "server/http/http_server.hpp"
+#include "server/network/port_proxy.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 #include "server/stream/viewer_session.hpp"
 
@@ -16,6 +17,8 @@ namespace deskbox::server {
 
 struct ApiOptions {
     std::vector<std::string> api_keys;  // empty: no key needed (loopback only)
+    // Exposed ports by host name: {port}-{id}.<ports_domain> (empty: path form only).
+    std::string ports_domain;
 };
 
 class ApiRouter {
@@ -31,6 +34,7 @@ class ApiRouter {
     HttpResponse sandbox_route(HttpRequest& request, const std::string& id, const std::string& rest,
                                const std::map<std::string, std::string>& query);
     HttpResponse recordings_route(HttpRequest& request, const std::string& rest);
+    std::string egress_metrics() const;  // the sandboxes' egress counters for /metrics
     bool authorised(const HttpRequest& request, const std::string& query_key = {}) const;
 
     // Routes for people watching (viewer_routes.cpp): the stream and VNC WebSockets, the viewer
@@ -38,6 +42,23 @@ class ApiRouter {
     std::optional<HttpResponse> viewer_route(HttpExchange& exchange, const std::string& path,
                                              std::map<std::string, std::string>& query,
                                              const std::string& query_key);
+    // Exposed ports (port_routes.cpp): nullopt when the request is not for one.
+    struct PortTarget {
+        std::string id;
+        std::uint16_t port = 0;
+        std::string target;       // for the program
+        std::string prefix;       // path form: /v1/sandboxes/{id}/ports/{port}
+        std::string cookie_path;  // where the token cookie applies
+        bool path_form = false;
+    };
+    std::optional<PortTarget> port_target(const HttpRequest& request,
+                                          const std::string& path) const;
+    std::optional<HttpResponse> port_route(HttpExchange& exchange, const std::string& path,
+                                           const std::map<std::string, std::string>& query,
+                                           const std::string& query_key);
+    // What inspect lists under "ports"; null when the agent cannot say.
+    nlohmann::json listening_ports(Sandbox& sandbox) const;
+
     enum class Access { none, view, control };
     // A sandbox's view or control token (query `token` or Authorization: Bearer), or an API key
     // (control).
@@ -49,6 +70,7 @@ class ApiRouter {
     ApiOptions options_;
     Metrics metrics_;
     ViewerCounters viewers_;
+    network::PortProxyCounters ports_;
 };
 
 }  // namespace deskbox::server

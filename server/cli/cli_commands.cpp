@@ -34,7 +34,9 @@ A client of deskboxd's HTTP API (default server http://127.0.0.1:8700; environme
 DESKBOX_SERVER and DESKBOX_API_KEY set the defaults).
 
 Sandboxes:
-  create [--template minimal] [--runtime container] [--size 1280x800] [--timeout 300] [--json]
+  create [--template minimal] [--runtime container] [--size 1280x800] [--timeout 300]
+         [--network on|off] [--allow DOMAIN|IP|CIDR]... [--deny ...]... [--json]
+  ports ID [--json]          (exposed ports: what listens, and the URL to reach each)
   list [--json]              inspect ID          kill ID...
   pause ID [--snapshot]      resume ID           timeout ID SECONDS
 Desktop:
@@ -60,9 +62,15 @@ const std::map<std::string, std::string> kUsage = {
      "usage: deskbox create [--template NAME] [--runtime container|microvm] [--size WxH]\n"
      "         [--timeout SECONDS] [--dpi N] [--api-size WxH] [--on-timeout kill|pause]\n"
      "         [--memory MB] [--cpus N] [--pids N] [--env NAME=VALUE]... [--meta NAME=VALUE]...\n"
-     "         [--json]\n"
+     "         [--network on|off] [--allow ENTRY]... [--deny ENTRY]... [--egress-kbps N] [--json]\n"
      "Creates a sandbox and prints its id (--json: the whole answer). Defaults: --template\n"
-     "minimal --runtime container --size 1280x800 --timeout 300."},
+     "minimal --runtime container --size 1280x800 --timeout 300, the server's network default.\n"
+     "--allow/--deny: a domain (example.org), a wildcard (*.example.org), an IP or a CIDR; with\n"
+     "--allow only those are reached, --deny alone takes names or ranges off the internet."},
+    {"ports",
+     "usage: deskbox ports ID [--json]\n"
+     "Lists the TCP ports programs in the sandbox listen on, with the URL deskboxd serves each\n"
+     "at (authorised by the sandbox's control token)."},
     {"list", "usage: deskbox list [--json]"},
     {"inspect", "usage: deskbox inspect ID"},
     {"kill", "usage: deskbox kill ID..."},
@@ -179,6 +187,35 @@ class Command {
 
 // --- sandboxes ---------------------------------------------------------------------------
 
+int cmd_ports(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "ports", tokens, {{"--json", "", false}});
+    c.expect(1, 1);
+    const std::string& id = c.args.positional[0];
+    json sandbox = context.client().get_json("/v1/sandboxes/" + id);
+    json ports = sandbox.value("ports", json::array());
+    if (c.args.has("--json")) {
+        context.out << ports.dump(2) << "\n";
+        return kExitOk;
+    }
+    if (!ports.is_array() || ports.empty()) {
+        context.out << "no program listens on a TCP port in " << id << "\n";
+        return kExitOk;
+    }
+    const std::string token = sandbox.value("control_token", "");
+    for (const auto& p : ports) {
+        std::string addresses;
+        for (const auto& a : p.value("addresses", json::array()))
+            addresses += (addresses.empty() ? "" : ",") + a.get<std::string>();
+        context.out << p.value("port", 0) << "\t" << addresses << "\t"
+                    << context.client().server().to_string() << p.value("path", "")
+                    << "?token=" << token;
+        if (!p.value("reachable", true))
+            context.out << "\t(not reachable: listens on loopback only)";
+        context.out << "\n";
+    }
+    return kExitOk;
+}
+
 int cmd_create(Context& context, const std::vector<std::string>& tokens) {
     Command c(context, "create", tokens,
               {{"--template", ""},
@@ -193,6 +230,10 @@ int cmd_create(Context& context, const std::vector<std::string>& tokens) {
                {"--pids", ""},
                {"--env", ""},
                {"--meta", ""},
+               {"--network", ""},
+               {"--allow", ""},
+               {"--deny", ""},
+               {"--egress-kbps", ""},
                {"--json", "", false}});
     c.expect(0, 0);
     json body = create_request(c.args);
@@ -608,6 +649,7 @@ using CommandFunction = std::function<int(Context&, const std::vector<std::strin
 const std::map<std::string, CommandFunction>& commands() {
     static const std::map<std::string, CommandFunction> table = {
         {"create", cmd_create},
+        {"ports", cmd_ports},
         {"list", cmd_list},
         {"inspect", cmd_inspect},
         {"kill", cmd_kill},
@@ -730,7 +772,23 @@ json create_request(const ParsedArgs& args) {
     if (auto cpus = args.get("--cpus")) limits["cpus"] = parse_number(*cpus, "--cpus", 0.01, 4096);
     if (auto pids = args.get("--pids"))
         limits["pids"] = parse_integer(*pids, "--pids", 1, 1LL << 22);
+    if (auto kbps = args.get("--egress-kbps"))
+        limits["egress_kbps"] = parse_integer(*kbps, "--egress-kbps", 1, 1LL << 40);
     if (!limits.empty()) body["limits"] = limits;
+    auto allow = args.all("--allow"), deny = args.all("--deny");
+    if (auto network = args.get("--network")) {
+        if (*network != "on" && *network != "off")
+            throw UsageError("--network: expected on or off, got \"" + *network + "\"");
+        if (*network == "off" && (!allow.empty() || !deny.empty()))
+            throw UsageError("--network off reaches nothing: drop --allow/--deny");
+        body["network"] = *network == "on";
+    }
+    if (!allow.empty() || !deny.empty()) {
+        json policy = json::object();
+        if (!allow.empty()) policy["allow"] = allow;
+        if (!deny.empty()) policy["deny"] = deny;
+        body["network"] = policy;
+    }
     std::map<std::string, std::string> env, metadata;
     for (const auto& entry : args.all("--env")) {
         auto [name, value] = parse_key_value(entry, "--env");

@@ -21,6 +21,12 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --default-timeout S     (default 300)
   --max-timeout S         (default 86400)
   --microvm-pool T=N      keep N microVM sandboxes of template T restored and ready (repeatable)
+  --default-network V     network of a create that does not say: true (the internet, default)
+                          or false (loopback only); requests may also give {"allow","deny"}
+  --dns-upstream A[:P]    DNS server sandbox lookups go to (default: /etc/resolv.conf's first)
+  --public-range CIDR     treat this special range as the internet (a lab or test network;
+                          repeatable)
+  --ports-domain DOMAIN    also serve exposed ports at {port}-{id}.DOMAIN (wildcard DNS to here)
   --threads N             HTTP worker threads (default 8)
   --max-body-mb N         request body limit (default 64)
 )";
@@ -86,6 +92,24 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         if (count.empty() || *end != '\0' || n < 0 || n > 64)
             throw std::invalid_argument("--microvm-pool: N must be an integer in 0..64");
         c.manager.microvm_pool[value.substr(0, eq)] = static_cast<std::size_t>(n);
+    } else if (key == "default-network" || key == "default_network") {
+        if (value != "true" && value != "false")
+            throw std::invalid_argument("--default-network: true or false, got '" + value + "'");
+        c.manager.default_network =
+            value == "true" ? network::NetworkPolicy::open() : network::NetworkPolicy::closed();
+    } else if (key == "dns-upstream" || key == "dns_upstream") {
+        network::parse_dns_upstream(value);  // throws invalid_argument naming the flag
+        c.manager.network.dns_upstream = value;
+    } else if (key == "public-range" || key == "public_range") {
+        std::string why;
+        auto range = network::parse_ip_range(value, &why);
+        if (!range) throw std::invalid_argument("--public-range '" + value + "': " + why);
+        c.manager.network.public_ranges.push_back(*range);
+    } else if (key == "ports-domain" || key == "ports_domain") {
+        auto name = network::normalize_host_name(value);
+        if (!name || name->find('.') == std::string::npos)
+            throw std::invalid_argument("--ports-domain: expected a domain like ports.example.com");
+        c.api.ports_domain = *name;
     } else if (key == "threads") {
         c.http.threads = static_cast<std::size_t>(number(1, 256));
     } else if (key == "max-body-mb" || key == "max_body_mb") {
@@ -135,6 +159,9 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
             for (auto& [k, v] : j.items()) {
                 if (v.is_array() && (k == "api_keys" || k == "api-key" || k == "api_key")) {
                     for (auto& key_value : v) apply(c, "api-key", key_value.get<std::string>());
+                } else if (v.is_array() &&
+                           (k == "public_range" || k == "public-range" || k == "public_ranges")) {
+                    for (auto& range : v) apply(c, "public-range", range.get<std::string>());
                 } else if (v.is_object() && (k == "microvm_pool" || k == "microvm-pool")) {
                     // {"microvm_pool": {"minimal": 2}}
                     for (auto& [name, n] : v.items()) apply(c, k, name + "=" + n.dump());

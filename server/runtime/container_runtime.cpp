@@ -203,7 +203,18 @@ void ContainerSandbox::launch() {
 
     mount_overlay(spec_.template_rootfs, paths_.upper, paths_.work, paths_.rootfs);
 
-    BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path()};
+    BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path(), {}, {}};
+    if (!spec_.attachment.resolv_conf.empty()) {
+        // The server's DNS for this sandbox, and the sandbox's own name without asking it.
+        layout.resolv_conf = paths_.dir / "resolv.conf";
+        layout.hosts = paths_.dir / "hosts";
+        const std::string name = spec_.hostname.empty() ? "deskbox" : spec_.hostname;
+        write_file_atomic(layout.resolv_conf, spec_.attachment.resolv_conf, 0644);
+        write_file_atomic(layout.hosts,
+                          "127.0.0.1\tlocalhost\n127.0.1.1\t" + name +
+                              "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+                          0644);
+    }
     write_oci_config(make_oci_config(spec_, layout), paths_.bundle);
 
     // runc writes the pid file (temp file + rename) once the entry was exec'd: watch for it
@@ -446,10 +457,10 @@ std::unique_ptr<SandboxInstance> ContainerRuntime::start(const SandboxSpec& spec
 
 std::unique_ptr<ContainerSandbox> ContainerRuntime::start_container(const SandboxSpec& spec) {
     validate_spec(spec);
-    if (spec.network)
+    if (spec.network && spec.attachment.netns_path.empty())
         throw SpecError("network",
-                        "networking is not implemented by the container runtime yet; sandboxes "
-                        "get loopback only (network: false)");
+                        "a container with a network joins the namespace the server made for it "
+                        "(attachment.netns_path is empty)");
     std::error_code ec;
     if (!fs::is_directory(spec.template_rootfs, ec))
         throw SpecError("template_rootfs", "'" + spec.template_rootfs.string() +

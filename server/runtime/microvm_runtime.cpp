@@ -82,19 +82,6 @@ std::string random_hex(std::size_t chars) {
     return out;
 }
 
-void write_file_atomic(const fs::path& path, const std::string& data, mode_t mode) {
-    fs::path temp = path;
-    temp += ".tmp";
-    {
-        UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
-        if (!fd) throw RuntimeError("cannot create " + temp.string() + ": " + std::strerror(errno));
-        if (!write_all(fd.get(), data.data(), data.size()))
-            throw RuntimeError("cannot write " + temp.string() + ": " + std::strerror(errno));
-    }
-    if (::rename(temp.c_str(), path.c_str()) != 0)
-        throw RuntimeError("cannot rename " + temp.string() + ": " + std::strerror(errno));
-}
-
 // FNV-1a, 64 bit: stable across runs and builds (content addresses), unlike std::hash.
 struct Fnv64 {
     std::uint64_t value = 14695981039346656037ull;
@@ -648,7 +635,7 @@ std::vector<std::string> build_qemu_command(const MicrovmRuntimeOptions& options
                                             const MicrovmImage& image,
                                             const std::optional<fs::path>& agent_image,
                                             Accelerator accel, std::uint64_t tsc_khz, int agent_fd,
-                                            int qmp_fd) {
+                                            int qmp_fd, int tap_fd) {
     int vcpus = std::max(1, static_cast<int>(std::ceil(spec.limits.cpus - 1e-9)));
     std::string kernel_args = "console=ttyS0 panic=-1 quiet 8250.nr_uarts=1";
     if (accel == Accelerator::tcg) {
@@ -717,9 +704,11 @@ std::vector<std::string> build_qemu_command(const MicrovmRuntimeOptions& options
                                      qemu_escape(agent_image->string()),
                                  "-device", "virtio-blk-device,drive=agent,serial=deskbox-agent"});
     }
-    if (spec.network) {
-        argv.insert(argv.end(),
-                    {"-netdev", "user,id=net0", "-device", "virtio-net-device,netdev=net0"});
+    if (tap_fd >= 0) {
+        // A tap in the sandbox's router namespace (server/network): the egress proxy decides
+        // what the guest reaches. No user-mode networking: its gateway is the host itself.
+        argv.insert(argv.end(), {"-netdev", "tap,id=net0,fd=" + std::to_string(tap_fd), "-device",
+                                 "virtio-net-device,netdev=net0"});
     }
     return argv;
 }
@@ -816,8 +805,20 @@ void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
     const auto& options = shared_->options;
     UniqueFd agent_listener = listen_unix(paths_.agent_socket);
     UniqueFd qmp_listener = listen_unix(paths_.qmp_socket);
+    UniqueFd tap;
+    if (spec_.network) {
+        if (!spec_.attachment.open_tap)
+            throw SpecError("network",
+                            "a microVM with a network needs the server's sandbox "
+                            "network (attachment.open_tap is not set)");
+        try {
+            tap = spec_.attachment.open_tap();
+        } catch (const std::exception& e) {
+            throw RuntimeError(std::string("cannot attach the microVM's network: ") + e.what());
+        }
+    }
     command_ = build_qemu_command(options, spec_, paths_, image_, agent_image_, accelerator_,
-                                  tsc_khz_, agent_listener.get(), qmp_listener.get());
+                                  tsc_khz_, agent_listener.get(), qmp_listener.get(), tap.get());
     if (incoming_fd >= 0) command_.insert(command_.end(), {"-incoming", "defer"});
 
     SpawnOptions spawn;
@@ -827,15 +828,17 @@ void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
     spawn.new_process_group = true;  // our own signals to the server never reach it
     spawn.keep_fds = {agent_listener.get(), qmp_listener.get()};
     if (incoming_fd >= 0) spawn.keep_fds.push_back(incoming_fd);
+    if (tap) spawn.keep_fds.push_back(tap.get());
     try {
         qemu_ = ChildProcess::spawn(spawn);
     } catch (const std::system_error& e) {
         throw RuntimeError("cannot run " + options.qemu + ": " + e.what() +
                            " (apt-get install qemu-system-x86)");
     }
-    // QEMU has its copies; ours would keep the sockets listening after QEMU died.
+    // QEMU has its copies; ours would keep the sockets listening (and the tap up) after QEMU died.
     agent_listener.reset();
     qmp_listener.reset();
+    tap.reset();
     write_file_atomic(paths_.pid_file, std::to_string(qemu_.pid()) + "\n", 0600);
 
     auto deadline = Clock::now() + options.start_timeout;
@@ -1057,6 +1060,11 @@ json MicrovmSandbox::qmp(const std::string& command, const json& arguments) {
     std::lock_guard lock(mutex_);
     if (!alive_locked()) throw RuntimeError("sandbox " + spec_.id + " is not running");
     return qmp_.execute(command, arguments);
+}
+
+void MicrovmSandbox::set_network_attachment(NetworkAttachment attachment) {
+    std::lock_guard lock(mutex_);
+    spec_.attachment = std::move(attachment);
 }
 
 void MicrovmSandbox::pause() {

@@ -135,6 +135,8 @@ class MicrovmSandbox : public SandboxInstance {
     // snapshotted.
     void restore_from_snapshot();
     bool snapshotted();
+    // An adopted snapshot's network (the attachment does not survive a server restart).
+    void set_network_attachment(NetworkAttachment attachment);
     // Lets go of a snapshotted sandbox without tearing it down (the server stops; the next
     // one adopts it). False, and nothing changes, if it is not snapshotted.
     bool release_snapshot();

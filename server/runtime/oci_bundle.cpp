@@ -132,9 +132,23 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
     const auto cpu_quota = static_cast<std::int64_t>(std::llround(spec.limits.cpus * cpu_period));
     const auto memory_bytes = static_cast<std::int64_t>(spec.limits.memory_mb) * 1024 * 1024;
 
+    for (const auto& [file, where] :
+         {std::pair{layout.resolv_conf, "/etc/resolv.conf"}, std::pair{layout.hosts, "/etc/hosts"}})
+        if (!file.empty())
+            mounts.push_back(
+                {{"destination", where},
+                 {"type", "bind"},
+                 {"source", file.string()},
+                 {"options", {"bind", "rprivate", "ro", "nosuid", "nodev", "noexec"}}});
+
     json namespaces = json::array();
-    for (const char* type : {"pid", "network", "ipc", "uts", "mount", "cgroup"})
-        namespaces.push_back({{"type", type}});
+    for (const char* type : {"pid", "network", "ipc", "uts", "mount", "cgroup"}) {
+        json ns = {{"type", type}};
+        // A network the server made (server/network/): runc joins it instead of a new one.
+        if (std::string(type) == "network" && !spec.attachment.netns_path.empty())
+            ns["path"] = spec.attachment.netns_path;
+        namespaces.push_back(std::move(ns));
+    }
 
     // Browsers want many fds. runc cannot raise the hard limit above ours without
     // CAP_SYS_RESOURCE (which hosts in containers often lack), so stay within it.

@@ -20,6 +20,8 @@ struct BundleLayout {
     std::filesystem::path rootfs;   // the mounted overlay (config.json says "rootfs")
     std::filesystem::path run_dir;  // host side of /run/deskbox
     std::string cgroup_path;        // absolute, e.g. "/deskbox/<id>"
+    // Host files bind-mounted read-only at /etc/resolv.conf and /etc/hosts; empty: none.
+    std::filesystem::path resolv_conf, hosts;
 };
 
 // Syscalls denied (EPERM) in every sandbox; everything else is allowed. See the .cpp for

@@ -45,6 +45,19 @@ struct ResourceLimits {
     std::uint32_t pids = 1024;       // max tasks (processes + threads)
 };
 
+// The sandbox's side of its network, made by the server (server/network/) before start and
+// kept alive by it while the sandbox lives.
+struct NetworkAttachment {
+    // container: the network namespace runc joins (a /proc path the server holds open);
+    // empty: runc makes a new one with loopback only.
+    std::string netns_path;
+    // container: the contents of /etc/resolv.conf (empty: the template's own file stays).
+    std::string resolv_conf;
+    // microVM: a new tap device for one QEMU process, in the sandbox's router namespace. Must
+    // be set when SandboxSpec::network is.
+    std::function<UniqueFd()> open_tap;
+};
+
 struct SandboxSpec {
     std::string id;                          // [A-Za-z0-9][A-Za-z0-9_.-]{0,63}
     std::filesystem::path template_rootfs;   // read-only base (never written)
@@ -53,7 +66,10 @@ struct SandboxSpec {
     std::map<std::string, std::string> env;  // added to (and overriding) the defaults
     int width = 1280, height = 800, dpi = 96;
     ResourceLimits limits;
-    bool network = false;  // false: only loopback
+    // The guest gets a network interface (eth0 10.0.2.15, gateway 10.0.2.2, DNS 10.0.2.3);
+    // what it may reach is the server's network policy (server/network/). false: loopback only.
+    bool network = false;
+    NetworkAttachment attachment;
     std::string hostname;  // empty: "deskbox"
     // Directory the runtime owns: sandboxes live in <state_root>/sandboxes/<id>/ and runc's
     // state in <state_root>/runc/. One server, one state root; leftovers are found there.

@@ -1,5 +1,6 @@
 #include "server/runtime/runtime_util.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,9 +13,23 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/unique_fd.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {
+
+void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode) {
+    std::filesystem::path temp = path;
+    temp += ".tmp";
+    {
+        UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+        if (!fd) throw RuntimeError("cannot create " + temp.string() + ": " + std::strerror(errno));
+        if (!write_all(fd.get(), data.data(), data.size()))
+            throw RuntimeError("cannot write " + temp.string() + ": " + std::strerror(errno));
+    }
+    if (::rename(temp.c_str(), path.c_str()) != 0)
+        throw RuntimeError("cannot rename " + temp.string() + ": " + std::strerror(errno));
+}
 
 std::string trim(std::string s) {
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();

@@ -18,6 +18,9 @@ std::string trim(std::string s);
 // The last `max_bytes` of `file` (empty if it cannot be read).
 std::string read_tail(const std::filesystem::path& file, std::size_t max_bytes);
 
+// Writes `data` to `path` through a temp file and rename (no fsync). Throws RuntimeError.
+void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode);
+
 // mkdir with exactly `mode` (not narrowed by the umask). Throws RuntimeError.
 void make_dir(const std::filesystem::path& dir, mode_t mode);
 

@@ -234,7 +234,8 @@ void Sandbox::save_record() {
                              {"metadata", config_.metadata},
                              {"env", config_.env},
                              {"limits", runtime::limits_to_json(config_.limits)},
-                             {"network", config_.network},
+                             {"network", config_.network.to_json()},
+                             {"egress_kbps", config_.egress_kbps},
                              {"recordings_dir", config_.recordings_dir.string()},
                              {"vnc", config_.vnc},
                              {"view_token", view_token_},
@@ -275,7 +276,8 @@ std::shared_ptr<Sandbox> Sandbox::adopt(const nlohmann::json& r,
     c.metadata = r.at("metadata");
     c.env = r.at("env").get<std::map<std::string, std::string>>();
     c.limits = runtime::limits_from_json(r.at("limits"));
-    c.network = r.at("network");
+    c.network = network::NetworkPolicy::parse(r.at("network"));
+    c.egress_kbps = r.value("egress_kbps", std::uint64_t{0});
     c.recordings_dir = r.at("recordings_dir").get<std::string>();
     c.vnc = r.at("vnc");
     if (r.contains("api_resolution"))
@@ -313,10 +315,33 @@ void Sandbox::kill() {
             std::fprintf(stderr, "deskboxd: kill %s: %s\n", config_.id.c_str(), e.what());
         }
     }
+    // Its processes are gone: now its interfaces, rules, proxies and namespaces (an exposed
+    // port's relay may hold them a moment longer: its peer is gone, so it ends).
+    std::shared_ptr<network::SandboxNetwork> net;
+    {
+        std::lock_guard lock(mutex_);
+        net = std::move(network_);
+    }
+    if (net) net->set_audit({});  // it may outlive us by that moment
+    net.reset();
     mirror_.close();
     std::lock_guard lock(mutex_);
     agent_.reset();
     status_ = SandboxStatus::killed;
+}
+
+std::shared_ptr<network::SandboxNetwork> Sandbox::network() const {
+    std::lock_guard lock(mutex_);
+    return network_;
+}
+
+void Sandbox::attach_network(std::shared_ptr<network::SandboxNetwork> network) {
+    if (network)
+        network->set_audit(
+            [this](const std::string& kind, const nlohmann::json& detail) { audit(kind, detail); });
+    // The network's threads may audit until kill() ends it, which happens before we go.
+    std::lock_guard lock(mutex_);
+    network_ = std::move(network);
 }
 
 void Sandbox::claim(const SandboxConfig& request) {
@@ -378,6 +403,10 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
                         {"metadata", config_.metadata}};
     if (config_.api_resolution)
         j["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
+    if (auto net = network())
+        j["network"] = net->describe();
+    else
+        j["network"] = {{"policy", config_.network.describe()}};
     std::string reason = error_reason();
     if (!reason.empty()) {
         j["error"] = reason;

@@ -18,6 +18,8 @@
 #include "input/parse.hpp"
 #include "input/scaling.hpp"
 #include "protocol/rpc.hpp"
+#include "server/network/network_policy.hpp"
+#include "server/network/sandbox_network.hpp"
 #include "server/runtime/runtime.hpp"
 #include "server/sandbox/api_error.hpp"
 #include "server/stream/pointer_input.hpp"
@@ -45,7 +47,8 @@ struct SandboxConfig {
     nlohmann::json metadata = nlohmann::json::object();
     std::map<std::string, std::string> env;
     runtime::ResourceLimits limits;
-    bool network = false;
+    network::NetworkPolicy network = network::NetworkPolicy::closed();
+    std::uint64_t egress_kbps = 0;         // limits.egress_kbps; 0: no limit
     std::filesystem::path recordings_dir;  // where recordings go (they outlive the sandbox)
     bool vnc = true;                       // serve VNC on a loopback port
     bool fast_start = true;                // microvm: restore from the template snapshot
@@ -84,6 +87,10 @@ class Sandbox {
     // A sandbox made ahead (the pool) is handed to a client: its lifetime, metadata and API
     // resolution become the request's.
     void claim(const SandboxConfig& request);
+    // The host side of its network (server/network/), made before boot; the sandbox ends it
+    // after its processes (kill, shutdown). Its egress decisions go to this audit log.
+    void attach_network(std::shared_ptr<network::SandboxNetwork> network);
+    std::shared_ptr<network::SandboxNetwork> network() const;
     void kill();  // idempotent; leaves nothing behind
     // The server stops: a sandbox saved to a snapshot keeps its files for the next server
     // (adopt); any other is killed.
@@ -171,6 +178,7 @@ class Sandbox {
     std::mutex lifecycle_mutex_;
 
     std::unique_ptr<runtime::SandboxInstance> instance_;
+    std::shared_ptr<network::SandboxNetwork> network_;  // kill() ends it after the instance
     std::shared_ptr<protocol::RpcClient> agent_;
     streaming::FrameMirror mirror_;
     std::optional<input::CoordinateScaler> scaler_;

@@ -59,6 +59,7 @@ SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(opti
     // Set before any thread starts: setenv is not safe next to concurrent getenv.
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
+    network_ = std::make_unique<network::NetworkService>(options_.network);
     runtime::ContainerRuntimeOptions runtime_options;
     runtime_options.cgroup_parent =
         runtime::ContainerRuntime::cgroup_parent_for(options_.state_dir);
@@ -99,9 +100,18 @@ std::vector<std::string> SandboxManager::adopt_snapshots() {
             std::ifstream in(Sandbox::record_path(options_.state_dir, id));
             if (!in) throw std::runtime_error("no server record next to the snapshot");
             auto record = nlohmann::json::parse(in);
+            // The network of the last server went with it: a new one, same policy.
+            SandboxConfig net_config;
+            net_config.id = id;
+            net_config.runtime_name = "microvm";
+            net_config.network = network::NetworkPolicy::parse(record.at("network"));
+            net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
+            auto net = make_network(net_config);
+            instance->set_network_attachment(attachment_for(net));
             auto sandbox = Sandbox::adopt(record, std::move(instance),
                                           options_.state_dir / "audit" / (id + ".jsonl"),
                                           microvm_agent_timeout());
+            sandbox->attach_network(std::move(net));
             sandbox->set_max_saved_lifetime(options_.max_timeout);
             sandbox->audit("adopt", {{"reason", "server restart"}});
             std::lock_guard lock(mutex_);
@@ -283,9 +293,13 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
             throw bad_request("fast_start", "expected a boolean");
         c.fast_start = request["fast_start"];
     }
+    c.network = options_.default_network;
     if (request.contains("network")) {
-        if (!request["network"].is_boolean()) throw bad_request("network", "expected a boolean");
-        c.network = request["network"];
+        try {
+            c.network = network::NetworkPolicy::parse(request["network"]);
+        } catch (const network::PolicyError& e) {
+            throw bad_request(e.field(), std::string(e.what()).substr(e.field().size() + 2));
+        }
     }
     if (request.contains("limits")) {
         const auto& l = request["limits"];
@@ -300,6 +314,12 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
                 if (!v.is_number() || v.get<double>() < 0.1 || v.get<double>() > 64)
                     throw bad_request("limits.cpus", "expected a number in 0.1..64");
                 c.limits.cpus = v;
+            } else if (k == "egress_kbps") {
+                if (!v.is_number_integer() || v.get<long long>() < 8 ||
+                    v.get<long long>() > 100'000'000)
+                    throw bad_request("limits.egress_kbps",
+                                      "expected an integer in 8..100000000 (kbit/s)");
+                c.egress_kbps = v;
             } else if (k == "pids") {
                 if (!v.is_number_integer() || v.get<long long>() < 32 || v.get<long long>() > 65536)
                     throw bad_request("limits.pids", "expected an integer in 32..65536");
@@ -365,7 +385,6 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     spec.height = config.height;
     spec.dpi = config.dpi;
     spec.limits = config.limits;
-    spec.network = config.network;
     spec.hostname = config.id;
     spec.state_root = options_.state_dir;
     spec.env = {{"HOME", "/home/user"}, {"USER", "user"}, {"LANG", "C.UTF-8"}};
@@ -400,6 +419,12 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     config.recordings_dir = recordings_dir();
     auto sandbox =
         std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
+    {
+        auto net = make_network(config);
+        spec.network = config.network.enabled();
+        spec.attachment = attachment_for(net);
+        sandbox->attach_network(std::move(net));
+    }
     sandbox->set_max_saved_lifetime(options_.max_timeout);
     sandbox->audit("create", request);
     if (microvm && config.fast_start) {
@@ -407,8 +432,13 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
         auto timeout = microvm_agent_timeout();
         sandbox->boot(
             [&]() -> std::unique_ptr<runtime::SandboxInstance> {
+                // The template VM gets a NIC like its copies, on a network of its own that
+                // reaches nothing.
+                runtime::SandboxSpec template_spec = spec;
+                if (spec.network) template_spec.attachment = throwaway_attachment();
                 auto dir = vm_runtime.ensure_template_snapshot(
-                    spec, [&](runtime::MicrovmSandbox& vm) { wait_for_desktop(vm, timeout); });
+                    template_spec,
+                    [&](runtime::MicrovmSandbox& vm) { wait_for_desktop(vm, timeout); });
                 try {
                     return vm_runtime.start_from_template(spec, dir);
                 } catch (const runtime::RuntimeError& e) {
@@ -427,6 +457,59 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
                       microvm ? microvm_agent_timeout() : options_.agent_timeout);
     }
     return sandbox;
+}
+
+std::shared_ptr<network::SandboxNetwork> SandboxManager::make_network(const SandboxConfig& config) {
+    const bool microvm = config.runtime_name == "microvm";
+    // A microVM without a network has no NIC and nothing on the host; a container always has
+    // a namespace of ours (loopback only when off), which exposed ports reach it through.
+    if (microvm && !config.network.enabled()) return nullptr;
+    network::SandboxNetwork::Options o;
+    o.sandbox_id = config.id;
+    o.policy = config.network;
+    o.kind =
+        microvm ? network::SandboxNetwork::Kind::microvm : network::SandboxNetwork::Kind::container;
+    o.egress_kbps = config.egress_kbps;
+    try {
+        return network_->create(std::move(o));
+    } catch (const std::exception& e) {
+        throw ApiError(500, "network_setup_failed",
+                       "cannot set up the sandbox's network: " + std::string(e.what()), "network");
+    }
+}
+
+runtime::NetworkAttachment SandboxManager::attachment_for(
+    const std::shared_ptr<network::SandboxNetwork>& net) {
+    runtime::NetworkAttachment a;
+    if (!net) return a;
+    if (net->kind() == network::SandboxNetwork::Kind::container) {
+        a.netns_path = net->container_netns_path();
+        a.resolv_conf = net->resolv_conf();
+    } else if (net->has_interface()) {
+        std::weak_ptr<network::SandboxNetwork> weak = net;
+        a.open_tap = [weak] {
+            auto alive = weak.lock();
+            if (!alive) throw network::NetworkError("the sandbox's network is gone");
+            return alive->open_tap();
+        };
+    }
+    return a;
+}
+
+runtime::NetworkAttachment SandboxManager::throwaway_attachment() {
+    auto made = std::make_shared<std::shared_ptr<network::SandboxNetwork>>();
+    runtime::NetworkAttachment a;
+    a.open_tap = [this, made] {
+        if (!*made) {
+            network::SandboxNetwork::Options o;
+            o.sandbox_id = "template";
+            o.policy = network::NetworkPolicy::parse({{"allow", nlohmann::json::array()}});
+            o.kind = network::SandboxNetwork::Kind::microvm;
+            *made = network_->create(std::move(o));
+        }
+        return (*made)->open_tap();
+    };
+    return a;
 }
 
 std::size_t SandboxManager::pooled_count_locked() const {

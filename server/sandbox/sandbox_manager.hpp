@@ -14,6 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/network/network_core.hpp"
+#include "server/network/network_policy.hpp"
+#include "server/network/sandbox_network.hpp"
 #include "server/runtime/runtime.hpp"
 #include "server/sandbox/sandbox.hpp"
 
@@ -33,6 +36,10 @@ struct ManagerOptions {
     // template -> how many microVM sandboxes of it to keep restored and ready: a create that
     // asks for nothing else than the template's defaults takes one instead of restoring.
     std::map<std::string, std::size_t> microvm_pool;
+    // `network` of a create that does not say (--default-network; like E2B: the internet).
+    network::NetworkPolicy default_network = network::NetworkPolicy::open();
+    // The egress proxy and DNS filter (--dns-upstream, --public-range).
+    network::NetworkOptions network;
 };
 
 class SandboxManager {
@@ -60,6 +67,7 @@ class SandboxManager {
     const ManagerOptions& options() const { return options_; }
     std::map<std::string, std::size_t> count_by_state() const;
     std::vector<std::string> template_names() const;
+    network::NetworkService& network_service() { return *network_; }
 
   private:
     // Also hands back the template's definition, read once per create.
@@ -76,10 +84,18 @@ class SandboxManager {
     std::shared_ptr<Sandbox> take_pooled(const nlohmann::json& request,
                                          const SandboxConfig& config);
     void pool_loop();
+    // The host side of a sandbox's network and what its runtime needs from it.
+    std::shared_ptr<network::SandboxNetwork> make_network(const SandboxConfig& config);
+    static runtime::NetworkAttachment attachment_for(
+        const std::shared_ptr<network::SandboxNetwork>& network);
+    // For a microVM template snapshot: a network that reaches nothing, made on first use.
+    runtime::NetworkAttachment throwaway_attachment();
     std::size_t pooled_count_locked() const;
 
     ManagerOptions options_;
     std::filesystem::path agent_dir_;
+    // Before the runtimes and sandboxes: it outlives every sandbox network.
+    std::unique_ptr<network::NetworkService> network_;
     std::unique_ptr<runtime::Runtime> container_runtime_;
     std::unique_ptr<runtime::Runtime> microvm_runtime_;
 

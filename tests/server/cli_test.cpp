@@ -326,6 +326,46 @@ TEST_F(CliTest, CreateWithEveryOptionAndJsonOutput) {
                     {"metadata", {{"owner", "ci"}}}}));
 }
 
+TEST_F(CliTest, CreateTakesANetworkPolicy) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"id", "sb-n"}, {"state", "running"}}, 201);
+    });
+    RunResult result = run({"create", "--allow", "example.org", "--allow", "*.cdn.example",
+                            "--allow", "10.1.0.0/16", "--deny", "ads.example.org",
+                            "--egress-kbps", "800"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    json body = only_request().json_body();
+    EXPECT_EQ(body["network"], json({{"allow", {"example.org", "*.cdn.example", "10.1.0.0/16"}},
+                                     {"deny", {"ads.example.org"}}}));
+    EXPECT_EQ(body["limits"], json({{"egress_kbps", 800}}));
+    ASSERT_EQ(run({"create", "--network", "off"}).status.exit_code, 0);
+    EXPECT_EQ(server.requests().back().json_body()["network"], false);
+}
+
+TEST_F(CliTest, PortsListsWhatListensWithItsUrl) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"id", "sb-p"},
+                            {"control_token", "ctl"},
+                            {"ports",
+                             {{{"port", 8000},
+                               {"addresses", {"0.0.0.0"}},
+                               {"reachable", true},
+                               {"path", "/v1/sandboxes/sb-p/ports/8000/"}},
+                              {{"port", 5432},
+                               {"addresses", {"127.0.0.1"}},
+                               {"reachable", false},
+                               {"path", "/v1/sandboxes/sb-p/ports/5432/"}}}}});
+    });
+    RunResult result = run({"ports", "sb-p"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_NE(result.out.find("8000\t0.0.0.0\t" + server.url() + "/v1/sandboxes/sb-p/ports/8000/?token=ctl\n"),
+              std::string::npos)
+        << result.out;
+    EXPECT_NE(result.out.find("5432\t127.0.0.1\t"), std::string::npos);
+    EXPECT_NE(result.out.find("(not reachable: listens on loopback only)"), std::string::npos);
+    EXPECT_EQ(only_request().line(), "GET /v1/sandboxes/sb-p");
+}
+
 TEST_F(CliTest, ServerAndApiKeyComeFromTheEnvironment) {
     server.set_handler([](const RecordedRequest&) {
         return json_answer({{"sandboxes", json::array()}});
@@ -484,6 +524,8 @@ TEST_F(CliTest, UsageErrorsExitTwoWithoutTouchingTheServer) {
         {{"create", "--bogus"}, "unknown option --bogus for 'create'"},
         {{"create", "--on-timeout", "explode"}, "--on-timeout: expected kill or pause"},
         {{"create", "--env", "=x"}, "--env: expected NAME=VALUE"},
+        {{"create", "--network", "maybe"}, "--network: expected on or off"},
+        {{"create", "--network", "off", "--allow", "x.example"}, "--network off reaches nothing"},
         {{"act", "sb", "{not json"}, "ACTION is not valid JSON"},
         {{"act", "sb", "[1]"}, "ACTION must be a JSON object"},
         {{"screenshot", "sb", "--format", "gif"}, "--format: expected png, jpeg or webp"},

@@ -62,6 +62,7 @@ class Server {
         return std::string((std::istreambuf_iterator<char>(in)), {});
     }
     std::filesystem::path state() const { return state_; }
+    pid_t pid() const { return process_ ? process_->pid() : -1; }
     int port() const { return port_; }
 
     Answer call(http::verb method, const std::string& target, const std::string& body = {},

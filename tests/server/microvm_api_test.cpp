@@ -7,6 +7,8 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "tests/server/deskboxd_fixture.hpp"
+#include "tests/support/host_state.hpp"
+#include "tests/support/test_internet.hpp"
 
 namespace deskbox {
 namespace {
@@ -306,6 +308,118 @@ TEST(MicrovmApi, ContainerSandboxesRefuseSnapshotsClearly) {
     EXPECT_EQ(s.post("/v1/sandboxes/" + id + "/pause", {{"snapshot", false}}).status, 200u);
     EXPECT_EQ(s.post("/v1/sandboxes/" + id + "/resume", json::object()).status, 200u);
     EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+}
+
+// curl in the sandbox: its exit code (and what it printed, for failures).
+std::pair<int, std::string> curl_in(Server& s, const std::string& id, const std::string& args) {
+    std::string out =
+        run(s, id, "curl -sS -k --max-time 10 " + args + " 2>&1; rc=$?; echo; echo exit=$rc");
+    auto at = out.rfind("exit=");
+    return {at == std::string::npos ? -1 : std::stoi(out.substr(at + 5)), out};
+}
+
+// The network of a microVM is the same policy path as a container's, on a tap of its own
+// router: the allow list holds, the host (QEMU user networking's 10.0.2.2 was the way in) is
+// out of reach, the network comes back after a snapshot restore and in template copies, and
+// exposed ports reach the guest.
+TEST(MicrovmApi, NetworkPolicyHoldsThroughSnapshotsAndTemplateCopies) {
+    REQUIRE_MICROVM();
+    TestInternet internet(
+        std::map<std::string, std::string>{{"allowed.test", "web"}, {"other.test", "other"}});
+    Server s({"--dns-upstream", internet.dns_address(), "--public-range", internet.web_address(),
+              "--public-range", internet.other_address()});
+    const json policy = {{"allow", {"allowed.test"}}};
+    std::vector<std::string> ids;
+    for (int i = 0; i < 2; ++i) {
+        auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"network", policy}});
+        ASSERT_EQ(created.status, 201u) << created.body << s.log();
+        ids.push_back(created.js()["id"]);
+    }
+    const std::string api = "http://10.0.2.2:" + std::to_string(s.port()) + "/v1/sandboxes";
+    for (const auto& id : ids) {
+        auto [ok, page] = curl_in(s, id, "http://allowed.test/");
+        EXPECT_EQ(ok, 0) << page;
+        EXPECT_NE(page.find("deskbox test host " + internet.web_address()), std::string::npos)
+            << page;
+        auto [api_rc, api_out] = curl_in(s, id, api);
+        EXPECT_NE(api_rc, 0) << "the guest reached deskboxd's API: " << api_out;
+        EXPECT_EQ(curl_in(s, id, "http://other.test/").first, 6);
+        EXPECT_NE(curl_in(s, id, "http://" + internet.web_address() + "/").first, 0);
+    }
+    // Saved to disk and restored: a new tap, the same policy.
+    const std::string base = "/v1/sandboxes/" + ids[0];
+    ASSERT_EQ(s.post(base + "/pause", {{"snapshot", true}}).status, 200u);
+    ASSERT_EQ(s.post(base + "/resume", json::object()).status, 200u);
+    EXPECT_TRUE(
+        eventually([&] { return curl_in(s, ids[0], "http://allowed.test/").first == 0; }, 60s));
+    EXPECT_NE(curl_in(s, ids[0], api).first, 0);
+
+    // An exposed port in the guest (python's server listens on every address).
+    std::string control = s.get(base).js()["control_token"];
+    start(s, ids[0], "cd /tmp && echo guest-page > index.html && python3 -m http.server 8000");
+    ASSERT_TRUE(eventually(
+        [&] {
+            auto page = s.call(http::verb::get, base + "/ports/8000/index.html", {},
+                               {{"Authorization", "Bearer " + control}});
+            return page.status == 200u && page.body == "guest-page\n";
+        },
+        60s))
+        << s.get(base).body;
+
+    EXPECT_EQ(s.call(http::verb::get, base + "/ports/8000/index.html").status, 401u);
+    auto view = s.call(http::verb::get, base + "/ports/8000/index.html?token=" +
+                                            s.get(base).js()["view_token"].get<std::string>());
+    EXPECT_EQ(view.status, 401u);
+
+    auto held = namespaces_held_by(s.pid());
+    EXPECT_EQ(held.size(), 2u) << "one router namespace per microVM";
+    EXPECT_EQ(s.del("/v1/sandboxes/" + ids[0]).status, 200u);
+    EXPECT_EQ(namespaces_held_by(s.pid()).size(), 1u) << s.get("/metrics").body;
+    auto live = live_network_namespaces();
+    std::size_t gone = 0;
+    for (auto inode : held) gone += !live.count(inode);
+    EXPECT_EQ(gone, 1u) << "the killed microVM's router namespace lives on";
+}
+
+// A deskboxd SIGKILLed with a networked microVM running: its QEMU holds the tap (and with it
+// the router namespace) until the next deskboxd removes the leftover; then nothing is left.
+TEST(MicrovmApi, NothingOfTheNetworkOutlivesAKilledServer) {
+    REQUIRE_MICROVM();
+    auto interfaces = host_interfaces();
+    auto ruleset = host_nft_ruleset();
+    TempDir state("deskbox-microvm-network-restart");
+    std::set<ino_t> held;
+    {
+        Server s({}, state.path());
+        auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"network", true}});
+        ASSERT_EQ(created.status, 201u) << created.body << s.log();
+        held = namespaces_held_by(s.pid());
+        ASSERT_EQ(held.size(), 1u);
+        s.kill_hard();
+    }
+    {
+        Server again({}, state.path());
+        auto live = live_network_namespaces();
+        for (auto inode : held) EXPECT_FALSE(live.count(inode)) << "router namespace " << inode;
+        EXPECT_TRUE(run_process({"pgrep", "-f", "qemu-system-x86_64.*" + state.path().string()}).out.empty());
+    }
+    EXPECT_EQ(host_interfaces(), interfaces);
+    EXPECT_EQ(host_nft_ruleset(), ruleset);
+}
+
+TEST(MicrovmApi, NetworkFalseMeansNoNicAndNoPorts) {
+    REQUIRE_MICROVM();
+    Server s;
+    auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"network", false}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    std::string id = created.js()["id"];
+    EXPECT_EQ(run(s, id, "ls /sys/class/net"), "lo\n");
+    auto port =
+        s.call(http::verb::get, "/v1/sandboxes/" + id + "/ports/8000/", {},
+               {{"Authorization", "Bearer " + created.js()["control_token"].get<std::string>()}});
+    EXPECT_EQ(port.status, 409u) << port.body;
+    EXPECT_EQ(port.js()["error"]["code"], "port_unreachable");
+    EXPECT_TRUE(namespaces_held_by(s.pid()).empty());
 }
 
 }  // namespace

@@ -483,7 +483,7 @@ TEST(OciConfig, HasNoCapabilitiesAndTheLimits) {
     s.id = "cfg";
     s.entry = {"/opt/deskbox/bin/deskbox-agent", "--listen", "unix:/run/deskbox/agent.sock"};
     s.limits = {1024, 1.5, 500};
-    auto config = make_oci_config(s, {"/x/rootfs", "/x/run", "/deskbox/cfg"});
+    auto config = make_oci_config(s, {"/x/rootfs", "/x/run", "/deskbox/cfg", {}, {}});
     for (const char* set : {"bounding", "effective", "permitted", "inheritable", "ambient"})
         EXPECT_TRUE(config["process"]["capabilities"][set].empty()) << set;
     EXPECT_EQ(config["process"]["noNewPrivileges"], true);

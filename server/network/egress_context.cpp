@@ -1,0 +1,62 @@
+#include "server/network/egress_context.hpp"
+
+namespace deskbox::network {
+
+EgressContext::EgressContext(NetworkCore& core_ref, std::string id, NetworkPolicy p,
+                             std::uint64_t egress_bytes_per_second, AuditSink sink)
+    : core(core_ref), sandbox_id(std::move(id)), policy(std::move(p)), audit_(std::move(sink)) {
+    if (egress_bytes_per_second > 0)
+        limiter = std::make_shared<RateLimiter>(egress_bytes_per_second);
+}
+
+void EgressContext::audit(const std::string& kind, const nlohmann::json& detail) {
+    std::lock_guard lock(audit_mutex_);
+    if (audit_ && !stopped_) audit_(kind, detail);
+}
+
+void EgressContext::set_audit(AuditSink sink) {
+    std::lock_guard lock(audit_mutex_);
+    if (!stopped_) audit_ = std::move(sink);
+}
+
+std::uint64_t EgressContext::enroll(std::weak_ptr<Closeable> object) {
+    std::lock_guard lock(registry_mutex_);
+    std::uint64_t ticket = next_ticket_++;
+    registry_[ticket] = std::move(object);
+    return ticket;
+}
+
+void EgressContext::leave(std::uint64_t ticket) {
+    std::lock_guard lock(registry_mutex_);
+    registry_.erase(ticket);
+    if (registry_.empty()) registry_empty_.notify_all();
+}
+
+std::size_t EgressContext::open_count() const {
+    std::lock_guard lock(registry_mutex_);
+    return registry_.size();
+}
+
+void EgressContext::stop(std::chrono::milliseconds wait) {
+    {
+        std::lock_guard lock(audit_mutex_);
+        stopped_ = true;
+        audit_ = nullptr;
+    }
+    std::vector<std::shared_ptr<Closeable>> open;
+    {
+        std::lock_guard lock(registry_mutex_);
+        for (auto& [ticket, weak] : registry_)
+            if (auto object = weak.lock()) open.push_back(std::move(object));
+    }
+    for (auto& object : open) object->close();
+    open.clear();  // the last owner may be us: the object's destructor leaves the registry
+    std::unique_lock lock(registry_mutex_);
+    registry_empty_.wait_for(lock, wait, [this] { return registry_.empty(); });
+}
+
+std::string destination_label(const std::optional<std::string>& name, const IpAddress& address) {
+    return name ? *name : address.to_string();
+}
+
+}  // namespace deskbox::network

@@ -1,0 +1,72 @@
+// One sandbox's egress state, shared by its TCP proxy, UDP relay and DNS server (internal to
+// server/network): the policy, counters, DNS memory, rate limit and audit sink, plus a registry
+// of everything with a socket open, so that stopping the sandbox's network closes all of it
+// and waits until it is gone.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/network/dns_memory.hpp"
+#include "server/network/egress_stats.hpp"
+#include "server/network/netns.hpp"
+#include "server/network/network_core.hpp"
+#include "server/network/network_policy.hpp"
+#include "server/network/rate_limiter.hpp"
+
+namespace deskbox::network {
+
+using AuditSink = std::function<void(const std::string& kind, const nlohmann::json& detail)>;
+
+// Something with sockets on an I/O thread that stop() must close.
+class Closeable {
+  public:
+    virtual ~Closeable() = default;
+    virtual void close() = 0;  // thread-safe: posts to the object's own strand
+};
+
+struct EgressContext {
+    EgressContext(NetworkCore& core, std::string sandbox_id, NetworkPolicy policy,
+                  std::uint64_t egress_bytes_per_second, AuditSink audit);
+
+    NetworkCore& core;
+    const std::string sandbox_id;
+    const NetworkPolicy policy;
+    EgressStats stats;
+    DnsMemory dns_memory;
+    std::shared_ptr<RateLimiter> limiter;  // null: unlimited
+    NetworkNamespace* router = nullptr;    // where per-flow UDP sockets are made
+
+    bool stopped() const { return stopped_; }
+    void audit(const std::string& kind, const nlohmann::json& detail);
+    void set_audit(AuditSink sink);
+
+    // Registry: objects add themselves when they start and leave in their destructor.
+    std::uint64_t enroll(std::weak_ptr<Closeable> object);
+    void leave(std::uint64_t ticket);
+    std::size_t open_count() const;
+    // Stops: no more audit lines, closes everything enrolled and waits (bounded) until it left.
+    void stop(std::chrono::milliseconds wait);
+
+  private:
+    std::atomic<bool> stopped_{false};
+    std::mutex audit_mutex_;
+    AuditSink audit_;
+    mutable std::mutex registry_mutex_;
+    std::condition_variable registry_empty_;
+    std::map<std::uint64_t, std::weak_ptr<Closeable>> registry_;
+    std::uint64_t next_ticket_ = 1;
+};
+
+// A destination's name for counters: the name if there is one, else the address.
+std::string destination_label(const std::optional<std::string>& name, const IpAddress& address);
+
+}  // namespace deskbox::network

@@ -1,0 +1,81 @@
+// The parts of the network service every sandbox's egress shares (internal to server/network):
+// the I/O threads, the upstream DNS server, and what the host's own addresses are.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/udp.hpp>
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/network/ip_range.hpp"
+#include "server/network/network_policy.hpp"
+
+namespace deskbox::network {
+
+struct NetworkOptions {
+    // ADDR[:PORT] of the DNS server sandboxes' lookups go to; empty: the first nameserver of
+    // /etc/resolv.conf.
+    std::string dns_upstream;
+    std::size_t threads = 2;
+    // An upstream that does not accept within this fails the sandbox's connection (reset).
+    std::chrono::milliseconds connect_timeout{10000};
+    // When a name decides, how long the proxy waits for a client's first bytes (TLS
+    // ClientHello, HTTP request) before deciding without one.
+    std::chrono::milliseconds first_bytes_timeout{2000};
+    std::chrono::milliseconds dns_timeout{4000};
+    std::size_t max_connections = 1024;  // open TCP connections per sandbox
+    std::size_t max_udp_flows = 256;     // per sandbox; the idlest goes first
+    std::chrono::seconds udp_idle{60};
+    // Special ranges to treat as the internet (--public-range: a lab network standing in for
+    // it, as tests do with 198.18.0.0/15).
+    std::vector<IpRange> public_ranges;
+};
+
+class NetworkCore {
+  public:
+    explicit NetworkCore(NetworkOptions options);
+    ~NetworkCore();  // stops the I/O threads
+    NetworkCore(const NetworkCore&) = delete;
+    NetworkCore& operator=(const NetworkCore&) = delete;
+
+    boost::asio::io_context& io() { return io_; }
+    const NetworkOptions& options() const { return options_; }
+    const boost::asio::ip::udp::endpoint& dns_upstream() const { return upstream_; }
+
+    // Every address of every interface of the host's namespace (deskboxd's), refreshed at most
+    // once a second.
+    bool is_host_address(const IpAddress& address);
+    // The view policies decide with: the host's addresses and the declared public ranges.
+    const HostView& host_view() const { return host_view_; }
+
+    // One DNS exchange with the upstream (UDP, then TCP if the answer was truncated, or TCP
+    // at once). `done(ok, answer)` runs on an I/O thread; ok false: timeout or error (answer
+    // then says why).
+    using DnsDone = std::function<void(bool ok, std::string answer)>;
+    void dns_exchange(std::string query, bool over_tcp, DnsDone done);
+
+  private:
+    NetworkOptions options_;
+    boost::asio::io_context io_;
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+    std::vector<std::thread> threads_;
+    boost::asio::ip::udp::endpoint upstream_;
+    HostView host_view_;
+
+    std::mutex host_mutex_;
+    std::set<IpAddress> host_addresses_;
+    std::chrono::steady_clock::time_point host_read_{};
+};
+
+// "1.2.3.4", "1.2.3.4:5353", "[2001:db8::1]:53", "2001:db8::1". Throws std::invalid_argument.
+boost::asio::ip::udp::endpoint parse_dns_upstream(const std::string& text);
+// The first nameserver of a resolv.conf; "127.0.0.1" if it names none.
+std::string system_dns_server(const std::string& resolv_conf = "/etc/resolv.conf");
+
+}  // namespace deskbox::network

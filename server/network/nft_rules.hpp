@@ -1,0 +1,23 @@
+// The nftables rules of a sandbox's router namespace, loaded with libnftables into the
+// namespace of the calling thread. They send every TCP and UDP packet the sandbox sends to
+// deskboxd's transparent sockets (TPROXY), so nothing is routed by the kernel past the router:
+// the egress proxy decides, and connects from the host's namespace on the sandbox's behalf.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace deskbox::network {
+
+inline constexpr std::uint16_t kTcpProxyPort = 15001;  // in the router namespace
+inline constexpr std::uint16_t kUdpRelayPort = 15002;
+inline constexpr std::uint16_t kDnsPort = 53;
+inline constexpr std::uint32_t kProxyMark = 1;  // marks packets for the local route table
+inline constexpr int kProxyRouteTable = 100;
+
+std::string router_ruleset();
+
+// Loads `ruleset` (nft syntax). Throws NetworkError with libnftables' message.
+void load_nft_ruleset(const std::string& ruleset);
+
+}  // namespace deskbox::network

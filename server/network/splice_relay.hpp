@@ -1,0 +1,64 @@
+// Copies bytes both ways between two connected TCP sockets with splice(2) through a pipe per
+// direction, so payload never passes through user space; each direction is half-closed when
+// its source ends, a reset on one side resets the other, and an optional rate limit holds the
+// a->b direction. Used by the egress proxy and the exposed-port proxy.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "common/unique_fd.hpp"
+#include "server/network/rate_limiter.hpp"
+
+namespace deskbox::network {
+
+class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
+  public:
+    struct Result {
+        std::uint64_t a_to_b = 0, b_to_a = 0;
+        bool reset = false;  // ended by an error or reset rather than two clean closes
+        std::string error;
+    };
+    using Done = std::function<void(const Result&)>;
+    // Called after bytes moved (for live counters): (a_to_b, b_to_a) since the last call.
+    using Progress = std::function<void(std::uint64_t, std::uint64_t)>;
+
+    // Both sockets must use the same strand executor; the relay's handlers run on it.
+    SpliceRelay(boost::asio::ip::tcp::socket a, boost::asio::ip::tcp::socket b, Done done,
+                std::shared_ptr<RateLimiter> limit_a_to_b = nullptr, Progress progress = {});
+    ~SpliceRelay();
+    void start();
+    void close();  // from any thread: resets both and finishes
+
+  private:
+    struct Direction {
+        boost::asio::ip::tcp::socket* from;
+        boost::asio::ip::tcp::socket* to;
+        UniqueFd pipe_read, pipe_write;
+        std::size_t in_pipe = 0;
+        std::uint64_t total = 0;
+        bool eof = false, done = false, waiting = false;
+        std::shared_ptr<RateLimiter> limiter;
+    };
+    void pump(Direction& d);
+    void fail(const std::string& error);
+    void maybe_finish();
+    void finish(bool reset, const std::string& error);
+
+    boost::asio::ip::tcp::socket a_, b_;
+    boost::asio::steady_timer limit_timer_;
+    Direction ab_, ba_;
+    Done done_;
+    Progress progress_;
+    bool finished_ = false;
+};
+
+// Ends a socket with a TCP reset (SO_LINGER 0), so the peer fails at once instead of seeing
+// a clean end of stream.
+void reset_socket(boost::asio::ip::tcp::socket& socket);
+
+}  // namespace deskbox::network

@@ -1,0 +1,349 @@
+#include "server/network/tcp_egress.hpp"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "server/network/dns_service.hpp"
+
+namespace deskbox::network {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+const char* protocol_name(WireProtocol p) {
+    switch (p) {
+        case WireProtocol::http:
+            return "http";
+        case WireProtocol::tls:
+            return "tls";
+        case WireProtocol::other:
+            return "other";
+    }
+    return "other";
+}
+
+void set_receive_low_water(tcp::socket& socket, int bytes) {
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes);
+}
+
+// Peeks at what the client sent so far without taking it: the upstream gets it all later.
+std::string peek(tcp::socket& socket) {
+    std::string buffer(kMaxSniffBytes, '\0');
+    ssize_t n =
+        ::recv(socket.native_handle(), buffer.data(), buffer.size(), MSG_PEEK | MSG_DONTWAIT);
+    buffer.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    return buffer;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ listener
+
+TcpEgressListener::TcpEgressListener(std::shared_ptr<EgressContext> ctx, UniqueFd fd)
+    : ctx_(std::move(ctx)), acceptor_(net::make_strand(ctx_->core.io())) {
+    acceptor_.assign(tcp::v4(), fd.release());
+}
+
+TcpEgressListener::~TcpEgressListener() {
+    ctx_->leave(ticket_);
+}
+
+void TcpEgressListener::start() {
+    ticket_ = ctx_->enroll(weak_from_this());
+    net::post(acceptor_.get_executor(), [self = shared_from_this()] { self->accept(); });
+}
+
+void TcpEgressListener::close() {
+    net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+        boost::system::error_code ignored;
+        self->acceptor_.close(ignored);
+    });
+}
+
+void TcpEgressListener::accept() {
+    if (!acceptor_.is_open()) return;
+    acceptor_.async_accept(
+        net::make_strand(ctx_->core.io()),
+        [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
+            if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
+            if (ec) {
+                // Out of fds or memory: pause instead of spinning, then go on.
+                auto timer = std::make_shared<net::steady_timer>(self->acceptor_.get_executor());
+                timer->expires_after(std::chrono::milliseconds(100));
+                timer->async_wait([self, timer](boost::system::error_code) { self->accept(); });
+                return;
+            }
+            if (!self->ctx_->stopped())
+                std::make_shared<TcpEgressConnection>(self->ctx_, std::move(socket))->start();
+            self->accept();
+        });
+}
+
+// ------------------------------------------------------------------ one connection
+
+TcpEgressConnection::TcpEgressConnection(std::shared_ptr<EgressContext> ctx, tcp::socket client)
+    : ctx_(std::move(ctx)),
+      client_(std::move(client)),
+      upstream_(client_.get_executor()),
+      timer_(client_.get_executor()) {}
+
+TcpEgressConnection::~TcpEgressConnection() {
+    if (counted_open_) ctx_->stats.closed();
+    ctx_->leave(ticket_);
+}
+
+void TcpEgressConnection::start() {
+    ticket_ = ctx_->enroll(weak_from_this());
+    net::post(client_.get_executor(), [self = shared_from_this()] {
+        boost::system::error_code ec;
+        // TPROXY delivered the connection as it was sent: its local address is where the
+        // sandbox meant to go.
+        self->destination_ = self->client_.local_endpoint(ec);
+        if (!ec) self->source_ = self->client_.remote_endpoint(ec);
+        if (ec) return self->finish_quietly();
+        self->label_ = self->destination_.address().to_string();
+        if (self->destination_.port() == 53) {
+            std::make_shared<DnsTcpSession>(self->ctx_, std::move(self->client_))->start();
+            return;
+        }
+        self->ctx_->stats.opened();
+        self->counted_open_ = true;
+        if (self->ctx_->open_count() > self->ctx_->core.options().max_connections + 3)
+            return self->block("more than " +
+                               std::to_string(self->ctx_->core.options().max_connections) +
+                               " connections open");
+        auto early = self->ctx_->policy.decide_by_address(self->destination_.address(),
+                                                          self->ctx_->core.host_view());
+        if (early && !early->allowed) return self->block(early->reason);
+        if (early) {
+            self->reason_ = early->reason;
+            return self->connect();
+        }
+        self->wait_for_first_bytes();
+    });
+}
+
+void TcpEgressConnection::close() {
+    net::post(client_.get_executor(), [self = shared_from_this()] {
+        self->closed_ = true;
+        self->timer_.cancel();
+        if (self->relay_) return self->relay_->close();
+        reset_socket(self->client_);
+        reset_socket(self->upstream_);
+    });
+}
+
+void TcpEgressConnection::wait_for_first_bytes() {
+    auto self = shared_from_this();
+    timer_.expires_after(ctx_->core.options().first_bytes_timeout);
+    timer_.async_wait([self](boost::system::error_code ec) {
+        if (ec || self->closed_) return;
+        self->timed_out_ = true;
+        boost::system::error_code ignored;
+        self->client_.cancel(ignored);
+    });
+    client_.async_wait(tcp::socket::wait_read, [self](boost::system::error_code ec) {
+        if (self->closed_) return;
+        if (self->timed_out_) {
+            // The client said nothing (a server-speaks-first protocol) or not enough.
+            std::string seen = peek(self->client_);
+            SniffResult r = sniff_client_start(seen);
+            if (!r.complete) {
+                r.complete = true;
+                if (!seen.empty() && r.protocol != WireProtocol::other) {
+                    r.malformed = true;
+                    r.detail = "the start of the request did not finish in time";
+                }
+            }
+            return self->decide(r);
+        }
+        if (ec) return self->finish_quietly();
+        self->on_readable();
+    });
+}
+
+void TcpEgressConnection::on_readable() {
+    std::string seen = peek(client_);
+    if (seen.empty()) {
+        // Readable with nothing to read: the client closed (or reset) before saying anything.
+        char probe;
+        if (::recv(client_.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) <= 0 &&
+            errno != EAGAIN)
+            return finish_quietly();
+    }
+    peeked_ = seen.size();
+    SniffResult r = sniff_client_start(seen);
+    if (!r.complete) {
+        // Wake when more arrives (the peeked bytes stay queued and would wake us at once).
+        set_receive_low_water(client_, static_cast<int>(peeked_) + 1);
+        auto self = shared_from_this();
+        client_.async_wait(tcp::socket::wait_read, [self](boost::system::error_code ec) {
+            if (self->closed_) return;
+            if (self->timed_out_) {
+                SniffResult partial = sniff_client_start(peek(self->client_));
+                partial.complete = true;
+                partial.malformed = partial.protocol != WireProtocol::other;
+                partial.detail = "the start of the request did not finish in time";
+                return self->decide(partial);
+            }
+            if (ec) return self->finish_quietly();
+            self->on_readable();
+        });
+        return;
+    }
+    timer_.cancel();
+    decide(r);
+}
+
+void TcpEgressConnection::decide(const SniffResult& r) {
+    timer_.cancel();
+    set_receive_low_water(client_, 1);
+    protocol_ = r.protocol;
+    name_ = r.name;
+    if (r.malformed)
+        return block(std::string("malformed ") + protocol_name(r.protocol) + " (" + r.detail + ")");
+    Destination d;
+    d.address = destination_.address();
+    d.port = destination_.port();
+    d.protocol = r.protocol;
+    d.name = r.name;
+    if (r.name) {
+        label_ = *r.name;
+        if (ctx_->dns_memory.resolves_to(*r.name, d.address)) {
+            d.name_resolves_to_address = true;
+        } else if (ctx_->policy.name_verdict(*r.name).allowed) {
+            // Not from this sandbox's own DNS answers (its cache, --resolve, a hosts file):
+            // ask the upstream what the name is.
+            auto self = shared_from_this();
+            lookup_for_proxy(ctx_, *r.name, [self, d, r]() mutable {
+                net::post(self->client_.get_executor(), [self, d, r]() mutable {
+                    if (self->closed_) return;
+                    d.name_resolves_to_address =
+                        self->ctx_->dns_memory.resolves_to(*d.name, d.address);
+                    self->decide_now(d, r);
+                });
+            });
+            return;
+        }
+    } else if (auto learned = ctx_->dns_memory.name_of(d.address)) {
+        d.learned_from_dns = true;
+        if (r.protocol == WireProtocol::other) label_ = *learned;
+    }
+    decide_now(d, r);
+}
+
+void TcpEgressConnection::decide_now(Destination d, const SniffResult&) {
+    Verdict v = ctx_->policy.decide(d, ctx_->core.host_view());
+    if (!v.allowed) return block(v.reason);
+    reason_ = v.reason;
+    connect();
+}
+
+void TcpEgressConnection::block(const std::string& reason) {
+    reason_ = reason;
+    ctx_->stats.connection(label_, false, reason);
+    nlohmann::json detail = describe();
+    detail["decision"] = "blocked";
+    ctx_->audit("egress", detail);
+    timer_.cancel();
+    reset_socket(client_);
+}
+
+void TcpEgressConnection::connect() {
+    auto self = shared_from_this();
+    boost::system::error_code ec;
+    upstream_.open(destination_.protocol(), ec);
+    if (ec) {
+        reason_ = "cannot open a socket: " + ec.message();
+        return block(reason_);
+    }
+    timer_.expires_after(ctx_->core.options().connect_timeout);
+    timer_.async_wait([self](boost::system::error_code ec) {
+        if (ec) return;
+        boost::system::error_code ignored;
+        self->upstream_.cancel(ignored);
+    });
+    upstream_.async_connect(destination_, [self](boost::system::error_code ec) {
+        self->timer_.cancel();
+        if (self->closed_) return;
+        if (ec) {
+            // Allowed, but the destination is not there: the sandbox sees what it would have
+            // seen directly, at once (a reset).
+            std::string why = ec == net::error::operation_aborted ? "timed out" : ec.message();
+            self->ctx_->stats.connection(self->label_, true, {});
+            nlohmann::json detail = self->describe();
+            detail["decision"] = "allowed";
+            detail["error"] = "the destination did not accept: " + why;
+            self->ctx_->audit("egress", detail);
+            reset_socket(self->client_);
+            reset_socket(self->upstream_);
+            return;
+        }
+        self->relay();
+    });
+}
+
+void TcpEgressConnection::relay() {
+    set_receive_low_water(client_, 1);
+    if (!name_) {
+        // Nothing waited for the name (the address decided): take it for the counters if the
+        // client already sent it.
+        SniffResult r = sniff_client_start(peek(client_));
+        if (r.complete) {
+            protocol_ = r.protocol;
+            name_ = r.name;
+            if (r.name) label_ = *r.name;
+        }
+        if (!name_)
+            if (auto learned = ctx_->dns_memory.name_of(destination_.address())) label_ = *learned;
+    }
+    ctx_->stats.connection(label_, true, reason_);
+    boost::system::error_code ignored;
+    upstream_.set_option(tcp::no_delay(true), ignored);
+    upstream_.set_option(net::socket_base::keep_alive(true), ignored);
+    auto ctx = ctx_;
+    // The relay's completion owns the connection until the relay ends (the relay lets go of
+    // it then, which ends the cycle).
+    relay_ = std::make_shared<SpliceRelay>(
+        std::move(client_), std::move(upstream_),
+        [self = shared_from_this()](const SpliceRelay::Result& result) {
+            self->ctx_->stats.transferred(self->label_, result.a_to_b, result.b_to_a);
+            nlohmann::json detail = self->describe();
+            detail["decision"] = "allowed";
+            detail["bytes_out"] = result.a_to_b;
+            detail["bytes_in"] = result.b_to_a;
+            if (result.reset && !result.error.empty()) detail["ended"] = result.error;
+            self->ctx_->audit("egress", detail);
+            // The relay's handlers hold it; ours lets the connection go.
+            net::post(self->timer_.get_executor(), [self] { self->relay_.reset(); });
+        },
+        ctx_->limiter,
+        [ctx](std::uint64_t out, std::uint64_t in) { ctx->stats.bytes_live(out, in); });
+    relay_->start();
+}
+
+void TcpEgressConnection::finish_quietly() {
+    timer_.cancel();
+    boost::system::error_code ignored;
+    client_.close(ignored);
+    upstream_.close(ignored);
+}
+
+nlohmann::json TcpEgressConnection::describe() const {
+    nlohmann::json d = {{"destination", label_},
+                        {"address", destination_.address().to_string()},
+                        {"port", destination_.port()},
+                        {"protocol", protocol_name(protocol_)},
+                        {"reason", reason_}};
+    if (name_) d["name"] = *name_;
+    d["duration_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - started_)
+                           .count();
+    return d;
+}
+
+}  // namespace deskbox::network

@@ -1,0 +1,72 @@
+// The TCP side of a sandbox's egress: a transparent listener in its router namespace gets every
+// connection the sandbox opens (TPROXY keeps the address it was meant for), decides by the
+// policy -- at once when the address settles it, else after reading the name the client asks
+// for (TLS SNI, HTTP Host) without consuming it -- and then connects from the host's namespace
+// and splices the two together. Blocked connections are reset at once; every connection is
+// counted and audited with its name, decision and bytes.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/unique_fd.hpp"
+#include "server/network/egress_context.hpp"
+#include "server/network/sniff.hpp"
+#include "server/network/splice_relay.hpp"
+
+namespace deskbox::network {
+
+class TcpEgressListener : public Closeable, public std::enable_shared_from_this<TcpEgressListener> {
+  public:
+    TcpEgressListener(std::shared_ptr<EgressContext> ctx, UniqueFd listening_socket);
+    ~TcpEgressListener() override;
+    void start();
+    void close() override;
+
+  private:
+    void accept();
+
+    std::shared_ptr<EgressContext> ctx_;
+    boost::asio::ip::tcp::acceptor acceptor_;
+    std::uint64_t ticket_ = 0;
+};
+
+class TcpEgressConnection : public Closeable,
+                            public std::enable_shared_from_this<TcpEgressConnection> {
+  public:
+    TcpEgressConnection(std::shared_ptr<EgressContext> ctx, boost::asio::ip::tcp::socket client);
+    ~TcpEgressConnection() override;
+    void start();
+    void close() override;
+
+  private:
+    void wait_for_first_bytes();
+    void on_readable();
+    void decide(const SniffResult& sniffed);
+    void decide_now(Destination destination, const SniffResult& sniffed);
+    void block(const std::string& reason);
+    void connect();
+    void relay();
+    void finish_quietly();
+    nlohmann::json describe() const;
+
+    std::shared_ptr<EgressContext> ctx_;
+    boost::asio::ip::tcp::socket client_, upstream_;
+    boost::asio::steady_timer timer_;
+    boost::asio::ip::tcp::endpoint destination_, source_;
+    std::shared_ptr<SpliceRelay> relay_;
+    std::string label_;  // name or address, for counters
+    std::optional<std::string> name_;
+    WireProtocol protocol_ = WireProtocol::other;
+    std::string reason_;
+    std::size_t peeked_ = 0;
+    bool timed_out_ = false, closed_ = false, counted_open_ = false;
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+    std::uint64_t ticket_ = 0;
+};
+
+}  // namespace deskbox::network

@@ -1,0 +1,353 @@
+#include "tests/support/test_internet.hpp"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <sys/socket.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "common/child_process.hpp"
+#include "server/network/netns.hpp"
+#include "server/network/rtnetlink.hpp"
+
+namespace deskbox::test {
+namespace {
+
+namespace net = boost::asio;
+namespace ssl = net::ssl;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+bool subnet_in_use(int x) {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return false;
+    bool used = false;
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+        auto a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+        if ((a >> 8) == ((198u << 16) | (18u << 8) | static_cast<unsigned>(x))) used = true;
+    }
+    ::freeifaddrs(list);
+    return used;
+}
+
+// A self-signed P-256 certificate: the proxy never checks certificates, and clients in tests
+// skip verification.
+void use_self_signed(ssl::context& context) {
+    EVP_PKEY* key = EVP_EC_gen("P-256");
+    X509* cert = X509_new();
+    X509_set_version(cert, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+    X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(cert), 86400);
+    X509_set_pubkey(cert, key);
+    X509_NAME* name = X509_get_subject_name(cert);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                               reinterpret_cast<const unsigned char*>("deskbox test host"), -1, -1,
+                               0);
+    X509_set_issuer_name(cert, name);
+    X509_sign(cert, key, EVP_sha256());
+    SSL_CTX_use_certificate(context.native_handle(), cert);
+    SSL_CTX_use_PrivateKey(context.native_handle(), key);
+    X509_free(cert);
+    EVP_PKEY_free(key);
+}
+
+}  // namespace
+
+struct TestInternet::Impl {
+    int x = 0;
+    network::NetworkNamespace ns;
+    net::io_context io;
+    ssl::context tls{ssl::context::tls_server};
+    std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+    std::vector<std::thread> threads;
+    ChildProcess dnsmasq;
+    mutable std::mutex mutex;
+    std::vector<std::string> seen;
+    std::atomic<std::uint64_t> sink_bytes{0};
+
+    ~Impl() {
+        dnsmasq.terminate(std::chrono::milliseconds(500));
+        io.stop();
+        for (auto& t : threads) t.join();
+    }
+
+    std::string address(int host) const {
+        return "198.18." + std::to_string(x) + "." + std::to_string(host);
+    }
+
+    tcp::acceptor& listen(const std::string& addr, unsigned short port) {
+        UniqueFd fd = ns.socket(AF_INET, SOCK_STREAM);
+        int one = 1;
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(net::ip::make_address_v4(addr).to_uint());
+        if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+            ::listen(fd.get(), 128) != 0)
+            throw std::runtime_error("test internet: cannot listen on " + addr + ":" +
+                                     std::to_string(port) + ": " + std::strerror(errno));
+        auto acceptor = std::make_unique<tcp::acceptor>(io);
+        acceptor->assign(tcp::v4(), fd.release());
+        acceptors.push_back(std::move(acceptor));
+        return *acceptors.back();
+    }
+
+    void note(const std::string& line) {
+        std::lock_guard lock(mutex);
+        seen.push_back(line);
+    }
+
+    http::response<http::string_body> answer(const http::request<http::string_body>& req,
+                                             const std::string& local, const std::string& sni) {
+        std::string host(req[http::field::host]);
+        note("host=" + host + " sni=" + sni + " address=" + local +
+             " target=" + std::string(req.target()));
+        http::response<http::string_body> res{http::status::ok, req.version()};
+        res.set(http::field::content_type, "text/plain");
+        std::string target(req.target());
+        if (target == "/page") {
+            res.set(http::field::content_type, "text/html; charset=utf-8");
+            res.body() = "<!doctype html><title>deskbox test page at " + local +
+                         "</title><h1>Hello from the test internet</h1>\n";
+        } else if (target.rfind("/bytes/", 0) == 0) {
+            std::size_t n = std::min<std::size_t>(std::stoull(target.substr(7)), 64u << 20);
+            res.body().assign(n, 'x');
+        } else {
+            res.body() = "deskbox test host " + local + " host=" + host + " sni=" + sni + "\n";
+        }
+        res.keep_alive(req.keep_alive());
+        res.prepare_payload();
+        return res;
+    }
+
+    template <class Stream>
+    void serve(std::shared_ptr<Stream> stream, std::string local, std::string sni) {
+        auto buffer = std::make_shared<beast::flat_buffer>();
+        auto req = std::make_shared<http::request<http::string_body>>();
+        http::async_read(
+            *stream, *buffer, *req,
+            [this, stream, buffer, req, local, sni](beast::error_code ec, std::size_t) {
+                if (ec) return;
+                auto res =
+                    std::make_shared<http::response<http::string_body>>(answer(*req, local, sni));
+                http::async_write(
+                    *stream, *res,
+                    [this, stream, res, local, sni](beast::error_code ec, std::size_t) {
+                        if (ec || !res->keep_alive()) return;
+                        serve(stream, local, sni);
+                    });
+            });
+    }
+
+    void accept_http(tcp::acceptor& acceptor, const std::string& local) {
+        acceptor.async_accept([this, &acceptor, local](beast::error_code ec, tcp::socket socket) {
+            if (ec) return;
+            serve(std::make_shared<tcp::socket>(std::move(socket)), local, "-");
+            accept_http(acceptor, local);
+        });
+    }
+
+    void accept_https(tcp::acceptor& acceptor, const std::string& local) {
+        acceptor.async_accept([this, &acceptor, local](beast::error_code ec, tcp::socket socket) {
+            if (ec) return;
+            auto stream = std::make_shared<ssl::stream<tcp::socket>>(std::move(socket), tls);
+            stream->async_handshake(
+                ssl::stream_base::server, [this, stream, local](beast::error_code ec) {
+                    if (ec) return;
+                    const char* name =
+                        SSL_get_servername(stream->native_handle(), TLSEXT_NAMETYPE_host_name);
+                    serve(stream, local, name ? name : "(none)");
+                });
+            accept_https(acceptor, local);
+        });
+    }
+
+    // The source waits for a request head (so a proxy deciding by Host can see one), then
+    // sends until the peer goes.
+    void accept_source(tcp::acceptor& acceptor) {
+        acceptor.async_accept([this, &acceptor](beast::error_code ec, tcp::socket socket) {
+            if (ec) return;
+            auto s = std::make_shared<tcp::socket>(std::move(socket));
+            auto head = std::make_shared<std::string>();
+            net::async_read_until(*s, net::dynamic_buffer(*head), "\r\n\r\n",
+                                  [this, s, head](beast::error_code ec, std::size_t) {
+                                      if (ec) return;
+                                      pour(s, std::make_shared<std::string>(1 << 20, 'z'));
+                                  });
+            accept_source(acceptor);
+        });
+    }
+    void pour(std::shared_ptr<tcp::socket> s, std::shared_ptr<std::string> chunk) {
+        net::async_write(*s, net::buffer(*chunk),
+                         [this, s, chunk](beast::error_code ec, std::size_t) {
+                             if (!ec) pour(s, chunk);
+                         });
+    }
+
+    std::unique_ptr<net::ip::udp::socket> echo;
+    std::array<char, 65536> echo_buffer{};
+    net::ip::udp::endpoint echo_peer;
+    void start_udp_echo(const std::string& addr, unsigned short port) {
+        UniqueFd fd = ns.socket(AF_INET, SOCK_DGRAM);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(net::ip::make_address_v4(addr).to_uint());
+        if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+            throw std::runtime_error("test internet: cannot bind UDP " + addr);
+        echo = std::make_unique<net::ip::udp::socket>(io);
+        echo->assign(net::ip::udp::v4(), fd.release());
+        echo_once();
+    }
+    void echo_once() {
+        echo->async_receive_from(
+            net::buffer(echo_buffer), echo_peer, [this](beast::error_code ec, std::size_t n) {
+                if (ec) return;
+                note("udp from=" + echo_peer.address().to_string());
+                boost::system::error_code ignored;
+                echo->send_to(net::buffer(echo_buffer.data(), n), echo_peer, 0, ignored);
+                echo_once();
+            });
+    }
+
+    void accept_sink(tcp::acceptor& acceptor) {
+        acceptor.async_accept([this, &acceptor](beast::error_code ec, tcp::socket socket) {
+            if (ec) return;
+            auto s = std::make_shared<tcp::socket>(std::move(socket));
+            auto buffer = std::make_shared<std::vector<char>>(1 << 20);
+            drink(s, buffer);
+            accept_sink(acceptor);
+        });
+    }
+    void drink(std::shared_ptr<tcp::socket> s, std::shared_ptr<std::vector<char>> buffer) {
+        s->async_read_some(net::buffer(*buffer),
+                           [this, s, buffer](beast::error_code ec, std::size_t n) {
+                               sink_bytes += n;
+                               if (!ec) drink(s, buffer);
+                           });
+    }
+};
+
+TestInternet::TestInternet(std::map<std::string, std::string> names)
+    : impl_(std::make_unique<Impl>()) {
+    std::mt19937 random{std::random_device{}()};
+    for (int attempt = 0; attempt < 64 && impl_->x == 0; ++attempt) {
+        int x = 1 + static_cast<int>(random() % 254);
+        if (!subnet_in_use(x)) impl_->x = x;
+    }
+    if (impl_->x == 0) throw std::runtime_error("test internet: no free 198.18.X.0/24");
+    const std::string link = "dbxinet" + std::to_string(impl_->x);
+    impl_->ns = network::NetworkNamespace::create();
+    {
+        network::RtNetlink host;  // this thread is in the host's namespace
+        host.add_veth(link, "eth0", impl_->ns.fd());
+        host.add_address(link, host_side_address(), 24);
+        host.set_up(link);
+    }
+    impl_->ns.run([&] {
+        network::RtNetlink nl;
+        nl.set_up("lo");
+        nl.add_address("eth0", web_address(), 24);
+        nl.add_address("eth0", other_address(), 24);
+        nl.add_address("eth0", lan_address(), 24);
+        nl.set_up("eth0");
+        // Answers to clients beyond the veth's subnet (a benchmark's own namespaces) go back
+        // through the host.
+        nl.add_route("0.0.0.0", 0, host_side_address(), "eth0");
+    });
+    use_self_signed(impl_->tls);
+    for (const std::string& local : {web_address(), other_address(), lan_address()}) {
+        impl_->accept_http(impl_->listen(local, 80), local);
+        impl_->accept_https(impl_->listen(local, 443), local);
+    }
+    impl_->accept_source(impl_->listen(web_address(), 9000));
+    impl_->accept_sink(impl_->listen(web_address(), 9001));
+    impl_->start_udp_echo(web_address(), 7);
+    for (int i = 0; i < 2; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
+
+    SpawnOptions dns;
+    dns.argv = {"dnsmasq",
+                "--keep-in-foreground",
+                "--no-resolv",
+                "--no-hosts",
+                "--conf-file=/dev/null",
+                "--pid-file=",
+                "--bind-interfaces",
+                "--listen-address=" + dns_address(),
+                "--port=53",
+                "--log-facility=-"};
+    for (auto [name, address] : names) {
+        if (address == "web") address = web_address();
+        if (address == "other") address = other_address();
+        if (address == "lan") address = lan_address();
+        dns.argv.push_back("--host-record=" + name + "," + address);
+    }
+    dns.netns_fd = impl_->ns.fd();
+    dns.stdout_to_null = true;
+    dns.stderr_to_null = true;
+    impl_->dnsmasq = ChildProcess::spawn(dns);
+    // Ready once it takes TCP connections on port 53.
+    for (int i = 0; i < 200; ++i) {
+        net::io_context probe_io;
+        tcp::socket probe(probe_io);
+        boost::system::error_code ec;
+        probe.connect({net::ip::make_address(dns_address()), 53}, ec);
+        if (!ec) return;
+        if (!impl_->dnsmasq.running()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    throw std::runtime_error("test internet: dnsmasq did not start (is dnsmasq-base installed?)");
+}
+
+TestInternet::~TestInternet() = default;
+
+std::string TestInternet::host_side_address() const {
+    return impl_->address(1);
+}
+std::string TestInternet::web_address() const {
+    return impl_->address(2);
+}
+std::string TestInternet::other_address() const {
+    return impl_->address(3);
+}
+std::string TestInternet::lan_address() const {
+    return impl_->address(4);
+}
+std::string TestInternet::subnet() const {
+    return impl_->address(0) + "/24";
+}
+
+std::vector<std::string> TestInternet::requests_seen() const {
+    std::lock_guard lock(impl_->mutex);
+    return impl_->seen;
+}
+
+std::uint64_t TestInternet::sink_bytes() const {
+    return impl_->sink_bytes;
+}
+std::string TestInternet::host_side_link() const {
+    return "dbxinet" + std::to_string(impl_->x);
+}
+
+}  // namespace deskbox::test

@@ -1,0 +1,51 @@
+// A small internet of the test's own for network tests and benchmarks: a network namespace
+// made by the test, joined to the host's namespace by a veth pair with addresses the test
+// picks in 198.18.0.0/15 (benchmarking, so nothing real is ever reached), holding
+//   - HTTP on :80 and HTTPS (self-signed, any SNI) on :443 of `web_address()`, answering
+//     "deskbox test host <address> host=<Host> sni=<SNI>", /page with an HTML page titled
+//     "deskbox test page at <address>", and /bytes/N with N bytes,
+//   - the same on `other_address()` (a second host, for mismatch and IP-literal cases) and on
+//     `lan_address()` (a third, for tests that keep it a private/special address),
+//   - a UDP echo on :7 of `web_address()`,
+//   - a byte source on :9000 (after a request head ending in a blank line, sends until the
+//     peer closes) and a sink on :9001 (reads and counts), for throughput,
+//   - dnsmasq on `dns_address()`:53 answering the names given to the constructor.
+// Everything goes with the object: the namespace (and with it the veth pair) and dnsmasq.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace deskbox::test {
+
+class TestInternet {
+  public:
+    // `names`: DNS name -> IPv4 address ("web", "other", "lan" stand for the hosts' addresses).
+    explicit TestInternet(std::map<std::string, std::string> names);
+    ~TestInternet();
+    TestInternet(const TestInternet&) = delete;
+    TestInternet& operator=(const TestInternet&) = delete;
+
+    std::string host_side_address() const;  // the host's end of the veth (198.18.X.1)
+    std::string web_address() const;        // 198.18.X.2
+    std::string other_address() const;      // 198.18.X.3
+    std::string lan_address() const;        // 198.18.X.4
+    std::string dns_address() const { return web_address(); }
+    std::string subnet() const;  // 198.18.X.0/24
+
+    // "host=... sni=..." of every request the hosts answered, oldest first.
+    std::vector<std::string> requests_seen() const;
+    std::uint64_t sink_bytes() const;    // bytes the :9001 sink has read so far
+    std::string host_side_link() const;  // the veth's name in the host's namespace
+
+    struct Impl;
+
+  private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deskbox::test
