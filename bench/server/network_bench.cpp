@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -68,43 +69,63 @@ std::string head(const std::string& host) {
     return "GET / HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n";
 }
 
+// Busy CPU time of the whole machine (all cores, softirq included), in seconds.
+double machine_busy_seconds() {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+    in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq;
+    return (user + nice + system + irq + softirq) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+struct Transfer {
+    double gbit_per_s = 0;
+    double cpu_s_per_gb = 0;  // machine CPU seconds per GB moved
+};
+
 // Gbit/s received from the byte source for `seconds`.
-double download(Where where, const std::string& address, double seconds) {
+Transfer download(Where where, const std::string& address, double seconds) {
     return in(where, [&] {
         int fd = connect_to(address, 9000);
-        if (fd < 0) return 0.0;
+        if (fd < 0) return Transfer{};
         std::string h = head("allowed.test");
         (void)!::write(fd, h.data(), h.size());
         std::vector<char> buffer(1 << 20);
         std::uint64_t total = 0;
         auto t0 = Clock::now();
+        double cpu0 = machine_busy_seconds();
         while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
             ssize_t n = ::read(fd, buffer.data(), buffer.size());
             if (n <= 0) break;
             total += static_cast<std::uint64_t>(n);
         }
         double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+        double cpu = machine_busy_seconds() - cpu0;
         ::close(fd);
-        return static_cast<double>(total) * 8 / elapsed / 1e9;
+        return Transfer{static_cast<double>(total) * 8 / elapsed / 1e9,
+                        cpu / (static_cast<double>(total) / 1e9)};
     });
 }
 
 // Gbit/s the sink received while we sent for `seconds`.
-double upload(Where where, const std::string& address, double seconds, test::TestInternet& net) {
+Transfer upload(Where where, const std::string& address, double seconds, test::TestInternet& net) {
     return in(where, [&] {
         int fd = connect_to(address, 9001);
-        if (fd < 0) return 0.0;
+        if (fd < 0) return Transfer{};
         std::string h = "POST / HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
         (void)!::write(fd, h.data(), h.size());
         std::vector<char> buffer(1 << 20, 'u');
         auto before = net.sink_bytes();
         auto t0 = Clock::now();
+        double cpu0 = machine_busy_seconds();
         while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds)
             if (::write(fd, buffer.data(), buffer.size()) <= 0) break;
         ::close(fd);
         std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the sink catches up
         double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-        return static_cast<double>(net.sink_bytes() - before) * 8 / elapsed / 1e9;
+        double cpu = machine_busy_seconds() - cpu0;
+        double bytes = static_cast<double>(net.sink_bytes() - before);
+        return Transfer{bytes * 8 / elapsed / 1e9, bytes > 0 ? cpu / (bytes / 1e9) : 0};
     });
 }
 
@@ -225,6 +246,8 @@ void bench_creates(test::TestInternet& internet, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::signal(SIGPIPE, SIG_IGN);  // a reset connection is a figure of 0, not the end
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     try {
         Args args = parse_args(argc, argv);
         if (::geteuid() != 0) throw std::runtime_error("needs root (network namespaces)");
@@ -261,18 +284,20 @@ int main(int argc, char** argv) {
                               {"policy path (internet)", &open_ns},
                               {"unrestricted (kernel forwarding)", unrestricted.where()},
                               {"host directly", nullptr}};
-        std::printf("\n%-34s %12s %12s %14s %14s %16s %16s\n",
-                    "one TCP stream, 198.18/15 test host", "down Gbit/s", "up Gbit/s",
-                    "connect p50", "connect p99", "1st byte p50", "1st byte p99");
+        std::printf("\n%-34s %10s %9s %10s %9s %12s %12s %13s %13s\n",
+                    "one TCP stream, 198.18/15 test host", "down Gb/s", "CPU s/GB", "up Gb/s",
+                    "CPU s/GB", "connect p50", "connect p99", "1st byte p50", "1st byte p99");
         double base_down = 0, base_up = 0, base_connect = 0, base_first = 0;
         std::vector<std::array<double, 6>> rows;
         for (const auto& p : paths) {
-            double down = download(p.where, web, args.seconds);
-            double up = upload(p.where, web, args.seconds, internet);
+            auto d = download(p.where, web, args.seconds);
+            auto u = upload(p.where, web, args.seconds, internet);
+            double down = d.gbit_per_s, up = u.gbit_per_s;
             auto l = requests(p.where, web, args.requests);
             auto c = bench::percentiles(l.connect_ms), f = bench::percentiles(l.first_byte_ms);
-            std::printf("%-34s %12.2f %12.2f %11.3f ms %11.3f ms %13.3f ms %13.3f ms\n", p.name,
-                        down, up, c.p50, c.p99, f.p50, f.p99);
+            std::printf("%-34s %10.2f %9.2f %10.2f %9.2f %9.3f ms %9.3f ms %10.3f ms %10.3f ms\n",
+                        p.name, down, d.cpu_s_per_gb, up, u.cpu_s_per_gb, c.p50, c.p99, f.p50,
+                        f.p99);
             rows.push_back({down, up, c.p50, c.p99, f.p50, f.p99});
             if (p.where == unrestricted.where()) {
                 base_down = down;

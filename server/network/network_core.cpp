@@ -214,20 +214,28 @@ std::string system_dns_server(const std::string& resolv_conf) {
     return "127.0.0.1";
 }
 
-NetworkCore::NetworkCore(NetworkOptions options)
-    : options_(std::move(options)), work_(net::make_work_guard(io_)) {
+NetworkCore::NetworkCore(NetworkOptions options) : options_(std::move(options)) {
     upstream_ = parse_dns_upstream(options_.dns_upstream.empty() ? system_dns_server()
                                                                  : options_.dns_upstream);
     host_view_.is_host = [this](const IpAddress& a) { return is_host_address(a); };
     host_view_.public_ranges = options_.public_ranges;
-    for (std::size_t i = 0; i < std::max<std::size_t>(options_.threads, 1); ++i)
-        threads_.emplace_back([this] { io_.run(); });
+    for (std::size_t i = 0; i < std::max<std::size_t>(options_.threads, 1); ++i) {
+        loops_.push_back(std::make_unique<Loop>());
+        Loop& loop = *loops_.back();
+        loop.thread = std::thread([&loop] { loop.io.run(); });
+    }
 }
 
 NetworkCore::~NetworkCore() {
-    work_.reset();
-    io_.stop();
-    for (auto& t : threads_) t.join();
+    for (auto& loop : loops_) {
+        loop->work.reset();
+        loop->io.stop();
+    }
+    for (auto& loop : loops_) loop->thread.join();
+}
+
+boost::asio::io_context& NetworkCore::io() {
+    return loops_[next_loop_++ % loops_.size()]->io;
 }
 
 bool NetworkCore::is_host_address(const IpAddress& raw) {
@@ -260,7 +268,7 @@ bool NetworkCore::is_host_address(const IpAddress& raw) {
 
 void NetworkCore::dns_exchange(std::string query, bool over_tcp, DnsDone done) {
     if (over_tcp) {
-        std::make_shared<TcpDnsExchange>(io_, upstream_, std::move(query), options_.dns_timeout,
+        std::make_shared<TcpDnsExchange>(io(), upstream_, std::move(query), options_.dns_timeout,
                                          std::move(done))
             ->start();
         return;

@@ -5,8 +5,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -44,7 +46,9 @@ class NetworkCore {
     NetworkCore(const NetworkCore&) = delete;
     NetworkCore& operator=(const NetworkCore&) = delete;
 
-    boost::asio::io_context& io() { return io_; }
+    // One of the I/O contexts, round robin: each runs on one thread of its own, so a
+    // connection's handlers never hop threads (no strand locking, no cross-thread wakeups).
+    boost::asio::io_context& io();
     const NetworkOptions& options() const { return options_; }
     const boost::asio::ip::udp::endpoint& dns_upstream() const { return upstream_; }
 
@@ -62,9 +66,14 @@ class NetworkCore {
 
   private:
     NetworkOptions options_;
-    boost::asio::io_context io_;
-    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-    std::vector<std::thread> threads_;
+    struct Loop {
+        boost::asio::io_context io{1};
+        boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{
+            boost::asio::make_work_guard(io)};
+        std::thread thread;
+    };
+    std::vector<std::unique_ptr<Loop>> loops_;
+    std::atomic<std::size_t> next_loop_{0};
     boost::asio::ip::udp::endpoint upstream_;
     HostView host_view_;
 
