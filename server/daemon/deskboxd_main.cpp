@@ -1,6 +1,8 @@
 // deskboxd: the host server. Serves API v1 and runs sandboxes.
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "server/daemon/server_config.hpp"
@@ -25,6 +27,13 @@ int main(int argc, char** argv) {
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
+    // Each proxied connection of a sandbox holds six fds (two sockets, two pipes): a browser
+    // in a few sandboxes passes the usual soft limit of 1024. The hard limit is the operator's.
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = std::min<rlim_t>(files.rlim_max, 1 << 20);  // fs.nr_open's default
+        ::setrlimit(RLIMIT_NOFILE, &files);
+    }
     try {
         SandboxManager manager(config.manager);
         for (auto& id : manager.adopt_snapshots())

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "server/network/dns_message.hpp"
 #include "server/network/transparent_socket.hpp"
@@ -138,6 +139,8 @@ void DnsUdpServer::close() {
     net::post(strand_, [self = shared_from_this()] {
         boost::system::error_code ignored;
         self->socket_.close(ignored);
+        // Its sockets are closed: answers still on their way no longer hold the network up.
+        self->ctx_->leave(std::exchange(self->ticket_, 0));
     });
 }
 
@@ -214,7 +217,10 @@ void DnsTcpSession::start() {
 }
 
 void DnsTcpSession::close() {
-    net::post(socket_.get_executor(), [self = shared_from_this()] { self->finish(); });
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
+        self->finish();
+        self->ctx_->leave(std::exchange(self->ticket_, 0));
+    });
 }
 
 void DnsTcpSession::finish() {

@@ -27,6 +27,7 @@ std::uint64_t EgressContext::enroll(std::weak_ptr<Closeable> object) {
 }
 
 void EgressContext::leave(std::uint64_t ticket) {
+    if (ticket == 0) return;  // not enrolled, or left already
     std::lock_guard lock(registry_mutex_);
     registry_.erase(ticket);
     if (registry_.empty()) registry_empty_.notify_all();

@@ -30,7 +30,9 @@ using AuditSink = std::function<void(const std::string& kind, const nlohmann::js
 class Closeable {
   public:
     virtual ~Closeable() = default;
-    virtual void close() = 0;  // thread-safe: posts to the object's own strand
+    // Thread-safe: posts to the object's own strand, which closes its sockets and leaves the
+    // registry (so stop() waits for sockets to close, not for lookups in flight).
+    virtual void close() = 0;
 };
 
 struct EgressContext {
@@ -49,7 +51,8 @@ struct EgressContext {
     void audit(const std::string& kind, const nlohmann::json& detail);
     void set_audit(AuditSink sink);
 
-    // Registry: objects add themselves when they start and leave in their destructor.
+    // Registry: objects add themselves when they start, and leave once their sockets are closed
+    // (their close(), or their destructor); tickets are never 0.
     std::uint64_t enroll(std::weak_ptr<Closeable> object);
     void leave(std::uint64_t ticket);
     std::size_t open_count() const;

@@ -3,6 +3,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 
+#include <utility>
+
 #include "server/network/splice_relay.hpp"
 
 namespace deskbox::network {
@@ -70,9 +72,10 @@ class PortProxy : public Closeable, public std::enable_shared_from_this<PortProx
         net::post(client_.get_executor(), [self = shared_from_this()] {
             self->closed_ = true;
             self->timer_.cancel();
-            if (auto relay = self->relay_.lock()) return relay->close();
+            if (auto relay = self->relay_.lock()) relay->abort();  // on our strand too
             reset_socket(self->client_);
             reset_socket(self->upstream_);
+            self->ctx_->leave(std::exchange(self->ticket_, 0));
         });
     }
 

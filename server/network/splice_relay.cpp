@@ -66,6 +66,10 @@ void SpliceRelay::close() {
                       [self = shared_from_this()] { self->finish(true, "closed by deskboxd"); });
 }
 
+void SpliceRelay::abort() {
+    finish(true, "closed by deskboxd");
+}
+
 void SpliceRelay::pump(Direction& d) {
     d.waiting = false;
     if (finished_ || d.done) return;

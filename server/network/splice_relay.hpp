@@ -33,6 +33,7 @@ class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
     ~SpliceRelay();
     void start();
     void close();  // from any thread: resets both and finishes
+    void abort();  // the same, on the relay's own strand, at once
 
   private:
     struct Direction {

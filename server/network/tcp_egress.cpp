@@ -6,6 +6,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <utility>
+
 #include "server/network/dns_service.hpp"
 
 namespace deskbox::network {
@@ -61,6 +63,7 @@ void TcpEgressListener::close() {
     net::post(acceptor_.get_executor(), [self = shared_from_this()] {
         boost::system::error_code ignored;
         self->acceptor_.close(ignored);
+        self->ctx_->leave(std::exchange(self->ticket_, 0));
     });
 }
 
@@ -131,9 +134,11 @@ void TcpEgressConnection::close() {
     net::post(client_.get_executor(), [self = shared_from_this()] {
         self->closed_ = true;
         self->timer_.cancel();
-        if (self->relay_) return self->relay_->close();
+        if (self->relay_) self->relay_->abort();  // the relay shares our strand
         reset_socket(self->client_);
         reset_socket(self->upstream_);
+        // Its sockets are closed: a lookup still on its way no longer holds the network up.
+        self->ctx_->leave(std::exchange(self->ticket_, 0));
     });
 }
 

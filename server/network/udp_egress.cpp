@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "server/network/transparent_socket.hpp"
 
@@ -58,6 +59,7 @@ void UdpEgressListener::close() {
         self->socket_.close(ignored);
         auto flows = std::move(self->flows_);
         for (auto& [key, flow] : flows) flow->close();
+        self->ctx_->leave(std::exchange(self->ticket_, 0));
     });
 }
 

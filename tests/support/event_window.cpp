@@ -1,5 +1,7 @@
 #include "tests/support/event_window.hpp"
 
+#include <X11/XKBlib.h>
+
 #include <X11/Xutil.h>
 #include <X11/keysym.h>
 #include <langinfo.h>
@@ -61,6 +63,14 @@ EventWindow::EventWindow(const std::string& display_name) : wake_(Pipe::create()
         if (control_) XCloseDisplay(control_);
         throw std::runtime_error("EventWindow: cannot open display " + display_name);
     }
+    // Take XKB up now, as toolkits do at startup. Xlib otherwise does it at the first key it
+    // decodes; a keymap change made before that (a spare keycode the injector maps while this
+    // client still lags behind, under load) then never reached the client, which decoded
+    // that key as NoSymbol.
+    int xkb_major = XkbMajorVersion, xkb_minor = XkbMinorVersion;
+    if (!XkbUseExtension(dpy_, &xkb_major, &xkb_minor))
+        throw std::runtime_error("EventWindow: the X server has no XKB");
+    XkbKeycodeToKeysym(dpy_, 38, 0, 0);  // loads Xlib's copy of the keymap
     const int screen = DefaultScreen(dpy_);
     width_ = DisplayWidth(dpy_, screen);
     height_ = DisplayHeight(dpy_, screen);
