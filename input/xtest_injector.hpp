@@ -8,7 +8,9 @@
 // when it was sent, so a spare keycode is reused (least recently used first) only when a
 // client reading one key press per `client_key_cost` would have read its last event, plus
 // `spare_reuse_interval`. Typing that needs no reuse is never slowed down. Spare keycodes are
-// emptied again on destruction.
+// emptied again on destruction. A client whose Xlib has not yet taken up XKB (it does so
+// lazily, at the first key it decodes) misses keymap changes made before that: toolkits take
+// XKB up at start, and the tests' event window does too.
 //
 // Text is typed with the user's held and locked modifiers (Shift, CapsLock) lifted for the
 // action and restored after it, so CapsLock does not turn "a" into "A".
