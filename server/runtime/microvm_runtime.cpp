@@ -869,7 +869,7 @@ void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
 
 std::string MicrovmSandbox::console_lines(std::size_t lines) {
     std::string text = torn_down_ ? final_log_tail_ : read_tail(paths_.console_log, 16384);
-    return last_lines(text, lines);
+    return console_excerpt(text, lines);
 }
 
 std::string MicrovmSandbox::failure_detail() {

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 
 #include "common/unique_fd.hpp"
 #include "server/runtime/runtime.hpp"
@@ -81,6 +82,18 @@ std::string last_lines(const std::string& text, std::size_t count) {
     std::string out = text.substr(start, end - start);
     out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
     return out;
+}
+
+std::string console_excerpt(const std::string& text, std::size_t count) {
+    std::string tail = last_lines(text, count);
+    static constexpr std::string_view kPanic = "Kernel panic - not syncing";
+    const std::size_t at = text.rfind(kPanic);
+    if (at == std::string::npos || tail.find(kPanic) != std::string::npos) return tail;
+    std::size_t start = text.rfind('\n', at);
+    start = start == std::string::npos ? 0 : start + 1;
+    std::string line = text.substr(start, text.find('\n', at) - start);
+    line.erase(std::remove(line.begin(), line.end(), '\r'), line.end());
+    return line + "\n[...]\n" + tail;
 }
 
 }  // namespace deskbox::runtime

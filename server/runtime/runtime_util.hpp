@@ -12,6 +12,9 @@ namespace deskbox::runtime {
 
 // The last `count` lines of `text` (trailing newlines and CRs dropped).
 std::string last_lines(const std::string& text, std::size_t count);
+// A console's last `count` lines, led by the kernel's "Kernel panic - not syncing" line when
+// that fell out of them: a panic's call trace is longer than a tail, and the line says why.
+std::string console_excerpt(const std::string& text, std::size_t count);
 // `s` without leading and trailing whitespace.
 std::string trim(std::string s);
 

@@ -411,7 +411,7 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
     if (!reason.empty()) {
         j["error"] = reason;
         // What the sandbox printed last (a microVM's serial console): the why behind it.
-        if (instance_) j["log_tail"] = runtime::last_lines(instance_->log_tail(8192), 40);
+        if (instance_) j["log_tail"] = runtime::console_excerpt(instance_->log_tail(16384), 40);
     }
     {
         std::lock_guard lock(mutex_);

@@ -729,8 +729,10 @@ TEST_F(MicrovmRuntimeTest, NetworkGoesThroughTheSandboxRouterAndNeverToTheHost) 
                    "(echo hello >/dev/tcp/" +
                    internet.host_side_address() + "/" + port +
                    ") 2>/dev/null; "
+                   // Each step says how it went, so a failing run's console tells which.
+                   "echo \"resolved: $(getent ahostsv4 allowed.test | head -1)\"; "
                    "exec 3<>/dev/tcp/allowed.test/80 && printf 'GET / HTTP/1.0\\r\\nHost: "
-                   "allowed.test\\r\\n\\r\\n' >&3 && cat <&3; "
+                   "allowed.test\\r\\n\\r\\n' >&3 && cat <&3 || echo \"http failed: $?\"; "
                    "echo guest-done"};
     auto sandbox = runtime.start_microvm(s);
     EXPECT_THROW(sandbox->connect_agent(kBootTimeout), RuntimeError);  // the entry just ends
@@ -741,7 +743,8 @@ TEST_F(MicrovmRuntimeTest, NetworkGoesThroughTheSandboxRouterAndNeverToTheHost) 
     EXPECT_NE(console.find("nameserver 10.0.2.3"), std::string::npos) << console;
     EXPECT_NE(console.find("deskbox test host " + internet.web_address() + " host=allowed.test"),
               std::string::npos)
-        << console;
+        << console << "\n^ the guest did not get the allowed page; its network saw: "
+        << net->describe()["egress"].dump();
     EXPECT_NE(console.find("guest-done"), std::string::npos) << console;
     pollfd p{listener.get(), POLLIN, 0};
     EXPECT_EQ(::poll(&p, 1, 0), 0) << "the guest reached the host";

@@ -15,6 +15,7 @@
 #include "server/runtime/container_runtime.hpp"
 #include "server/runtime/mounts.hpp"
 #include "server/runtime/oci_bundle.hpp"
+#include "server/runtime/runtime_util.hpp"
 #include "tests/server/runtime_test_support.hpp"
 
 namespace deskbox::runtime {
@@ -91,6 +92,29 @@ class ContainerRuntimeTest : public ::testing::Test {
     std::unique_ptr<ContainerRuntime> runtime_;
     int counter_ = 0;
 };
+
+TEST(ConsoleExcerpt, KeepsThePanicLineThatALongTraceWouldPushOut) {
+    std::string console =
+        "[ 1.0] booting\r\n[ 9.1] Kernel panic - not syncing: Attempted to kill "
+        "init! exitcode=0x00008900\r\n";
+    for (int i = 0; i < 60; ++i) console += "[ 9.2]  ? frame_" + std::to_string(i) + "+0x1/0x2\n";
+    console += "[ 9.3] Kernel Offset: 0x1c00000\n\n";
+    std::string excerpt = deskbox::runtime::console_excerpt(console, 40);
+    EXPECT_EQ(excerpt.rfind("[ 9.1] Kernel panic - not syncing: Attempted to kill init! "
+                            "exitcode=0x00008900\n[...]\n",
+                            0),
+              0u)
+        << excerpt;
+    EXPECT_EQ(excerpt.find('\r'), std::string::npos);
+    EXPECT_NE(excerpt.find("Kernel Offset: 0x1c00000"), std::string::npos);
+    EXPECT_EQ(excerpt.find("frame_20+"), std::string::npos) << "only the last 40 lines follow";
+    EXPECT_NE(excerpt.find("frame_21+"), std::string::npos) << excerpt;
+    // A tail that holds the panic line, or a console without one, is just the tail.
+    std::string short_console = "a\nKernel panic - not syncing: x\nb\n";
+    EXPECT_EQ(deskbox::runtime::console_excerpt(short_console, 40),
+              "a\nKernel panic - not syncing: x\nb");
+    EXPECT_EQ(deskbox::runtime::console_excerpt("one\ntwo\nthree\n", 2), "two\nthree");
+}
 
 TEST_F(ContainerRuntimeTest, EntryRunsIsolatedOnAnOverlay) {
     auto s =
