@@ -65,12 +65,14 @@ const char* action_type_name(const Action& action) {
                           [](const Wait&) { return "wait"; },
                           [](const CursorPosition&) { return "cursor_position"; },
                           [](const Screenshot&) { return "screenshot"; },
+                          [](const Zoom&) { return "zoom"; },
                       },
                       action);
 }
 
 std::string coordinate_field(const Action& action, std::size_t index, int axis, Dialect dialect) {
     const bool is_drag = std::holds_alternative<Drag>(action);
+    if (std::holds_alternative<Zoom>(action)) return "region" + index_suffix(index * 2 + axis);
     switch (dialect) {
         case Dialect::native:
             if (is_drag) return "path" + index_suffix(index) + index_suffix(axis);

@@ -50,6 +50,7 @@ struct Click {
 };
 struct Move {
     Point to;
+    std::vector<Keysym> hold_keys = {};  // held down around the move (OpenAI's `keys`)
     friend bool operator==(const Move&, const Move&) = default;
 };
 struct MouseDown {
@@ -108,9 +109,16 @@ struct CursorPosition {
 struct Screenshot {
     friend bool operator==(const Screenshot&, const Screenshot&) = default;
 };
+// An image of a screen region (Anthropic's computer_20251124 `zoom`): corners `from` (top
+// left) and `to` (bottom right), both inclusive. Taken on the host, like Screenshot.
+struct Zoom {
+    Point from;
+    Point to;
+    friend bool operator==(const Zoom&, const Zoom&) = default;
+};
 
 using Action = std::variant<Click, Move, MouseDown, MouseUp, Drag, Scroll, Type, Key, HoldKey,
-                            KeyDown, KeyUp, Wait, CursorPosition, Screenshot>;
+                            KeyDown, KeyUp, Wait, CursorPosition, Screenshot, Zoom>;
 
 // Limits that keep one request from tying up a desktop.
 inline constexpr int kMaxWaitMs = 60'000;
@@ -149,7 +157,8 @@ const char* action_type_name(const Action& action);
 enum class Dialect { native, anthropic, openai };
 
 // Calls fn(point, index) for every coordinate the action carries, in order: the optional
-// `at` / Move's `to` (index 0), or each point of a Drag's path (index = position in path).
+// `at` / Move's `to` (index 0), each point of a Drag's path (index = position in path), or a
+// Zoom's corners (0, 1).
 template <typename Fn>
 void for_each_point(Action& action, Fn&& fn);
 template <typename Fn>
@@ -157,7 +166,7 @@ void for_each_point(const Action& action, Fn&& fn);
 
 // The request field that held coordinate `axis` (0 = x, 1 = y) of point `index` of `action`,
 // as written in `dialect`: native "x" / "path[3][0]", Anthropic "coordinate[0]" /
-// "start_coordinate[1]", OpenAI "x" / "path[3].y". Without a prefix.
+// "start_coordinate[1]", OpenAI "x" / "path[3].y"; a zoom's "region[2]". Without a prefix.
 std::string coordinate_field(const Action& action, std::size_t index, int axis, Dialect dialect);
 
 namespace detail {
@@ -171,6 +180,9 @@ void visit_points(A& action, Fn& fn) {
             } else if constexpr (std::is_same_v<T, Drag>) {
                 for (std::size_t i = 0; i < alternative.path.size(); ++i)
                     fn(alternative.path[i], i);
+            } else if constexpr (std::is_same_v<T, Zoom>) {
+                fn(alternative.from, std::size_t{0});
+                fn(alternative.to, std::size_t{1});
             } else if constexpr (requires { alternative.at; }) {
                 if (alternative.at) fn(*alternative.at, std::size_t{0});
             }

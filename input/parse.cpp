@@ -188,6 +188,23 @@ Point read_pair(const json& value, const std::string& field) {
             read_coordinate(value[1], indexed(field, 1))};
 }
 
+// [x0, y0, x1, y1]: the top-left and bottom-right corners, both inclusive.
+Zoom read_region(const json& value, const std::string& field) {
+    const json& region = read_array(value, field);
+    if (region.size() != 4)
+        throw ActionError(
+            field, "expected [x0, y0, x1, y1], got " + std::to_string(region.size()) + " numbers");
+    int c[4];
+    for (std::size_t i = 0; i < 4; ++i) c[i] = read_coordinate(region[i], indexed(field, i));
+    if (c[2] < c[0])
+        throw ActionError(indexed(field, 2),
+                          "x1=" + std::to_string(c[2]) + " is left of x0=" + std::to_string(c[0]));
+    if (c[3] < c[1])
+        throw ActionError(indexed(field, 3),
+                          "y1=" + std::to_string(c[3]) + " is above y0=" + std::to_string(c[1]));
+    return Zoom{{c[0], c[1]}, {c[2], c[3]}};
+}
+
 void check_path_size(const json& path, const std::string& field) {
     if (path.size() < 2) {
         throw ActionError(field, "needs at least 2 points, got " + std::to_string(path.size()));
@@ -310,7 +327,11 @@ const std::vector<ActionSpec>& native_specs() {
              click.hold_keys = read_native_hold_keys(f);
              return click;
          }},
-        {"move", {"x", "y"}, [](const Fields& f) -> Action { return Move{read_required_xy(f)}; }},
+        {"move",
+         {"x", "y", "hold_keys"},
+         [](const Fields& f) -> Action {
+             return Move{read_required_xy(f), read_native_hold_keys(f)};
+         }},
         {"mouse_down",
          {"button", "x", "y"},
          [](const Fields& f) -> Action {
@@ -382,6 +403,11 @@ const std::vector<ActionSpec>& native_specs() {
          }},
         {"cursor_position", {}, [](const Fields&) -> Action { return CursorPosition{}; }},
         {"screenshot", {}, [](const Fields&) -> Action { return Screenshot{}; }},
+        {"zoom",
+         {"region"},
+         [](const Fields& f) -> Action {
+             return read_region(f.required("region"), f.field("region"));
+         }},
     };
     return specs;
 }
@@ -515,6 +541,12 @@ const std::vector<ActionSpec>& anthropic_specs() {
          [](const Fields& f) -> Action {
              return Wait{seconds_to_ms(f.required("duration"), f.field("duration"), kMaxWaitMs)};
          }},
+        // computer_20251124 (with enable_zoom): an image of region [x0, y0, x1, y1].
+        {"zoom",
+         {"region"},
+         [](const Fields& f) -> Action {
+             return read_region(f.required("region"), f.field("region"));
+         }},
     };
     return specs;
 }
@@ -621,12 +653,7 @@ const std::vector<ActionSpec>& openai_specs() {
         {"move",
          {"x", "y", "keys"},
          [](const Fields& f) -> Action {
-             if (!read_openai_keys(f).empty()) {
-                 throw ActionError(f.field("keys"),
-                                   "holding keys while moving is not supported; use a drag or "
-                                   "click with keys");
-             }
-             return Move{read_required_xy(f)};
+             return Move{read_required_xy(f), read_openai_keys(f)};
          }},
         {"drag",
          {"path", "keys"},
@@ -669,10 +696,11 @@ std::string spec_names(const std::vector<ActionSpec>& specs) {
 // A helpful word when a whole envelope was sent instead of the action inside it.
 std::string envelope_hint(const json& object, Dialect dialect) {
     if (dialect == Dialect::anthropic && object.contains("input")) {
-        return "; send the tool_use block's input object";
+        return "; send the tool_use block whole (with \"type\": \"tool_use\") or its input";
     }
     if (dialect == Dialect::openai && object.contains("action")) {
-        return "; send the computer_call item's action object";
+        return "; send the computer_call item whole (with \"type\": \"computer_call\") or "
+               "its action";
     }
     return "";
 }
@@ -746,10 +774,6 @@ Action parse_action(const json& object, Dialect dialect, const std::string& fiel
                                                    envelope_hint(object, dialect));
     }
     const std::string& name = read_string(*it, discriminator_field);
-    if (dialect == Dialect::anthropic && name == "zoom") {
-        throw ActionError(discriminator_field,
-                          "action 'zoom' is not supported; take a screenshot instead");
-    }
     const auto spec = std::find_if(specs.begin(), specs.end(),
                                    [&](const ActionSpec& s) { return s.name == name; });
     if (spec == specs.end()) {
@@ -768,6 +792,68 @@ Action parse_action(const json& object, Dialect dialect, const std::string& fiel
         }
     }
     return spec->parse(Fields(object, field_prefix, spec->name));
+}
+
+namespace {
+
+// The fields of a model's output item besides the action(s), which are only carried along.
+void check_envelope_fields(const json& body, const std::vector<std::string_view>& allowed,
+                           const char* item) {
+    for (const auto& [key, _] : body.items())
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+            throw ActionError(key, std::string("not a field of a ") + item +
+                                       " (allowed: " + join_names(allowed) + ")");
+}
+
+std::string optional_id(const json& body, const char* name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return {};
+    const std::string& id = read_string(*it, name);
+    if (id.size() > 256) throw ActionError(name, "longer than 256 bytes");
+    return id;
+}
+
+}  // namespace
+
+ActionRequest parse_action_request(const json& body, Dialect dialect) {
+    ActionRequest request;
+    const auto type = body.is_object() ? body.find("type") : body.end();
+    const bool typed = body.is_object() && type != body.end() && type->is_string();
+    if (dialect == Dialect::anthropic && typed && *type == "tool_use") {
+        check_envelope_fields(body, {"type", "id", "name", "input", "cache_control"},
+                              "tool_use block");
+        request.call_id = optional_id(body, "id");
+        if (!body.contains("input")) throw ActionError("input", "required in a tool_use block");
+        request.actions.push_back(parse_action(body["input"], dialect, "input"));
+        request.fields.push_back("input");
+        return request;
+    }
+    if (dialect == Dialect::openai && typed && *type == "computer_call") {
+        check_envelope_fields(
+            body, {"type", "id", "call_id", "action", "actions", "pending_safety_checks", "status"},
+            "computer_call item");
+        request.call_id = optional_id(body, "call_id");
+        const bool one = body.contains("action") && !body["action"].is_null();
+        const bool many = body.contains("actions") && !body["actions"].is_null();
+        if (one == many)
+            throw ActionError(one ? "actions" : "action",
+                              one ? "give action or actions, not both"
+                                  : "required in a computer_call item (or actions)");
+        if (one) {
+            request.actions.push_back(parse_action(body["action"], dialect, "action"));
+            request.fields.push_back("action");
+            return request;
+        }
+        request.actions = parse_actions(json{{"actions", body["actions"]}}, dialect);
+        for (std::size_t i = 0; i < request.actions.size(); ++i)
+            request.fields.push_back(indexed("actions", i));
+        return request;
+    }
+    request.actions = parse_actions(body, dialect);
+    const bool batch = body.contains("actions");
+    for (std::size_t i = 0; i < request.actions.size(); ++i)
+        request.fields.push_back(batch ? indexed("actions", i) : "");
+    return request;
 }
 
 std::vector<Action> parse_actions(const json& body, Dialect dialect) {
@@ -805,6 +891,9 @@ json to_native_json(const Action& action) {
                 put_hold_keys(out, a.hold_keys);
             } else if constexpr (std::is_same_v<T, Move>) {
                 put_point(out, a.to);
+                put_hold_keys(out, a.hold_keys);
+            } else if constexpr (std::is_same_v<T, Zoom>) {
+                out["region"] = {a.from.x, a.from.y, a.to.x, a.to.y};
             } else if constexpr (std::is_same_v<T, MouseDown> || std::is_same_v<T, MouseUp>) {
                 out["button"] = button_name(a.button);
                 put_point(out, a.at);

@@ -18,12 +18,13 @@
 //   accept them in `key`, as anthropic-quickstarts reads them. duration is seconds (fractional).
 //   scroll_direction + scroll_amount become notches. left_click_drag needs start_coordinate
 //   (the 20241022 drag-from-the-pointer form is rejected: one action cannot know the pointer).
-//   `zoom` is rejected (no region screenshot in the model yet).
+//   `zoom` (computer_20251124) takes region [x0, y0, x1, y1], corners inclusive, and answers
+//   with an image of that region.
 // openai (computer-use-preview computer_call.action): {"type":...}. button "wheel" is middle.
 //   keypress is one chord; keys are one name per element, and a single capital letter is the
 //   letter key ("CTRL","C" = ctrl+c, not ctrl+shift+c). scroll_x/scroll_y are pixels: notches =
 //   round(px / 100) halves away from zero, at least 1 for any nonzero px. `wait` is 1000 ms
-//   (the sample app's default). `keys` on move is rejected (Move holds no keys).
+//   (the sample app's default). `keys` on any pointer action (move too) are held around it.
 #pragma once
 
 #include <string>
@@ -48,6 +49,18 @@ Action parse_action(const nlohmann::json& object, Dialect dialect,
 
 // A request body: either one action object or {"actions":[...]} (at most kMaxBatchActions).
 std::vector<Action> parse_actions(const nlohmann::json& body, Dialect dialect);
+
+// What the actions endpoint takes: one action, {"actions":[...]}, or the model's whole output
+// item -- Anthropic's tool_use block {"type":"tool_use","id","name","input":{action}} or
+// OpenAI's computer_call item {"type":"computer_call","call_id","action":{...}} (the GA
+// computer tool's batch: "actions":[...]). `call_id` is the item's id, for the answer to quote;
+// `fields[i]` is where action i sat in the body ("input", "actions[2]", "" for a bare one).
+struct ActionRequest {
+    std::vector<Action> actions;
+    std::vector<std::string> fields;
+    std::string call_id;
+};
+ActionRequest parse_action_request(const nlohmann::json& body, Dialect dialect);
 
 // The native JSON form of an action; parse_action(to_native_json(a), native) == a.
 nlohmann::json to_native_json(const Action& action);

@@ -818,7 +818,11 @@ nlohmann::json XTestInjector::execute(const Action& action) {
                 return nlohmann::json::object();
             },
             [&](const Move& move) -> nlohmann::json {
+                const int group = group_for(move.hold_keys);
+                Impl::Presses presses(impl);
+                press_keys(presses, move.hold_keys, group);
                 impl.move(move.to);
+                presses.release_all();
                 impl.sync();
                 return nlohmann::json::object();
             },
@@ -955,6 +959,9 @@ nlohmann::json XTestInjector::execute(const Action& action) {
             },
             [&](const Screenshot&) -> nlohmann::json {
                 return nlohmann::json::object();  // the caller captures the screen
+            },
+            [&](const Zoom&) -> nlohmann::json {
+                return nlohmann::json::object();  // the caller captures the region
             },
         },
         action);

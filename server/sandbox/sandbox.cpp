@@ -720,13 +720,16 @@ bool Sandbox::queue_input(std::vector<input::Action> actions, const std::string&
     });
 }
 
-nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect dialect) {
+nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect dialect,
+                                bool with_screenshot) {
     std::vector<input::Action> parsed;
+    std::string call_id;
     try {
-        parsed = input::parse_actions(body, dialect);
-        const bool batch = body.is_object() && body.contains("actions");
+        auto request = input::parse_action_request(body, dialect);
+        parsed = std::move(request.actions);
+        call_id = std::move(request.call_id);
         for (std::size_t i = 0; i < parsed.size(); ++i) {
-            std::string prefix = batch ? "actions[" + std::to_string(i) + "]" : "";
+            const std::string& prefix = request.fields[i];
             if (scaler_)
                 parsed[i] = scaler_->to_screen(parsed[i], prefix, dialect);
             else
@@ -741,7 +744,8 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
                                                                          : "openai"},
                       {"actions", body}});
 
-    // Screenshots inside a batch are taken in order, between the actions around them.
+    // Screenshots (and zooms) inside a batch are taken in order, between the actions around
+    // them, on the host.
     nlohmann::json results = nlohmann::json::array();
     std::vector<input::Action> segment;
     std::size_t segment_start = 0;
@@ -750,20 +754,20 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
         for (auto& r : run_segment(segment, segment_start)) results.push_back(r);
         segment.clear();
     };
+    auto image_result = [](const char* type, const streaming::EncodedImage& image) {
+        return nlohmann::json{{"type", type},
+                              {"format", "png"},
+                              {"width", image.width},
+                              {"height", image.height},
+                              {"base64_image", base64(image.bytes)}};
+    };
     for (std::size_t i = 0; i < parsed.size(); ++i) {
-        if (std::holds_alternative<input::Screenshot>(parsed[i])) {
+        const bool shot = std::holds_alternative<input::Screenshot>(parsed[i]);
+        const auto* zoom = std::get_if<input::Zoom>(&parsed[i]);
+        if (shot || zoom) {
             flush();
-            streaming::EncodeOptions options;
-            if (scaler_) {
-                options.width = scaler_->api().width;
-                options.height = scaler_->api().height;
-            }
-            auto image = screenshot(options);
-            results.push_back({{"type", "screenshot"},
-                               {"format", "png"},
-                               {"width", image.width},
-                               {"height", image.height},
-                               {"base64_image", base64(image.bytes)}});
+            results.push_back(zoom ? image_result("zoom", zoom_image(*zoom))
+                                   : image_result("screenshot", screenshot(api_sized())));
             segment_start = i + 1;
             continue;
         }
@@ -782,7 +786,53 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
             }
         }
     }
-    return {{"results", results}};
+    nlohmann::json answer = {{"results", results}};
+    if (!with_screenshot) return answer;
+    // What the agent loop sends back next: the screen after the actions, ready to paste.
+    auto image = screenshot(api_sized());
+    std::string data = base64(image.bytes);
+    answer["screenshot"] = image_result("screenshot", image);
+    answer["screenshot"].erase("type");
+    if (dialect == input::Dialect::anthropic) {
+        nlohmann::json content = nlohmann::json::array();
+        content.push_back(
+            {{"type", "image"},
+             {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", data}}}});
+        answer["tool_result"] = {{"type", "tool_result"}, {"content", std::move(content)}};
+        if (!call_id.empty()) answer["tool_result"]["tool_use_id"] = call_id;
+    } else if (dialect == input::Dialect::openai) {
+        answer["computer_call_output"] = {
+            {"type", "computer_call_output"},
+            {"output",
+             {{"type", "computer_screenshot"}, {"image_url", "data:image/png;base64," + data}}}};
+        if (!call_id.empty()) answer["computer_call_output"]["call_id"] = call_id;
+    }
+    return answer;
+}
+
+streaming::EncodeOptions Sandbox::api_sized() const {
+    streaming::EncodeOptions options;
+    if (scaler_) {
+        options.width = scaler_->api().width;
+        options.height = scaler_->api().height;
+    }
+    return options;
+}
+
+streaming::EncodedImage Sandbox::zoom_image(const input::Zoom& zoom) {
+    // The region at the screen's own pixels (the point of zooming), shrunk only where it would
+    // be larger than a screenshot the agent sees.
+    streaming::EncodeOptions options;
+    const int w = zoom.to.x - zoom.from.x + 1, h = zoom.to.y - zoom.from.y + 1;
+    options.region = Rect{zoom.from.x, zoom.from.y, w, h};
+    const int max_w = scaler_ ? scaler_->api().width : config_.width;
+    const int max_h = scaler_ ? scaler_->api().height : config_.height;
+    if (w > max_w || h > max_h) {
+        const double factor = std::min(double(max_w) / w, double(max_h) / h);
+        options.width = std::max(1, int(w * factor));
+        options.height = std::max(1, int(h * factor));
+    }
+    return screenshot(options);
 }
 
 }  // namespace deskbox::server

@@ -120,7 +120,11 @@ class Sandbox {
 
     // --- desktop operations; each throws ApiError ---
     streaming::EncodedImage screenshot(const streaming::EncodeOptions& options, int settle_ms = 30);
-    nlohmann::json actions(const nlohmann::json& body, input::Dialect dialect);
+    // Runs one action, a batch or a model's whole output item (parse.hpp). with_screenshot:
+    // the answer also has the screen afterwards, and for anthropic/openai the tool_result /
+    // computer_call_output item that carries it.
+    nlohmann::json actions(const nlohmann::json& body, input::Dialect dialect,
+                           bool with_screenshot = false);
     protocol::Reply call(const std::string& method,
                          nlohmann::json params = nlohmann::json::object(), std::string body = {},
                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
@@ -143,6 +147,10 @@ class Sandbox {
     void audit(const std::string& kind, const nlohmann::json& detail);
 
   private:
+    // A screenshot's options at the size the agent sees (its API resolution, if any).
+    streaming::EncodeOptions api_sized() const;
+    streaming::EncodedImage zoom_image(const input::Zoom& zoom);
+
     // Connects to the agent (again, after a restore), handshakes and waits for a frame.
     void attach_agent(std::chrono::milliseconds timeout);
     void detach_agent();  // closes the host's session; the agent waits for the next one

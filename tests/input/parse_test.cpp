@@ -490,9 +490,12 @@ TEST(AnthropicDialect, RejectsInvalidActions) {
             {R"({"action":5})", "action", "expected a string, got number"},
             {R"({"action":"click","coordinate":[1,2]})", "action", "unknown action 'click'"},
             {R"({"type":"tool_use","id":"toolu_01","name":"computer","input":{"action":"screenshot"}})",
-             "action", "send the tool_use block's input object"},
-            {R"({"action":"zoom","region":[0,0,400,300]})", "action",
-             "action 'zoom' is not supported"},
+             "action", "send the tool_use block whole (with \"type\": \"tool_use\") or its input"},
+            {R"({"action":"zoom","region":[0,0,400]})", "region",
+             "expected [x0, y0, x1, y1], got 3"},
+            {R"({"action":"zoom","region":[10,0,5,300]})", "region[2]", "x1=5 is left of x0=10"},
+            {R"({"action":"zoom","region":[0,300,5,299]})", "region[3]", "y1=299 is above y0=300"},
+            {R"({"action":"zoom"})", "region", "required for action 'zoom'"},
             {R"({"action":"left_click","type":"left_click"})", "type",
              "not a field of action 'left_click'"},
             {R"({"action":"screenshot","coordinate":[1,2]})", "coordinate", "it takes none"},
@@ -671,7 +674,8 @@ TEST(OpenAiDialect, RejectsInvalidActions) {
         Dialect::openai,
         {
             {R"({"type":"computer_call","call_id":"call_1","action":{"type":"screenshot"}})",
-             "type", "send the computer_call item's action object"},
+             "type",
+             "send the computer_call item whole (with \"type\": \"computer_call\") or its action"},
             {R"({"type":"left_click","x":1,"y":2})", "type",
              "unknown action 'left_click' (expected one of click"},
             {R"({"type":"click","x":1,"y":2})", "button", "required for action 'click'"},
@@ -715,8 +719,6 @@ TEST(OpenAiDialect, RejectsInvalidActions) {
             {R"({"type":"wait","ms":500})", "ms", "not a field of action 'wait' (it takes none)"},
             {R"({"type":"screenshot","x":1})", "x", "it takes none"},
             {R"({"type":"move","x":1})", "y", "required for action 'move'"},
-            {R"({"type":"move","x":1,"y":2,"keys":["SHIFT"]})", "keys",
-             "holding keys while moving is not supported"},
             {R"({"type":"drag"})", "path", "required for action 'drag'"},
             {R"({"type":"drag","path":[{"x":1,"y":2}]})", "path", "needs at least 2 points, got 1"},
             {R"({"type":"drag","path":[{"x":1,"y":2},{"x":3}]})", "path[1].y", "required"},
@@ -823,6 +825,7 @@ TEST(ActionTypeName, NamesEveryAlternative) {
         {Wait{}, "wait"},
         {CursorPosition{}, "cursor_position"},
         {Screenshot{}, "screenshot"},
+        {Zoom{}, "zoom"},
     };
     ASSERT_EQ(cases.size(), std::variant_size_v<Action>);
     for (const auto& [action, name] : cases) EXPECT_EQ(action_type_name(action), name);
@@ -899,6 +902,109 @@ TEST(ValidateOnScreen, WorksOnParsedBatches) {
     EXPECT_NO_THROW(validate_on_screen(actions[0], screen, "actions[0]", Dialect::anthropic));
     expect_error([&] { validate_on_screen(actions[1], screen, "actions[1]", Dialect::anthropic); },
                  "actions[1].coordinate[0]", "x=1024 is outside the 1024x768 screen");
+}
+
+// ---- whole model output items, zoom, keys held on a move ----
+
+TEST(ActionRequest, TakesAnthropicToolUseBlocksWhole) {
+    auto request =
+        parse_action_request(json::parse(R"({"type":"tool_use","id":"toolu_01A","name":"computer",
+                       "input":{"action":"left_click","coordinate":[10,20],"text":"shift"}})"),
+                             Dialect::anthropic);
+    EXPECT_EQ(request.call_id, "toolu_01A");
+    ASSERT_EQ(request.actions.size(), 1u);
+    EXPECT_EQ(request.fields, std::vector<std::string>{"input"});
+    const auto& click = std::get<Click>(request.actions[0]);
+    EXPECT_EQ(click.at, (Point{10, 20}));
+    EXPECT_EQ(click.hold_keys.size(), 1u);
+    expect_error(
+        [] {
+            parse_action_request(
+                json::parse(
+                    R"({"type":"tool_use","id":"t","input":{"action":"left_click","coordinate":[1]}})"),
+                Dialect::anthropic);
+        },
+        "input.coordinate", "");
+    expect_error(
+        [] {
+            parse_action_request(
+                json::parse(R"({"type":"tool_use","id":"t","extra":1,"input":{}})"),
+                Dialect::anthropic);
+        },
+        "extra", "not a field of a tool_use block");
+    expect_error(
+        [] {
+            parse_action_request(json::parse(R"({"type":"tool_use","id":"t"})"),
+                                 Dialect::anthropic);
+        },
+        "input", "required in a tool_use block");
+}
+
+TEST(ActionRequest, TakesOpenAiComputerCallItemsWithOneActionOrABatch) {
+    auto one = parse_action_request(
+        json::parse(R"({"type":"computer_call","id":"cu_1","call_id":"call_9","status":"completed",
+                       "pending_safety_checks":[],"action":{"type":"move","x":5,"y":6,"keys":["SHIFT"]}})"),
+        Dialect::openai);
+    EXPECT_EQ(one.call_id, "call_9");
+    ASSERT_EQ(one.actions.size(), 1u);
+    const auto& move = std::get<Move>(one.actions[0]);
+    EXPECT_EQ(move.to, (Point{5, 6}));
+    EXPECT_EQ(move.hold_keys.size(), 1u) << "keys on a pointer action are held";
+    auto batch =
+        parse_action_request(json::parse(R"({"type":"computer_call","call_id":"call_2","actions":[
+                       {"type":"click","button":"left","x":1,"y":2,"keys":["CTRL"]},
+                       {"type":"type","text":"hi"},{"type":"screenshot"}]})"),
+                             Dialect::openai);
+    EXPECT_EQ(batch.call_id, "call_2");
+    ASSERT_EQ(batch.actions.size(), 3u);
+    EXPECT_EQ(batch.fields[2], "actions[2]");
+    EXPECT_EQ(std::get<Click>(batch.actions[0]).hold_keys.size(), 1u);
+    expect_error(
+        [] {
+            parse_action_request(
+                json::parse(
+                    R"({"type":"computer_call","call_id":"c","actions":[{"type":"type","text":"a"},{"type":"click","x":1}]})"),
+                Dialect::openai);
+        },
+        "actions[1].button", "required");
+    expect_error(
+        [] {
+            parse_action_request(
+                json::parse(
+                    R"({"type":"computer_call","call_id":"c","action":{"type":"wait"},"actions":[]})"),
+                Dialect::openai);
+        },
+        "actions", "not both");
+    expect_error(
+        [] {
+            parse_action_request(json::parse(R"({"type":"computer_call","call_id":"c"})"),
+                                 Dialect::openai);
+        },
+        "action", "required in a computer_call item");
+    // A bare action and a plain batch are what they were.
+    auto bare = parse_action_request(json::parse(R"({"type":"wait"})"), Dialect::openai);
+    EXPECT_TRUE(bare.call_id.empty());
+    EXPECT_EQ(bare.fields, std::vector<std::string>{""});
+}
+
+TEST(Zoom, ParsesInEveryDialectThatHasItAndRoundTrips) {
+    const Zoom expected{{100, 50}, {499, 349}};
+    EXPECT_EQ(
+        std::get<Zoom>(parse_action(json::parse(R"({"action":"zoom","region":[100,50,499,349]})"),
+                                    Dialect::anthropic)),
+        expected);
+    Action native =
+        parse_action(json::parse(R"({"type":"zoom","region":[100,50,499,349]})"), Dialect::native);
+    EXPECT_EQ(std::get<Zoom>(native), expected);
+    EXPECT_EQ(parse_action(to_native_json(native), Dialect::native), native);
+    Action held = Move{{3, 4}, {0xffe1}};
+    EXPECT_EQ(parse_action(to_native_json(held), Dialect::native), held);
+    // Off-screen corners name the region element.
+    expect_error(
+        [&] {
+            validate_on_screen(native, {400, 400}, "", Dialect::anthropic);
+        },
+        "region[2]", "x=499 is outside the 400x400 screen");
 }
 
 }  // namespace
