@@ -14,4 +14,12 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# npm: NodeSource's nodejs brings its own (and conflicts with Debian's npm package); Debian's
+# nodejs needs the npm package beside it.
+if ! command -v npm >/dev/null; then
+  echo "setup: installing npm"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
 echo "setup: all ${#wanted[@]} packages present"

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 
+#include "server/api/api_routes.hpp"
 #include "server/api/http_util.hpp"
 
 namespace deskbox::server {
@@ -30,6 +31,28 @@ bool ApiRouter::authorised(const HttpRequest& request, const std::string& query_
     return ok;
 }
 
+McpAccess ApiRouter::mcp_access(const HttpRequest& request,
+                                const std::map<std::string, std::string>& query,
+                                const std::string& query_key) const {
+    allow_only(query, {"sandbox", "token"});
+    McpAccess access;
+    if (auto it = query.find("sandbox"); it != query.end()) access.initial = it->second;
+    if (authorised(request, query_key) && (!options_.api_keys.empty() || !query.count("token"))) {
+        access.full = true;
+        return access;
+    }
+    if (!access.initial.empty()) {
+        auto sandbox = manager_.find(access.initial);
+        if (sandbox_access(request, *sandbox, query, query_key) == Access::control) {
+            access.sandbox = access.initial;
+            return access;
+        }
+    }
+    throw ApiError(401, "unauthorized",
+                   "missing or wrong API key (Authorization: Bearer KEY), or ?sandbox=ID with that "
+                   "sandbox's control token");
+}
+
 HttpResponse ApiRouter::handle(HttpExchange& exchange) {
     HttpRequest& request = exchange.request;
     metrics_.count_request();
@@ -48,7 +71,29 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
             query.erase(it);
         }
         if (auto port = port_route(exchange, path, query, query_key)) return std::move(*port);
+        const ApiRoute* known = match_api_route(path);
+        if (!known) throw ApiError(404, "not_found", "no such endpoint: " + path.substr(0, 256));
+        bool allowed = false;
+        for (auto method : known->methods) allowed |= request.method() == method;
+        if (!allowed) {
+            std::string list;
+            for (auto method : known->methods)
+                list += (list.empty() ? "" : ", ") + std::string(http::to_string(method));
+            auto answer = json_error(405, "method_not_allowed",
+                                     std::string(request.method_string()) + " is not allowed on " +
+                                         std::string(known->path) + " (allowed: " + list + ")");
+            answer.set(http::field::allow, list);
+            metrics_.count_error("method_not_allowed");
+            return answer;
+        }
         if (auto viewer = viewer_route(exchange, path, query, query_key)) return std::move(*viewer);
+        if (path == "/mcp") return mcp_.handle(request, mcp_access(request, query, query_key));
+        if (path == "/v1/openapi.json") {
+            HttpResponse res{http::status::ok, 11};
+            res.set(http::field::content_type, "application/json");
+            res.body() = std::string(openapi_document());
+            return res;
+        }
         if (path != "/healthz" && !authorised(request, query_key))
             throw ApiError(401, "unauthorized",
                            "missing or wrong API key (Authorization: Bearer KEY)");
@@ -247,7 +292,7 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
     }
     if (rest == "actions") {
         require_method(request, {http::verb::post});
-        allow_only(query, {"dialect"});
+        allow_only(query, {"dialect", "screenshot"});
         input::Dialect dialect = input::Dialect::native;
         if (query.count("dialect")) {
             try {
@@ -257,7 +302,14 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
             }
         }
         ScopedTimer timer(metrics_.action_seconds);
-        return json_response(200, sandbox->actions(parse_body(request), dialect));
+        bool with_screenshot = false;
+        if (query.count("screenshot")) {
+            const std::string& v = query.at("screenshot");
+            if (v != "true" && v != "false" && v != "1" && v != "0")
+                throw bad_request("screenshot", "expected true or false");
+            with_screenshot = v == "true" || v == "1";
+        }
+        return json_response(200, sandbox->actions(parse_body(request), dialect, with_screenshot));
     }
     if (rest == "commands") {
         require_method(request, {http::verb::post});

@@ -9,6 +9,7 @@
 
 #include "server/api/metrics.hpp"
 #include "server/http/http_server.hpp"
+#include "server/mcp/mcp_server.hpp"
 #include "server/network/port_proxy.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 #include "server/stream/viewer_session.hpp"
@@ -66,8 +67,15 @@ class ApiRouter {
                           const std::map<std::string, std::string>& query,
                           const std::string& query_key) const;
 
+    // Who may use /mcp: the API key (everything), or ?sandbox=ID with that sandbox's control
+    // token (that sandbox only). Throws ApiError 401.
+    McpAccess mcp_access(const HttpRequest& request,
+                         const std::map<std::string, std::string>& query,
+                         const std::string& query_key) const;
+
     SandboxManager& manager_;
     ApiOptions options_;
+    McpServer mcp_{manager_};
     Metrics metrics_;
     ViewerCounters viewers_;
     network::PortProxyCounters ports_;

@@ -41,7 +41,8 @@ std::string Metrics::render_counters() const {
         << "deskbox_http_requests_total " << requests_ << '\n';
     out << "# HELP deskbox_errors_total Error answers by code.\n"
            "# TYPE deskbox_errors_total counter\n";
-    for (auto& [code, n] : errors_) out << "deskbox_errors_total{code=\"" << code << "\"} " << n << '\n';
+    for (auto& [code, n] : errors_)
+        out << "deskbox_errors_total{code=\"" << code << "\"} " << n << '\n';
     return out.str();
 }
 

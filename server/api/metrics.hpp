@@ -10,14 +10,14 @@
 namespace deskbox::server {
 
 class Histogram {
-public:
+  public:
     // Seconds; buckets fit latencies from sub-millisecond actions to multi-second creates.
-    static constexpr std::array<double, 14> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                        0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
+    static constexpr std::array<double, 14> kBuckets = {
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0};
     void observe(double seconds);
     std::string render(const std::string& name, const std::string& help) const;
 
-private:
+  private:
     mutable std::mutex mutex_;
     std::array<std::uint64_t, kBuckets.size()> counts_{};
     std::uint64_t total_ = 0;
@@ -25,13 +25,13 @@ private:
 };
 
 class Metrics {
-public:
+  public:
     Histogram create_seconds, screenshot_seconds, action_seconds, command_seconds;
     void count_error(const std::string& code);
     void count_request();
     std::string render_counters() const;
 
-private:
+  private:
     mutable std::mutex mutex_;
     std::map<std::string, std::uint64_t> errors_;
     std::uint64_t requests_ = 0;
@@ -39,15 +39,16 @@ private:
 
 // Times a scope into a histogram.
 class ScopedTimer {
-public:
+  public:
     explicit ScopedTimer(Histogram& h) : h_(h), start_(std::chrono::steady_clock::now()) {}
     ~ScopedTimer() {
-        h_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+        h_.observe(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
     }
     ScopedTimer(const ScopedTimer&) = delete;
     ScopedTimer& operator=(const ScopedTimer&) = delete;
 
-private:
+  private:
     Histogram& h_;
     std::chrono::steady_clock::time_point start_;
 };

@@ -52,6 +52,7 @@ Commands and files:
   files ls ID PATH                files rm ID PATH [-r]
 Other:
   demo [--template minimal] [-o demo.png] [--keep]    health    help [COMMAND]
+  mcp [--sandbox ID | --create TEMPLATE]              (MCP over stdio)
 
 Exit codes: 0 ok, 1 API or connection error, 2 usage error; exec exits with the command's code.
 Run 'deskbox COMMAND --help' for a command's options.
@@ -113,6 +114,11 @@ const std::map<std::string, std::string> kUsage = {
      "viewer URL; kills the sandbox unless --keep. A terminal is started with xterm if none\n"
      "shows within --start-terminal-after seconds (default 3); --wait bounds the whole wait\n"
      "(default 120)."},
+    {"mcp",
+     "usage: deskbox mcp [--sandbox ID [--token CONTROL_TOKEN] | --create TEMPLATE [--runtime R]]\n"
+     "MCP over stdio for desktop MCP clients, bridged to deskboxd's /mcp. --sandbox: the\n"
+     "session's sandbox (with --token, the session may use only that one); --create: a new\n"
+     "sandbox, killed when stdin ends."},
 };
 
 std::string read_all(std::istream& in) {
@@ -670,6 +676,7 @@ const std::map<std::string, CommandFunction>& commands() {
         {"files", cmd_files},
         {"health", cmd_health},
         {"demo", command_demo},
+        {"mcp", command_mcp},
     };
     return table;
 }

@@ -58,5 +58,6 @@ std::string required_string(const nlohmann::json& object, const char* key,
 nlohmann::json create_request(const ParsedArgs& args);
 
 int command_demo(Context& context, const std::vector<std::string>& tokens);
+int command_mcp(Context& context, const std::vector<std::string>& tokens);
 
 }  // namespace deskbox::cli

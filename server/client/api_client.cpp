@@ -308,7 +308,8 @@ struct ApiClient::Impl {
     }
 
     Response exchange(Method method, std::string_view target, std::string body,
-                      std::string_view content_type, std::string_view accept) {
+                      std::string_view content_type, std::string_view accept,
+                      const Headers& extra = {}) {
         http::request<http::string_body> request{to_verb(method),
                                                  url.base_path + std::string(target), 11};
         request.set(http::field::host, url.host_header());
@@ -318,6 +319,7 @@ struct ApiClient::Impl {
             request.set(http::field::authorization, "Bearer " + options.api_key);
         if (!content_type.empty())
             request.set(http::field::content_type, std::string(content_type));
+        for (const auto& [name, value] : extra) request.set(name, value);
         request.body() = std::move(body);
         request.keep_alive(true);
         request.prepare_payload();
@@ -393,6 +395,12 @@ ApiClient& ApiClient::operator=(ApiClient&&) noexcept = default;
 Response ApiClient::send(Method method, std::string_view target, std::string body,
                          std::string_view content_type, std::string_view accept) {
     return impl_->exchange(method, target, std::move(body), content_type, accept);
+}
+
+Response ApiClient::send(Method method, std::string_view target, std::string body,
+                         std::string_view content_type, std::string_view accept,
+                         const Headers& headers) {
+    return impl_->exchange(method, target, std::move(body), content_type, accept, headers);
 }
 
 Response ApiClient::call(Method method, std::string_view target, std::string body,

@@ -83,6 +83,7 @@ struct Response {
 };
 
 enum class Method { get, post, put, del };
+using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct ClientOptions {
     std::string server = "http://127.0.0.1:8700";
@@ -108,6 +109,9 @@ class ApiClient {
     // Returns any status; throws ConnectionError only.
     Response send(Method method, std::string_view target, std::string body = {},
                   std::string_view content_type = {}, std::string_view accept = "application/json");
+    // As send, with more request headers (e.g. Mcp-Session-Id).
+    Response send(Method method, std::string_view target, std::string body,
+                  std::string_view content_type, std::string_view accept, const Headers& headers);
     // As send, but a non-2xx answer throws ApiError.
     Response call(Method method, std::string_view target, std::string body = {},
                   std::string_view content_type = {}, std::string_view accept = "application/json");

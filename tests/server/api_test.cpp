@@ -6,18 +6,22 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/core/detail/base64.hpp>
 #include <boost/beast/http.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
+#include "server/api/api_routes.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
 
 namespace deskbox {
@@ -345,5 +349,159 @@ TEST(Api, DesktopTemplateRunsFirefox) {
 
 // The same API on a microVM: boot, screenshot, type Unicode into the terminal and read it back,
 // files, then kill leaves no QEMU behind. Boots under TCG here (tens of seconds).
+// The router's route table against the OpenAPI document it serves: every route and method is
+// documented and nothing else is; then each route is walked with each method, so a table entry
+// without a handler (or a handler the table does not list) shows up.
+TEST(OpenApi, DocumentsEveryRouteAndEveryRouteAnswers) {
+    Server s;
+    auto served = s.get("/v1/openapi.json");
+    ASSERT_EQ(served.status, 200u);
+    json doc = served.js();
+    ASSERT_TRUE(doc.is_object()) << served.body.substr(0, 200);
+    EXPECT_EQ(doc["openapi"], "3.1.0");
+    std::ifstream file(std::string(DESKBOX_SOURCE_DIR) + "/server/api/openapi.json");
+    EXPECT_EQ(json::parse(file), doc) << "/v1/openapi.json is server/api/openapi.json";
+    const std::set<std::string> operation_keys = {"get",     "put",  "post",  "delete",
+                                                  "options", "head", "patch", "trace"};
+    std::set<std::string> documented, routed;
+    for (auto& [path, item] : doc["paths"].items())
+        for (auto& [method, _] : item.items())
+            if (operation_keys.count(method)) documented.insert(method + " " + path);
+    for (const auto& route : server::api_routes()) {
+        for (auto verb : route.methods) {
+            std::string method(http::to_string(verb));
+            std::transform(method.begin(), method.end(), method.begin(), ::tolower);
+            routed.insert(method + " " + std::string(route.path));
+        }
+    }
+    for (const auto& op : routed) EXPECT_TRUE(documented.count(op)) << "undocumented: " << op;
+    for (const auto& op : documented) EXPECT_TRUE(routed.count(op)) << "not routed: " << op;
+
+    const std::vector<http::verb> verbs = {http::verb::get, http::verb::post, http::verb::put,
+                                           http::verb::delete_, http::verb::patch};
+    for (const auto& route : server::api_routes()) {
+        std::string target(route.path);
+        for (auto [from, to] : {std::pair{"{id}", "sb-nope"},
+                                {"{port}", "8080"},
+                                {"{path}", "x"},
+                                {"{name}", "viewer.js"}}) {
+            if (auto at = target.find(from); at != std::string::npos)
+                target.replace(at, std::string_view(from).size(), to);
+        }
+        for (auto verb : verbs) {
+            // A body that no handler accepts, so the walk creates nothing.
+            std::string body = verb == http::verb::post || verb == http::verb::put
+                                   ? R"({"deskbox_route_walk": true})"
+                                   : "";
+            auto a = s.call(verb, target, body);
+            const bool listed =
+                std::find(route.methods.begin(), route.methods.end(), verb) != route.methods.end();
+            const json error =
+                a.js().is_object() && a.js().contains("error") && a.js()["error"].is_object()
+                    ? a.js()["error"]
+                    : json::object();
+            std::string what = std::string(http::to_string(verb)) + " " + target + ": " +
+                               std::to_string(a.status) + " " + a.body.substr(0, 200);
+            EXPECT_NE(a.status, 0u) << what;
+            EXPECT_EQ(a.body.find("no such endpoint"), std::string::npos) << what;
+            if (listed) {
+                EXPECT_NE(error.value("code", json()).dump(), "\"method_not_allowed\"") << what;
+            } else {
+                EXPECT_EQ(a.status, 405u) << what;
+                EXPECT_EQ(error.value("code", ""), "method_not_allowed") << what;
+                EXPECT_TRUE(a.headers.count("Allow")) << what;
+            }
+        }
+    }
+    EXPECT_EQ(s.get("/v1/no/such/route").status, 404u);
+    EXPECT_EQ(s.get("/v1/sandboxes").status, 200u) << "the walk made no sandbox";
+    EXPECT_EQ(s.get("/v1/sandboxes").js()["sandboxes"].size(), 0u);
+}
+
+// What current models emit, sent whole: Anthropic tool_use blocks (zoom included) and OpenAI
+// computer_call items (one action or the GA batch), answered with what the loop needs next.
+TEST(Api, DialectsTakeWholeModelItemsAndAnswerWithTheNextInput) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    auto created = s.post("/v1/sandboxes", {{"network", false}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    const std::string base = "/v1/sandboxes/" + created.js()["id"].get<std::string>();
+    auto decode = [](const std::string& b64) {
+        std::string bytes(beast::detail::base64::decoded_size(b64.size()), '\0');
+        bytes.resize(beast::detail::base64::decode(bytes.data(), b64.data(), b64.size()).first);
+        return cv::imdecode(std::vector<uchar>(bytes.begin(), bytes.end()), cv::IMREAD_COLOR);
+    };
+
+    auto a = s.post(base + "/actions?dialect=anthropic&screenshot=true",
+                    {{"type", "tool_use"},
+                     {"id", "toolu_01XYZ"},
+                     {"name", "computer"},
+                     {"input", {{"action", "mouse_move"}, {"coordinate", {200, 100}}}}});
+    ASSERT_EQ(a.status, 200u) << a.body;
+    json tool_result = a.js()["tool_result"];
+    EXPECT_EQ(tool_result["type"], "tool_result");
+    EXPECT_EQ(tool_result["tool_use_id"], "toolu_01XYZ");
+    EXPECT_EQ(tool_result["content"][0]["source"]["media_type"], "image/png");
+    cv::Mat after = decode(tool_result["content"][0]["source"]["data"]);
+    EXPECT_EQ(after.cols, 1280);
+    EXPECT_EQ(after.rows, 800);
+    EXPECT_EQ(a.js()["screenshot"]["width"], 1280);
+    auto cursor = s.get(base + "/cursor").js();
+    EXPECT_EQ(cursor["x"], 200);
+    EXPECT_EQ(cursor["y"], 100);
+
+    a = s.post(base + "/actions?dialect=anthropic",
+               {{"action", "zoom"}, {"region", {100, 50, 419, 249}}});
+    ASSERT_EQ(a.status, 200u) << a.body;
+    json zoom = a.js()["results"][0];
+    EXPECT_EQ(zoom["type"], "zoom");
+    EXPECT_EQ(zoom["width"], 320);
+    EXPECT_EQ(zoom["height"], 200);
+    cv::Mat region = decode(zoom["base64_image"]);
+    EXPECT_FALSE(a.js().contains("screenshot")) << "no screenshot unless asked";
+    auto shot = s.get(base + "/screenshot");
+    cv::Mat screen =
+        cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()), cv::IMREAD_COLOR);
+    ASSERT_EQ(region.cols, 320);
+    EXPECT_EQ(cv::norm(region, screen(cv::Rect(100, 50, 320, 200)), cv::NORM_INF), 0)
+        << "the zoom is that region of the screen, pixel for pixel";
+    a = s.post(base + "/actions?dialect=anthropic",
+               {{"action", "zoom"}, {"region", {100, 50, 1280, 249}}});
+    EXPECT_EQ(a.status, 400u);
+    EXPECT_EQ(a.js()["error"]["field"], "region[2]") << a.body;
+
+    a = s.post(base + "/actions?dialect=openai&screenshot=true",
+               {{"type", "computer_call"},
+                {"id", "cu_1"},
+                {"call_id", "call_abc"},
+                {"status", "completed"},
+                {"pending_safety_checks", json::array()},
+                {"actions",
+                 {{{"type", "move"}, {"x", 300}, {"y", 310}, {"keys", {"SHIFT"}}},
+                  {{"type", "wait"}},
+                  {{"type", "click"}, {"button", "left"}, {"x", 310}, {"y", 320}}}}});
+    ASSERT_EQ(a.status, 200u) << a.body;
+    json output = a.js()["computer_call_output"];
+    EXPECT_EQ(output["type"], "computer_call_output");
+    EXPECT_EQ(output["call_id"], "call_abc");
+    EXPECT_EQ(output["output"]["type"], "computer_screenshot");
+    EXPECT_EQ(output["output"]["image_url"].get<std::string>().rfind("data:image/png;base64,", 0),
+              0u);
+    EXPECT_EQ(a.js()["results"].size(), 3u);
+    cursor = s.get(base + "/cursor").js();
+    EXPECT_EQ(cursor["x"], 310);
+    EXPECT_EQ(cursor["y"], 320);
+    a = s.post(base + "/actions?dialect=openai",
+               {{"type", "computer_call"},
+                {"call_id", "c"},
+                {"actions", {{{"type", "wait"}}, {{"type", "click"}, {"x", 1}, {"y", 1}}}}});
+    EXPECT_EQ(a.status, 400u);
+    EXPECT_EQ(a.js()["error"]["field"], "actions[1].button") << a.body;
+    a = s.post(base + "/actions?screenshot=maybe", {{"type", "wait"}, {"duration_ms", 0}});
+    EXPECT_EQ(a.status, 400u);
+    EXPECT_EQ(a.js()["error"]["field"], "screenshot");
+    EXPECT_EQ(s.del(base).status, 200u);
+}
+
 }  // namespace
 }  // namespace deskbox

@@ -2,6 +2,7 @@
 // driven over HTTP like a client, stopped at the end. Plus the helpers sandbox tests share.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -92,6 +93,7 @@ class Server {
         a.status = res.result_int();
         a.body = res.body();
         for (auto& f : res) a.headers[std::string(f.name_string())] = std::string(f.value());
+        record(req, a);
         return a;
     }
     Answer post(const std::string& target, const json& body) {
@@ -101,6 +103,34 @@ class Server {
     Answer del(const std::string& target) { return call(http::verb::delete_, target); }
 
   private:
+#ifdef DESKBOX_API_RECORD_FILE
+    // Every exchange, as a JSON line, for tests/api/openapi_validate.py to check against
+    // server/api/openapi.json. One write(2) per line on an O_APPEND fd: test processes running
+    // side by side do not interleave lines.
+    static void record(const http::request<http::string_body>& req, const Answer& a) {
+        auto parsed = [](const std::string& text, const std::string& type) {
+            if (type.rfind("application/json", 0) != 0 || text.size() > (1u << 20)) return json();
+            return json::parse(text, nullptr, false).is_discarded() ? json() : json::parse(text);
+        };
+        std::string request_type(req[http::field::content_type]);
+        if (request_type.empty() && !req.body().empty()) request_type = "application/json";
+        auto type = a.headers.count("Content-Type") ? a.headers.at("Content-Type") : "";
+        json line = {{"method", std::string(req.method_string())},
+                     {"target", std::string(req.target())},
+                     {"request_content_type", request_type},
+                     {"request_body", parsed(req.body(), request_type)},
+                     {"status", a.status},
+                     {"content_type", type},
+                     {"body", parsed(a.body, type)}};
+        std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+        int fd = ::open(DESKBOX_API_RECORD_FILE, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) return;
+        [[maybe_unused]] auto written = ::write(fd, text.data(), text.size());
+        ::close(fd);
+    }
+#else
+    static void record(const http::request<http::string_body>&, const Answer&) {}
+#endif
     TempDir dir_{"deskboxd-test"};
     std::filesystem::path state_;
     std::optional<DeskboxdProcess> process_;

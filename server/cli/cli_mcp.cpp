@@ -1,0 +1,119 @@
+// `deskbox mcp`: the MCP stdio transport for desktop MCP clients (Claude Desktop, IDEs),
+// bridged to deskboxd's Streamable HTTP endpoint /mcp. Each stdin line is one JSON-RPC
+// message, POSTed as is; each answer is one stdout line. Logs go to stderr only (stdout is
+// the protocol). --create makes a sandbox for the session and kills it when stdin ends.
+#include <iostream>
+#include <string>
+
+#include "server/cli/cli_commands.hpp"
+
+namespace deskbox::cli {
+
+using client::Method;
+using nlohmann::json;
+
+namespace {
+
+// A JSON-RPC error line for a message we could not deliver, so the client is not left waiting.
+json bridge_error(const json& id, const std::string& message) {
+    return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", -32603}, {"message", message}}}};
+}
+
+}  // namespace
+
+int command_mcp(Context& context, const std::vector<std::string>& tokens) {
+    ParsedArgs args = parse_args("mcp", tokens,
+                                 {{"--sandbox", ""},
+                                  {"--create", ""},
+                                  {"--runtime", ""},
+                                  {"--token", ""},
+                                  {"--server", ""},
+                                  {"--api-key", ""},
+                                  {"--help", "-h", false}});
+    if (args.has("--help")) {
+        context.out << usage_of("mcp") << "\n";
+        return kExitOk;
+    }
+    expect_positionals(args, 0, 0, usage_of("mcp"));
+    if (auto server = args.get("--server")) context.options.server = *server;
+    if (auto key = args.get("--api-key")) context.options.api_key = *key;
+    if (args.has("--sandbox") && args.has("--create"))
+        throw UsageError("give --sandbox ID or --create TEMPLATE, not both", usage_of("mcp"));
+    client::ApiClient& api = context.client();
+    // Tool calls (a long command, a wait) may take a while; the server bounds them.
+    api.set_request_timeout(std::chrono::hours(24));
+
+    std::string sandbox = args.get("--sandbox").value_or("");
+    bool created = false;
+    if (auto name = args.get("--create")) {
+        json body = {{"template", *name}};
+        if (auto runtime = args.get("--runtime")) body["runtime"] = *runtime;
+        json answer = api.post_json("/v1/sandboxes", body);
+        sandbox = required_string(answer, "id", "the create answer");
+        created = true;
+        context.err << "deskbox mcp: created sandbox " << sandbox << "\n";
+    }
+    client::Query query;
+    if (!sandbox.empty()) query.add("sandbox", sandbox);
+    if (auto token = args.get("--token")) query.add("token", *token);
+    const std::string target = "/mcp" + query.str();
+
+    std::string session;
+    std::string line;
+    int status = kExitOk;
+    while (std::getline(context.in, line)) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        json message = json::parse(line, nullptr, false);
+        const json id = message.is_object() && message.contains("id") ? message["id"] : json();
+        client::Headers headers = {{"MCP-Protocol-Version", "2025-11-25"}};
+        if (!session.empty()) headers.emplace_back("Mcp-Session-Id", session);
+        try {
+            client::Response answer = api.send(Method::post, target, line, "application/json",
+                                               "application/json, text/event-stream", headers);
+            if (auto given = answer.header("Mcp-Session-Id")) session = *given;
+            // 202: a notification was taken; there is nothing to write.
+            if (answer.status == 202 || answer.body.empty()) continue;
+            json reply = json::parse(answer.body, nullptr, false);
+            if (reply.is_discarded()) {
+                reply = bridge_error(id, "deskboxd answered HTTP " + std::to_string(answer.status) +
+                                             " without JSON");
+            } else if (reply.contains("error") && reply["error"].contains("code") &&
+                       reply["error"]["code"].is_string()) {
+                // A REST error (auth, unknown sandbox): say it in JSON-RPC terms.
+                reply = bridge_error(id, reply["error"].value("message", "error") + " (" +
+                                             reply["error"]["code"].get<std::string>() + ")");
+            }
+            if (id.is_null() && !reply.contains("result")) continue;  // a failed notification
+            context.out << reply.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+            context.out.flush();
+        } catch (const client::ConnectionError& e) {
+            context.err << "deskbox mcp: " << e.what() << "\n";
+            if (!id.is_null()) {
+                context.out
+                    << bridge_error(id, std::string("deskboxd unreachable: ") + e.what()).dump()
+                    << "\n";
+                context.out.flush();
+            }
+            status = kExitApiError;
+        }
+    }
+    if (!session.empty()) {
+        try {
+            api.send(Method::del, target, {}, {}, "application/json",
+                     {{"Mcp-Session-Id", session}});
+        } catch (const client::ConnectionError&) {
+        }
+    }
+    if (created) {
+        try {
+            api.call(Method::del, sandbox_path(sandbox));
+            context.err << "deskbox mcp: killed sandbox " << sandbox << "\n";
+        } catch (const std::exception& e) {
+            context.err << "deskbox mcp: could not kill " << sandbox << ": " << e.what() << "\n";
+            status = kExitApiError;
+        }
+    }
+    return status;
+}
+
+}  // namespace deskbox::cli

@@ -1,0 +1,66 @@
+// deskbox as an MCP server (Model Context Protocol, revision 2025-11-25, Streamable HTTP):
+// JSON-RPC 2.0 over POST /mcp, one JSON answer per request (no server-initiated stream, so
+// GET /mcp is 405), sessions by the Mcp-Session-Id header. Tools and resources are another
+// front door on the same Sandbox operations the REST API uses, not a second implementation.
+//
+// Access: the API key opens every tool; a sandbox's control token (with ?sandbox=ID) opens the
+// tools for that sandbox only. A session's current sandbox is ?sandbox=ID of its initialize,
+// or the last one create_sandbox made; tools take `sandbox_id` to name another.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/http/http_server.hpp"
+#include "server/sandbox/sandbox_manager.hpp"
+
+namespace deskbox::server {
+
+struct McpAccess {
+    bool full = false;    // the API key (or none is configured): every sandbox
+    std::string sandbox;  // else: only this one (its control token was given)
+    std::string initial;  // ?sandbox=ID of the request: the session's current sandbox
+};
+
+class McpServer {
+  public:
+    static constexpr const char* kProtocolVersion = "2025-11-25";
+    static constexpr std::size_t kMaxSessions = 256;
+
+    explicit McpServer(SandboxManager& manager);
+    HttpResponse handle(const HttpRequest& request, const McpAccess& access);
+    std::size_t session_count() const;
+
+  private:
+    struct Session {
+        McpAccess access;
+        std::string protocol;
+        std::string sandbox;  // current sandbox ("" none yet)
+        std::chrono::steady_clock::time_point last_used;
+    };
+    nlohmann::json dispatch(Session& session, const std::string& method,
+                            const nlohmann::json& params);
+    nlohmann::json call_tool(Session& session, const std::string& name,
+                             const nlohmann::json& arguments);
+    // The sandbox a tool acts on: arguments.sandbox_id, else the session's; checked against
+    // the session's access.
+    std::shared_ptr<Sandbox> target(Session& session, const nlohmann::json& arguments) const;
+    nlohmann::json read_resource(Session& session, const std::string& uri);
+    void evict_locked();
+
+    SandboxManager& manager_;
+    mutable std::mutex mutex_;
+    std::map<std::string, Session> sessions_;
+};
+
+// The tools/list answer (names, descriptions, input schemas): Anthropic's computer tool schema
+// verbatim for `computer`, plus sandbox_id.
+const nlohmann::json& mcp_tools();
+
+}  // namespace deskbox::server

@@ -1,0 +1,207 @@
+// deskbox's MCP server as a real MCP client sees it: the official TypeScript SDK
+// (@modelcontextprotocol/sdk) over Streamable HTTP (deskboxd's /mcp) and over stdio
+// (`deskbox mcp`), against a real deskboxd with real container sandboxes.
+// Env: DESKBOXD and DESKBOX_CLI (the built binaries).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const DESKBOXD = process.env.DESKBOXD ?? 'build/server/deskboxd';
+const DESKBOX_CLI = process.env.DESKBOX_CLI ?? 'build/server/deskbox';
+
+let server;
+let url;
+let stateDir;
+
+before(async () => {
+  stateDir = mkdtempSync(join(tmpdir(), 'deskbox-mcp-test-'));
+  server = spawn(DESKBOXD, ['--listen', '127.0.0.1:0', '--state-dir', join(stateDir, 'state')], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const firstLine = await new Promise((resolve, reject) => {
+    const lines = createInterface({ input: server.stdout });
+    lines.once('line', resolve);
+    server.once('exit', (code) => reject(new Error(`deskboxd exited with ${code}`)));
+  });
+  const port = firstLine.match(/:(\d+)\s*$/)?.[1];
+  assert.ok(port, `deskboxd's first line names its port: ${firstLine}`);
+  url = `http://127.0.0.1:${port}`;
+});
+
+after(async () => {
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server.once('exit', resolve));
+    server.kill('SIGTERM');
+    await exited;
+  }
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+async function rest(method, path, body) {
+  const answer = await fetch(url + path, {
+    method,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: answer.status, json: await answer.json() };
+}
+
+function imageOf(result) {
+  const image = result.content.find((c) => c.type === 'image');
+  assert.ok(image, `an image in ${JSON.stringify(result).slice(0, 300)}`);
+  assert.equal(image.mimeType, 'image/png');
+  const png = Buffer.from(image.data, 'base64');
+  assert.equal(png.subarray(1, 4).toString(), 'PNG');
+  return { png, width: png.readUInt32BE(16), height: png.readUInt32BE(20) };
+}
+
+function textOf(result) {
+  return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+}
+
+test('Streamable HTTP: tools, a click that changes the screen, an error result, the screen resource', async () => {
+  const client = new Client({ name: 'deskbox-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(url + '/mcp'));
+  await client.connect(transport);
+  try {
+    assert.equal(client.getServerVersion().name, 'deskbox');
+    assert.ok(transport.sessionId, 'the server gave a session id');
+
+    const { tools } = await client.listTools();
+    const names = tools.map((t) => t.name).sort();
+    assert.deepEqual(names, ['computer', 'create_sandbox', 'kill_sandbox', 'list_sandboxes',
+      'read_file', 'run_command', 'screenshot', 'write_file']);
+    const computer = tools.find((t) => t.name === 'computer');
+    assert.ok(computer.inputSchema.properties.action.enum.includes('zoom'));
+    assert.deepEqual(computer.inputSchema.required, ['action']);
+
+    const created = await client.callTool({ name: 'create_sandbox', arguments: { template: 'minimal' } });
+    assert.equal(created.isError, false, textOf(created));
+    const id = created.structuredContent.id;
+    assert.match(id, /^sb-/);
+
+    const before = imageOf(await client.callTool({ name: 'computer', arguments: { action: 'screenshot' } }));
+    assert.deepEqual([before.width, before.height], [1280, 800]);
+    // openbox opens its root menu on a right click on the desktop: the screen changes, and
+    // the click's own result is the screenshot after it.
+    const clicked = await client.callTool({
+      name: 'computer', arguments: { action: 'right_click', coordinate: [400, 300] },
+    });
+    assert.equal(clicked.isError, false, textOf(clicked));
+    const after = imageOf(clicked);
+    assert.deepEqual([after.width, after.height], [1280, 800]);
+    assert.notDeepEqual(after.png, before.png, 'the menu shows in the screenshot after the click');
+    await client.callTool({ name: 'computer', arguments: { action: 'key', text: 'Escape' } });
+
+    const zoomed = imageOf(await client.callTool({
+      name: 'computer', arguments: { action: 'zoom', region: [0, 0, 319, 199] },
+    }));
+    assert.deepEqual([zoomed.width, zoomed.height], [320, 200]);
+
+    const bad = await client.callTool({
+      name: 'computer', arguments: { action: 'left_click', coordinate: [5000, 10] },
+    });
+    assert.equal(bad.isError, true);
+    assert.match(textOf(bad), /coordinate\[0\]/);
+    const unknown = await client.callTool({ name: 'computer', arguments: { action: 'fly' } });
+    assert.equal(unknown.isError, true);
+    assert.match(textOf(unknown), /unknown action 'fly'/);
+
+    const wrote = await client.callTool({
+      name: 'write_file', arguments: { path: '/tmp/mcp.txt', content: 'héllo from mcp\n' },
+    });
+    assert.equal(wrote.isError, false, textOf(wrote));
+    const read = await client.callTool({ name: 'read_file', arguments: { path: '/tmp/mcp.txt' } });
+    assert.equal(textOf(read), 'héllo from mcp\n');
+    const ran = await client.callTool({ name: 'run_command', arguments: { command: 'wc -c </tmp/mcp.txt; exit 4' } });
+    assert.equal(ran.structuredContent.exit_code, 4);
+    assert.equal(ran.structuredContent.stdout.trim(), '16');
+
+    const { resources } = await client.listResources();
+    const screen = resources.find((r) => r.uri === `deskbox://sandboxes/${id}/screen`);
+    assert.ok(screen, JSON.stringify(resources));
+    const { contents } = await client.readResource({ uri: screen.uri });
+    assert.equal(contents[0].mimeType, 'image/png');
+    assert.equal(Buffer.from(contents[0].blob, 'base64').subarray(1, 4).toString(), 'PNG');
+
+    const listed = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+    assert.match(textOf(listed), new RegExp(`${id}\\t\\w+\\tminimal\\t\\(current\\)`));
+    const killed = await client.callTool({ name: 'kill_sandbox', arguments: {} });
+    assert.equal(killed.isError, false, textOf(killed));
+    assert.equal((await rest('GET', `/v1/sandboxes/${id}`)).status, 404);
+    const none = await client.callTool({ name: 'screenshot', arguments: {} });
+    assert.equal(none.isError, true);
+    assert.match(textOf(none), /create_sandbox first/);
+  } finally {
+    await transport.terminateSession().catch(() => {});
+    await client.close();
+  }
+});
+
+test('Streamable HTTP: protocol errors are JSON-RPC errors; sessions are required and end', async () => {
+  const post = (body, headers = {}) => fetch(url + '/mcp', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body,
+  });
+  let answer = await post('{not json');
+  assert.equal(answer.status, 400);
+  assert.equal((await answer.json()).error.code, -32700);
+  answer = await post('[{"jsonrpc":"2.0","id":1,"method":"ping"}]');
+  assert.equal((await answer.json()).error.code, -32600);
+  answer = await post('{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+  assert.equal(answer.status, 400, 'no session');
+  answer = await post('{"jsonrpc":"2.0","id":1,"method":"tools/list"}', { 'mcp-session-id': 'nope' });
+  assert.equal(answer.status, 404);
+  answer = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { 'mcp-protocol-version': '1999-01-01' });
+  assert.equal(answer.status, 400);
+
+  answer = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } }));
+  const session = answer.headers.get('mcp-session-id');
+  assert.equal((await answer.json()).result.protocolVersion, '2025-06-18', 'a supported older revision is kept');
+  answer = await post('{"jsonrpc":"2.0","id":2,"method":"no/such"}', { 'mcp-session-id': session });
+  assert.equal((await answer.json()).error.code, -32601);
+  answer = await post('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope"}}', { 'mcp-session-id': session });
+  assert.equal((await answer.json()).error.code, -32602);
+  const ended = await fetch(url + '/mcp', { method: 'DELETE', headers: { 'mcp-session-id': session } });
+  assert.equal(ended.status, 204);
+  answer = await post('{"jsonrpc":"2.0","id":4,"method":"ping"}', { 'mcp-session-id': session });
+  assert.equal(answer.status, 404, 'an ended session is gone');
+});
+
+test('stdio: `deskbox mcp --create` serves a sandbox of its own and kills it at the end', async () => {
+  const transport = new StdioClientTransport({
+    command: DESKBOX_CLI,
+    args: ['mcp', '--create', 'minimal', '--server', url],
+    stderr: 'pipe',
+  });
+  const client = new Client({ name: 'deskbox-stdio-test', version: '1.0.0' });
+  await client.connect(transport);
+  const { tools } = await client.listTools();
+  assert.ok(tools.some((t) => t.name === 'computer'));
+  const shot = imageOf(await client.callTool({ name: 'screenshot', arguments: {} }));
+  assert.deepEqual([shot.width, shot.height], [1280, 800]);
+  const typed = await client.callTool({ name: 'run_command', arguments: { command: 'echo $((6*7))' } });
+  assert.equal(typed.structuredContent.stdout, '42\n');
+  const bad = await client.callTool({ name: 'computer', arguments: { action: 'scroll', coordinate: [1, 1] } });
+  assert.equal(bad.isError, true);
+  assert.match(textOf(bad), /scroll_direction/);
+  const { json: listed } = await rest('GET', '/v1/sandboxes');
+  assert.equal(listed.sandboxes.length, 1, 'the bridge made one sandbox');
+  await client.close();
+  // The bridge kills its sandbox when stdin ends.
+  for (let i = 0; i < 100; i++) {
+    const { json } = await rest('GET', '/v1/sandboxes');
+    if (json.sandboxes.length === 0) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail('the sandbox of `deskbox mcp --create` outlived the bridge');
+});
