@@ -1,0 +1,194 @@
+"""``AsyncSandbox``: the same API for asyncio code, each call run in a worker thread.
+
+    from deskbox.aio import AsyncSandbox
+
+    async with await AsyncSandbox.create(template="minimal") as sb:
+        await sb.left_click(100, 200)
+        png = await sb.screenshot()
+
+Calls on one AsyncSandbox share its one kept-alive connection, so they run one at a time;
+use several sandboxes (or several `connect`ed handles) for parallelism. ``sb.sync`` is the
+underlying `Sandbox` for anything not wrapped here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Type, Union
+
+from .sandbox import Action, CommandResult, FileEntry, Point, Sandbox, SandboxInfo, Window
+
+
+class _AsyncCommands:
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    async def run(self, cmd: Union[str, Sequence[str]], background: bool = False,
+                  timeout: Optional[float] = None, env: Optional[Dict[str, str]] = None,
+                  cwd: Optional[str] = None, stdin: Optional[str] = None,
+                  check: bool = False) -> Any:
+        """See `Commands.run`."""
+        return await asyncio.to_thread(self._sb.commands.run, cmd, background, timeout, env,
+                                       cwd, stdin, check)
+
+
+class _AsyncFiles:
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    async def read(self, path: str) -> bytes:
+        """See `Files.read`."""
+        return await asyncio.to_thread(self._sb.files.read, path)
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """See `Files.read_text`."""
+        return await asyncio.to_thread(self._sb.files.read_text, path, encoding)
+
+    async def write(self, path: str, data: Union[bytes, str],
+                    mode: Optional[Union[int, str]] = None) -> int:
+        """See `Files.write`."""
+        return await asyncio.to_thread(self._sb.files.write, path, data, mode)
+
+    async def list(self, path: str) -> List[FileEntry]:
+        """See `Files.list`."""
+        return await asyncio.to_thread(self._sb.files.list, path)
+
+    async def exists(self, path: str) -> bool:
+        """See `Files.exists`."""
+        return await asyncio.to_thread(self._sb.files.exists, path)
+
+    async def remove(self, path: str, recursive: bool = False) -> None:
+        """See `Files.remove`."""
+        await asyncio.to_thread(self._sb.files.remove, path, recursive)
+
+
+class _AsyncClipboard:
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+
+    async def get(self) -> str:
+        """See `Clipboard.get`."""
+        return await asyncio.to_thread(self._sb.clipboard.get)
+
+    async def set(self, text: str) -> None:
+        """See `Clipboard.set`."""
+        await asyncio.to_thread(self._sb.clipboard.set, text)
+
+
+class AsyncSandbox:
+    """An asyncio front of `Sandbox` (same methods, awaitable)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sync = sandbox
+        self.id = sandbox.id
+        self.commands = _AsyncCommands(sandbox)
+        self.files = _AsyncFiles(sandbox)
+        self.clipboard = _AsyncClipboard(sandbox)
+
+    @classmethod
+    async def create(cls, **kwargs: Any) -> "AsyncSandbox":
+        """See `Sandbox.create` (same keyword arguments)."""
+        return cls(await asyncio.to_thread(lambda: Sandbox.create(**kwargs)))
+
+    @classmethod
+    async def connect(cls, sandbox_id: str, server: Optional[str] = None,
+                      api_key: Optional[str] = None) -> "AsyncSandbox":
+        """See `Sandbox.connect`."""
+        return cls(await asyncio.to_thread(Sandbox.connect, sandbox_id, server, api_key))
+
+    @staticmethod
+    async def list(server: Optional[str] = None, api_key: Optional[str] = None) -> List[SandboxInfo]:
+        """See `Sandbox.list`."""
+        return await asyncio.to_thread(Sandbox.list, server, api_key)
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        await self.kill()
+
+    async def info(self) -> SandboxInfo:
+        """See `Sandbox.info`."""
+        return await asyncio.to_thread(self.sync.info)
+
+    async def kill(self) -> None:
+        """See `Sandbox.kill`."""
+        await asyncio.to_thread(self.sync.kill)
+
+    async def pause(self, snapshot: bool = False) -> SandboxInfo:
+        """See `Sandbox.pause`."""
+        return await asyncio.to_thread(self.sync.pause, snapshot)
+
+    async def resume(self) -> SandboxInfo:
+        """See `Sandbox.resume`."""
+        return await asyncio.to_thread(self.sync.resume)
+
+    async def set_timeout(self, seconds: int) -> SandboxInfo:
+        """See `Sandbox.set_timeout`."""
+        return await asyncio.to_thread(self.sync.set_timeout, seconds)
+
+    async def screenshot(self, format: str = "png", scale: Optional[float] = None,
+                         width: Optional[int] = None, height: Optional[int] = None,
+                         quality: Optional[int] = None, cursor: Optional[bool] = None) -> bytes:
+        """See `Sandbox.screenshot`."""
+        return await asyncio.to_thread(self.sync.screenshot, format, scale, width, height,
+                                       quality, cursor)
+
+    def screen_size(self) -> Point:
+        """See `Sandbox.screen_size` (no request: not a coroutine)."""
+        return self.sync.screen_size()
+
+    def stream_url(self, view_only: bool = True) -> str:
+        """See `Sandbox.stream_url`."""
+        return self.sync.stream_url(view_only)
+
+    async def cursor(self) -> Point:
+        """See `Sandbox.cursor`."""
+        return await asyncio.to_thread(self.sync.cursor)
+
+    async def windows(self) -> List[Window]:
+        """See `Sandbox.windows`."""
+        return await asyncio.to_thread(self.sync.windows)
+
+    async def act(self, actions: Union[Action, Iterable[Action]],
+                  dialect: str = "native") -> List[Dict[str, Any]]:
+        """See `Sandbox.act`."""
+        return await asyncio.to_thread(self.sync.act, actions, dialect)
+
+    async def left_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """See `Sandbox.left_click`."""
+        await asyncio.to_thread(self.sync.left_click, x, y)
+
+    async def right_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """See `Sandbox.right_click`."""
+        await asyncio.to_thread(self.sync.right_click, x, y)
+
+    async def double_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """See `Sandbox.double_click`."""
+        await asyncio.to_thread(self.sync.double_click, x, y)
+
+    async def move_mouse(self, x: int, y: int) -> None:
+        """See `Sandbox.move_mouse`."""
+        await asyncio.to_thread(self.sync.move_mouse, x, y)
+
+    async def drag(self, path: Sequence[Point], button: str = "left") -> None:
+        """See `Sandbox.drag`."""
+        await asyncio.to_thread(self.sync.drag, path, button)
+
+    async def scroll(self, dx: int = 0, dy: int = 1, x: Optional[int] = None,
+                     y: Optional[int] = None) -> None:
+        """See `Sandbox.scroll`."""
+        await asyncio.to_thread(self.sync.scroll, dx, dy, x, y)
+
+    async def write(self, text: str) -> None:
+        """See `Sandbox.write`."""
+        await asyncio.to_thread(self.sync.write, text)
+
+    async def press(self, keys: Union[str, Sequence[str]]) -> None:
+        """See `Sandbox.press`."""
+        await asyncio.to_thread(self.sync.press, keys)
+
+
+__all__ = ["AsyncSandbox", "CommandResult"]

@@ -1,0 +1,627 @@
+"""The `Sandbox` class: one disposable desktop on a deskboxd server."""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
+
+from ._http import HttpClient
+from .errors import ConflictError, DeskboxError, NotFoundError
+
+Action = Dict[str, Any]
+Point = Tuple[int, int]
+
+_CREATE_TIMEOUT = 600.0  # a microVM's first boot (no template snapshot yet) can take a while
+
+
+# ---------------------------------------------------------------------------------------------
+# Result types
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class SandboxInfo:
+    """What inspect/list report about a sandbox. ``raw`` holds the whole JSON object."""
+
+    id: str
+    state: str
+    runtime: str
+    template: str
+    resolution: Tuple[int, int]
+    created_at: str
+    expires_at: str
+    metadata: Dict[str, Any]
+    view_token: Optional[str]
+    control_token: Optional[str]
+    raw: Dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, j: Dict[str, Any]) -> "SandboxInfo":
+        """Builds it from the API's JSON object."""
+        res = j.get("resolution") or [0, 0]
+        return cls(
+            id=j["id"],
+            state=j.get("state", ""),
+            runtime=j.get("runtime", ""),
+            template=j.get("template", ""),
+            resolution=(int(res[0]), int(res[1])),
+            created_at=j.get("created_at", ""),
+            expires_at=j.get("expires_at", ""),
+            metadata=j.get("metadata") or {},
+            view_token=j.get("view_token"),
+            control_token=j.get("control_token"),
+            raw=j,
+        )
+
+
+@dataclass
+class CommandResult:
+    """A finished foreground command.
+
+    ``stdout``/``stderr`` are text (invalid UTF-8 replaced by U+FFFD); ``stdout_bytes`` and
+    ``stderr_bytes`` are the exact bytes.
+    """
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_ms: int = 0
+    signal: Optional[int] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def stdout_bytes(self) -> bytes:
+        """The exact bytes the command wrote to stdout."""
+        return _exact(self.raw, "stdout")
+
+    @property
+    def stderr_bytes(self) -> bytes:
+        """The exact bytes the command wrote to stderr."""
+        return _exact(self.raw, "stderr")
+
+
+def _exact(raw: Dict[str, Any], name: str) -> bytes:
+    import base64
+
+    if raw.get(name + "_b64") is not None:
+        return base64.b64decode(raw[name + "_b64"])
+    return str(raw.get(name, "")).encode("utf-8")
+
+
+@dataclass
+class BackgroundCommand:
+    """A command started with ``background=True``: it runs on, its output is discarded."""
+
+    pid: int
+
+
+class CommandExitError(DeskboxError):
+    """Raised by ``commands.run(..., check=True)`` when the command exits non-zero."""
+
+    def __init__(self, result: CommandResult, cmd: Union[str, Sequence[str]]) -> None:
+        self.result = result
+        super().__init__(
+            f"command {cmd!r} exited with {result.exit_code}: {result.stderr.strip()[:300]}",
+            code="command_failed",
+        )
+
+
+@dataclass
+class FileEntry:
+    """One entry of a directory listing."""
+
+    name: str
+    type: str  # file | dir | symlink | other
+    size: int
+    mode: int
+    mtime: float
+    target: Optional[str] = None
+
+
+@dataclass
+class Window:
+    """A top-level application window; x/y/width/height are its client area on the screen."""
+
+    id: int
+    title: str
+    wm_class: str
+    instance: str
+    x: int
+    y: int
+    width: int
+    height: int
+    active: bool
+    visible: bool
+    pid: Optional[int] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, j: Dict[str, Any]) -> "Window":
+        """Builds it from the API's JSON object."""
+        return cls(
+            id=int(j.get("id", 0)),
+            title=j.get("title", ""),
+            wm_class=j.get("class", ""),
+            instance=j.get("instance", ""),
+            x=int(j.get("x", 0)),
+            y=int(j.get("y", 0)),
+            width=int(j.get("width", 0)),
+            height=int(j.get("height", 0)),
+            active=bool(j.get("active", False)),
+            visible=bool(j.get("visible", False)),
+            pid=j.get("pid"),
+            raw=j,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Sub-APIs
+# ---------------------------------------------------------------------------------------------
+class Commands:
+    """``sandbox.commands``: run programs inside the sandbox (as its user, with DISPLAY set)."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def run(
+        self,
+        cmd: Union[str, Sequence[str]],
+        background: bool = False,
+        timeout: Optional[float] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        stdin: Optional[str] = None,
+        check: bool = False,
+    ) -> Any:
+        """Runs a command and returns a `CommandResult` (or a `BackgroundCommand`).
+
+        Args:
+            cmd: a shell line (run by ``/bin/sh -c``) or an argv list.
+            background: start it and return at once with its pid (its output is discarded).
+            timeout: seconds before it is killed (default 60 in the foreground, none in the
+                background).
+            env: extra environment variables.
+            cwd: working directory (must exist).
+            stdin: text given to the command's standard input.
+            check: raise `CommandExitError` when the exit code is not 0.
+        """
+        body: Dict[str, Any] = {}
+        if isinstance(cmd, str):
+            body["cmd"] = cmd
+        else:
+            body["argv"] = list(cmd)
+        if background:
+            body["background"] = True
+        if timeout is not None:
+            body["timeout_s"] = timeout
+        if env:
+            body["env"] = dict(env)
+        if cwd is not None:
+            body["cwd"] = cwd
+        if stdin is not None:
+            body["stdin"] = stdin
+        wait = 30.0 if background else (60.0 if timeout is None else float(timeout)) + 30.0
+        j = self._sb._http.json(
+            "POST", self._sb._path("/commands"), json_body=body, timeout=wait
+        )
+        if background:
+            return BackgroundCommand(pid=int(j["pid"]))
+        result = CommandResult(
+            exit_code=int(j.get("exit_code", -1)),
+            stdout=j.get("stdout", ""),
+            stderr=j.get("stderr", ""),
+            timed_out=bool(j.get("timed_out", False)),
+            duration_ms=int(j.get("duration_ms", 0)),
+            signal=j.get("signal"),
+            raw=j,
+        )
+        if check and result.exit_code != 0:
+            raise CommandExitError(result, cmd)
+        return result
+
+
+class Files:
+    """``sandbox.files``: the sandbox's file system (absolute paths)."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def read(self, path: str) -> bytes:
+        """The file's bytes. Raises NotFoundError, or ConflictError for a directory."""
+        r = self._sb._http.request("GET", self._sb._path("/files"), query={"path": path},
+                                   timeout=300)
+        if r.headers.get("content-type", "").startswith("application/json"):
+            raise ConflictError(f"{path} is a directory", status=409, code="is_a_directory",
+                                field="path")
+        return r.body
+
+    def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """The file decoded as text."""
+        return self.read(path).decode(encoding)
+
+    def write(self, path: str, data: Union[bytes, str], mode: Optional[Union[int, str]] = None) -> int:
+        """Writes (replaces atomically) a file, creating missing parent directories.
+
+        Args:
+            data: bytes, or text written as UTF-8.
+            mode: permission bits, e.g. ``0o755`` or ``"0755"`` (default: kept, else 0644).
+        Returns the file's size afterwards.
+        """
+        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        query: Dict[str, Any] = {"path": path}
+        if mode is not None:
+            query["mode"] = format(mode, "04o") if isinstance(mode, int) else mode
+        j = self._sb._http.json("PUT", self._sb._path("/files"), query=query, body=payload,
+                                timeout=300)
+        return int(j.get("size", len(payload)))
+
+    def list(self, path: str) -> List[FileEntry]:
+        """The entries of a directory, sorted by name. ConflictError if it is not one."""
+        r = self._sb._http.request("GET", self._sb._path("/files"), query={"path": path},
+                                   timeout=300)
+        if not r.headers.get("content-type", "").startswith("application/json"):
+            raise ConflictError(f"{path} is not a directory", status=409,
+                                code="not_a_directory", field="path")
+        return [
+            FileEntry(
+                name=e["name"], type=e.get("type", ""), size=int(e.get("size", 0)),
+                mode=int(e.get("mode", 0)), mtime=float(e.get("mtime", 0)), target=e.get("target"),
+            )
+            for e in r.json().get("entries", [])
+        ]
+
+    def exists(self, path: str) -> bool:
+        """Whether the path exists (a file or a directory)."""
+        parent, _, name = path.rstrip("/").rpartition("/")
+        if not name:
+            return True
+        try:
+            return any(e.name == name for e in self.list(parent or "/"))
+        except (NotFoundError, ConflictError):
+            return False
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        """Removes a file, or a directory (non-empty ones need ``recursive=True``)."""
+        self._sb._http.json("DELETE", self._sb._path("/files"),
+                            query={"path": path, "recursive": recursive})
+
+
+class Clipboard:
+    """``sandbox.clipboard``: the X CLIPBOARD selection (set also sets PRIMARY)."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def get(self) -> str:
+        """The clipboard's text ("" when empty)."""
+        return str(self._sb._http.json("GET", self._sb._path("/clipboard")).get("text", ""))
+
+    def set(self, text: str) -> None:
+        """Puts text on the clipboard (and PRIMARY, so middle click pastes it too)."""
+        self._sb._http.json("PUT", self._sb._path("/clipboard"), json_body={"text": text})
+
+
+class Recording:
+    """``sandbox.recording``: an MP4 of the screen (and optionally a track of the actions)."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def start(self, actions: bool = False, fps: Optional[int] = None) -> Dict[str, Any]:
+        """Starts recording; returns ``{"recording": id, "state", "actions", "fps"}``."""
+        body: Dict[str, Any] = {"actions": actions}
+        if fps is not None:
+            body["fps"] = fps
+        return dict(self._sb._http.json("POST", self._sb._path("/recording"), json_body=body))
+
+    def stop(self) -> Dict[str, Any]:
+        """Stops it; returns ``{"recording", "state": "finished", "bytes", "frames", ...}``."""
+        return dict(self._sb._http.json("DELETE", self._sb._path("/recording")))
+
+    def status(self) -> Dict[str, Any]:
+        """The running (or last) recording's state."""
+        return dict(self._sb._http.json("GET", self._sb._path("/recording")))
+
+    def download(self, recording_id: str, events: bool = False) -> bytes:
+        """A recording's MP4 bytes (or its events track, JSON lines, with ``events=True``)."""
+        path = "/v1/recordings/" + urllib.parse.quote(recording_id, safe="")
+        return self._sb._http.request("GET", path + ("/events" if events else ""),
+                                      timeout=300).body
+
+
+# ---------------------------------------------------------------------------------------------
+# Sandbox
+# ---------------------------------------------------------------------------------------------
+class Sandbox:
+    """A disposable Linux desktop on a deskboxd server.
+
+    Create one with `Sandbox.create`, attach to an existing one with `Sandbox.connect`. Used as
+    a context manager it is killed on exit. One persistent HTTP connection is kept per Sandbox
+    object; a Sandbox may be shared between threads (calls are serialised on it).
+    """
+
+    def __init__(self, info: SandboxInfo, http: HttpClient) -> None:
+        self._http = http
+        self._info = info
+        self.id: str = info.id
+        self._prefix = "/v1/sandboxes/" + urllib.parse.quote(info.id, safe="")
+        self.commands = Commands(self)
+        self.files = Files(self)
+        self.clipboard = Clipboard(self)
+        self.recording = Recording(self)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        template: Optional[str] = None,
+        runtime: Optional[str] = None,
+        resolution: Optional[Tuple[int, int]] = None,
+        timeout: Optional[int] = None,
+        network: Union[bool, Mapping[str, Any], None] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        server: Optional[str] = None,
+        api_key: Optional[str] = None,
+        **options: Any,
+    ) -> "Sandbox":
+        """Creates a sandbox and returns once its desktop is up.
+
+        Args:
+            template: e.g. ``"minimal"`` or ``"desktop"`` (server default: minimal).
+            runtime: ``"container"`` or ``"microvm"`` (server default: container).
+            resolution: ``(width, height)`` of the screen.
+            timeout: seconds until it is killed (or paused), see `set_timeout`.
+            network: True (the internet), False (loopback only) or
+                ``{"allow": [...], "deny": [...]}``.
+            metadata: free JSON object kept with the sandbox.
+            env: environment variables for commands in it.
+            server: deskboxd URL (default ``$DESKBOX_SERVER`` or http://127.0.0.1:8700).
+            api_key: API key (default ``$DESKBOX_API_KEY``).
+            **options: other create fields passed as they are: ``dpi``, ``api_resolution``,
+                ``on_timeout`` ("kill"/"pause"), ``limits``, ``record``, ``vnc``, ``fast_start``.
+        """
+        body: Dict[str, Any] = {}
+        if template is not None:
+            body["template"] = template
+        if runtime is not None:
+            body["runtime"] = runtime
+        if resolution is not None:
+            body["resolution"] = [int(resolution[0]), int(resolution[1])]
+        if timeout is not None:
+            body["timeout_s"] = int(timeout)
+        if network is not None:
+            body["network"] = network if isinstance(network, bool) else dict(network)
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        if env is not None:
+            body["env"] = dict(env)
+        for key, value in options.items():
+            if value is not None:
+                body[key] = list(value) if isinstance(value, tuple) else value
+        http = HttpClient(server, api_key)
+        try:
+            j = http.json("POST", "/v1/sandboxes", json_body=body, timeout=_CREATE_TIMEOUT)
+        except BaseException:
+            http.close()
+            raise
+        return cls(SandboxInfo.from_json(j), http)
+
+    @classmethod
+    def connect(cls, sandbox_id: str, server: Optional[str] = None,
+                api_key: Optional[str] = None) -> "Sandbox":
+        """Attaches to an existing sandbox (NotFoundError if there is none with that id)."""
+        http = HttpClient(server, api_key)
+        path = "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe="")
+        try:
+            j = http.json("GET", path)
+        except BaseException:
+            http.close()
+            raise
+        return cls(SandboxInfo.from_json(j), http)
+
+    @staticmethod
+    def list(server: Optional[str] = None, api_key: Optional[str] = None) -> List[SandboxInfo]:
+        """The server's sandboxes (without their tokens)."""
+        http = HttpClient(server, api_key)
+        try:
+            j = http.json("GET", "/v1/sandboxes")
+        finally:
+            http.close()
+        return [SandboxInfo.from_json(s) for s in j.get("sandboxes", [])]
+
+    def info(self) -> SandboxInfo:
+        """Inspects the sandbox (state, expiry, tokens, network, ports...)."""
+        self._info = SandboxInfo.from_json(self._http.json("GET", self._prefix))
+        return self._info
+
+    def kill(self) -> None:
+        """Kills the sandbox; a sandbox that is already gone is fine."""
+        try:
+            self._http.json("DELETE", self._prefix)
+        except NotFoundError:
+            pass
+        finally:
+            self._http.close()
+
+    def pause(self, snapshot: bool = False) -> SandboxInfo:
+        """Pauses it (frozen in memory; ``snapshot=True`` saves a microVM to disk)."""
+        body = {"snapshot": True} if snapshot else None
+        return SandboxInfo.from_json(self._http.json("POST", self._path("/pause"), json_body=body))
+
+    def resume(self) -> SandboxInfo:
+        """Resumes a paused sandbox."""
+        return SandboxInfo.from_json(self._http.json("POST", self._path("/resume")))
+
+    def set_timeout(self, seconds: int) -> SandboxInfo:
+        """Sets the sandbox to expire ``seconds`` from now."""
+        return SandboxInfo.from_json(
+            self._http.json("POST", self._path("/timeout"), json_body={"timeout_s": int(seconds)})
+        )
+
+    def close(self) -> None:
+        """Closes this object's HTTP connection (the sandbox keeps running)."""
+        self._http.close()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.kill()
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, server={self._http.server!r})"
+
+    # -- screen -----------------------------------------------------------------------------
+    def screenshot(
+        self,
+        format: str = "png",
+        scale: Optional[float] = None,
+        width: Optional[int] = None,
+        height: Optional[int] = None,
+        quality: Optional[int] = None,
+        cursor: Optional[bool] = None,
+    ) -> bytes:
+        """The screen as image bytes (taken after every earlier action has landed).
+
+        Args:
+            format: ``"png"``, ``"jpeg"`` or ``"webp"``.
+            scale: shrink both sides by this factor (e.g. 0.5), or give width/height.
+            quality: JPEG/WebP quality 1..100.
+            cursor: draw the mouse pointer into the image.
+        """
+        if scale is not None:
+            w, h = self.screen_size()
+            width, height = max(1, round(w * scale)), max(1, round(h * scale))
+        query = {"format": format, "width": width, "height": height, "quality": quality,
+                 "cursor": cursor}
+        return self._http.request("GET", self._path("/screenshot"), query=query).body
+
+    def screen_size(self) -> Tuple[int, int]:
+        """``(width, height)`` of the screen in pixels."""
+        return self._info.resolution
+
+    def cursor(self) -> Point:
+        """The mouse pointer's position ``(x, y)``."""
+        j = self._http.json("GET", self._path("/cursor"))
+        return int(j["x"]), int(j["y"])
+
+    def windows(self) -> List[Window]:
+        """The desktop's top-level application windows."""
+        j = self._http.json("GET", self._path("/windows"))
+        return [Window.from_json(w) for w in j.get("windows", [])]
+
+    def stream_url(self, view_only: bool = True) -> str:
+        """The web viewer's URL: watch only, or (``view_only=False``) take control too."""
+        token = self._info.view_token if view_only else self._info.control_token
+        if token is None:
+            token = (self.info().view_token if view_only else self._info.control_token)
+        return self._http.url("/view/" + urllib.parse.quote(self.id, safe=""), {"token": token})
+
+    # -- input ------------------------------------------------------------------------------
+    def act(self, actions: Union[Action, Iterable[Action]],
+            dialect: str = "native") -> List[Dict[str, Any]]:
+        """Runs one action or a batch, in order, and returns the per-action results.
+
+        Args:
+            actions: one action object or a list of them, in the dialect's own shape:
+                native ``{"type": "click", "x": 10, "y": 20}``, anthropic (a computer tool_use
+                ``input``: ``{"action": "left_click", "coordinate": [10, 20]}``) or openai (a
+                computer_call ``action``: ``{"type": "click", "button": "left", ...}``).
+            dialect: ``"native"``, ``"anthropic"`` or ``"openai"``.
+        Returns one result per action: ``{}`` for most, ``{"x","y"}`` for a cursor position,
+        ``{"type": "screenshot", "base64_image", "width", "height", "format"}`` for a screenshot.
+        Raises InvalidActionError (``field`` names the bad field) before anything runs.
+        """
+        body: Any = actions if isinstance(actions, Mapping) else {"actions": list(actions)}
+        query = None if dialect == "native" else {"dialect": dialect}
+        j = self._http.json("POST", self._path("/actions"), query=query, json_body=body)
+        return list(j.get("results", []))
+
+    def _click(self, button: str, count: int, x: Optional[int], y: Optional[int]) -> None:
+        a: Action = {"type": "click", "button": button}
+        if count != 1:
+            a["count"] = count
+        if x is not None or y is not None:
+            a["x"], a["y"] = x, y
+        self.act(a)
+
+    def left_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """Left click at (x, y), or where the pointer is."""
+        self._click("left", 1, x, y)
+
+    def right_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """Right click at (x, y), or where the pointer is."""
+        self._click("right", 1, x, y)
+
+    def middle_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """Middle click at (x, y), or where the pointer is."""
+        self._click("middle", 1, x, y)
+
+    def double_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """Left double click at (x, y), or where the pointer is."""
+        self._click("left", 2, x, y)
+
+    def triple_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+        """Left triple click at (x, y), or where the pointer is."""
+        self._click("left", 3, x, y)
+
+    def move_mouse(self, x: int, y: int) -> None:
+        """Moves the pointer to (x, y)."""
+        self.act({"type": "move", "x": x, "y": y})
+
+    def mouse_press(self, button: str = "left") -> None:
+        """Presses a mouse button where the pointer is (and keeps it down)."""
+        self.act({"type": "mouse_down", "button": button})
+
+    def mouse_release(self, button: str = "left") -> None:
+        """Releases a mouse button where the pointer is."""
+        self.act({"type": "mouse_up", "button": button})
+
+    def drag(self, path: Sequence[Point], button: str = "left") -> None:
+        """Presses at the first point, moves through the others, releases at the last."""
+        self.act({"type": "drag", "button": button, "path": [[int(x), int(y)] for x, y in path]})
+
+    def scroll(self, dx: int = 0, dy: int = 1, x: Optional[int] = None,
+               y: Optional[int] = None) -> None:
+        """Scrolls by wheel notches (+dy is down, +dx is right), at (x, y) if given."""
+        a: Action = {"type": "scroll", "dx": dx, "dy": dy}
+        if x is not None or y is not None:
+            a["x"], a["y"] = x, y
+        self.act(a)
+
+    def write(self, text: str) -> None:
+        """Types text exactly (any Unicode; ``\\n`` is Return, ``\\t`` is Tab)."""
+        self.act({"type": "type", "text": text})
+
+    def press(self, keys: Union[str, Sequence[str]]) -> None:
+        """Presses a key chord: ``"ctrl+c"``, ``"Return"``, ``["ctrl", "shift", "t"]``.
+
+        A string may hold a sequence separated by spaces (``"ctrl+a Delete"``).
+        """
+        self.act({"type": "key", "keys": keys if isinstance(keys, str) else "+".join(keys)})
+
+    def wait(self, ms: int) -> None:
+        """Waits in the sandbox's input queue (between actions of the same sandbox)."""
+        self.act({"type": "wait", "duration_ms": int(ms)})
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _path(self, suffix: str) -> str:
+        return self._prefix + suffix

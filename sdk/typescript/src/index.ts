@@ -1,0 +1,20 @@
+export { Sandbox, Commands, Files, Clipboard, Recording, CommandExitError } from "./sandbox.js";
+export { HttpClient } from "./http.js";
+export type { ConnectionOptions } from "./http.js";
+export {
+  DeskboxError,
+  BadRequestError,
+  AuthenticationError,
+  NotFoundError,
+  ConflictError,
+  SandboxError,
+  ConnectionError,
+  ConnectionFailedError,
+  InvalidActionError,
+  PermissionDeniedError,
+  SandboxPausedError,
+  PayloadTooLargeError,
+  RateLimitError,
+  TimeoutError,
+} from "./errors.js";
+export type * from "./types.js";

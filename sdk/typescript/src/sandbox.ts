@@ -1,0 +1,466 @@
+// A deskbox sandbox: a disposable Linux desktop served by deskboxd.
+import { DeskboxError, NotFoundError } from "./errors.js";
+import { HttpClient, type ConnectionOptions } from "./http.js";
+import type {
+  Action,
+  ActionResult,
+  BackgroundCommand,
+  CommandResult,
+  CreateOptions,
+  Dialect,
+  FileEntry,
+  MouseButton,
+  Point,
+  RecordingStatus,
+  RunOptions,
+  SandboxInfo,
+  ScreenshotOptions,
+  ScrollOptions,
+  Size,
+  Window,
+} from "./types.js";
+
+// Older Node 20 releases lack Symbol.asyncDispose: define it as the well-known symbol
+// TypeScript's `await using` falls back to, so the method below has a real key everywhere.
+if (typeof (Symbol as { asyncDispose?: symbol }).asyncDispose !== "symbol")
+  Object.defineProperty(Symbol, "asyncDispose", { value: Symbol.for("Symbol.asyncDispose") });
+
+function parseInfo(raw: Record<string, any>): SandboxInfo {
+  const info: SandboxInfo = {
+    id: raw.id,
+    state: raw.state,
+    runtime: raw.runtime,
+    template: raw.template,
+    resolution: raw.resolution,
+    dpi: raw.dpi,
+    createdAt: new Date(raw.created_at),
+    expiresAt: new Date(raw.expires_at),
+    onTimeout: raw.on_timeout,
+    metadata: raw.metadata ?? {},
+    network: raw.network ?? {},
+    raw,
+  };
+  if (raw.api_resolution) info.apiResolution = raw.api_resolution;
+  if (raw.error !== undefined) info.error = raw.error;
+  if (raw.log_tail !== undefined) info.logTail = raw.log_tail;
+  if (raw.snapshot) info.snapshot = { bytes: raw.snapshot.bytes, savedAt: new Date(raw.snapshot.saved_at) };
+  if (raw.view_token) info.viewToken = raw.view_token;
+  if (raw.control_token) info.controlToken = raw.control_token;
+  if (raw.vnc)
+    info.vnc = {
+      host: raw.vnc.host,
+      port: raw.vnc.port,
+      ...(raw.vnc.password ? { password: raw.vnc.password } : {}),
+      ...(raw.vnc.view_password ? { viewPassword: raw.vnc.view_password } : {}),
+    };
+  if (raw.recording) info.recording = raw.recording;
+  if (raw.ports !== undefined) info.ports = raw.ports;
+  return info;
+}
+
+function createBody(o: CreateOptions): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  const put = (key: string, value: unknown) => {
+    if (value !== undefined) body[key] = value;
+  };
+  put("template", o.template);
+  put("runtime", o.runtime);
+  put("resolution", o.resolution);
+  put("api_resolution", o.apiResolution);
+  put("dpi", o.dpi);
+  put("timeout_s", o.timeout);
+  put("on_timeout", o.onTimeout);
+  put("network", o.network);
+  put("metadata", o.metadata);
+  put("env", o.env);
+  put("vnc", o.vnc);
+  put("record", o.record);
+  if (o.limits) {
+    const limits: Record<string, number> = {};
+    if (o.limits.memoryMb !== undefined) limits.memory_mb = o.limits.memoryMb;
+    if (o.limits.cpus !== undefined) limits.cpus = o.limits.cpus;
+    if (o.limits.egressKbps !== undefined) limits.egress_kbps = o.limits.egressKbps;
+    if (o.limits.pids !== undefined) limits.pids = o.limits.pids;
+    body.limits = limits;
+  }
+  return body;
+}
+
+function recordingStatus(raw: Record<string, any>): RecordingStatus {
+  const status: RecordingStatus = { recording: raw.recording, state: raw.state };
+  if (raw.actions !== undefined) status.actions = raw.actions;
+  if (raw.fps !== undefined) status.fps = raw.fps;
+  if (raw.bytes !== undefined) status.bytes = raw.bytes;
+  if (raw.frames !== undefined) status.frames = raw.frames;
+  if (raw.duration_ms !== undefined) status.durationMs = raw.duration_ms;
+  return status;
+}
+
+function toBytes(data: string | Uint8Array | ArrayBuffer): Uint8Array {
+  if (typeof data === "string") return new TextEncoder().encode(data);
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  return data;
+}
+
+/** Thrown by `commands.run(cmd, {check: true})` when the command exits with a nonzero code. */
+export class CommandExitError extends DeskboxError {
+  readonly result: CommandResult;
+  constructor(result: CommandResult, cmd: string | string[]) {
+    super(`command ${JSON.stringify(cmd)} exited with ${result.exitCode}: ${result.stderr.trim().slice(0, 300)}`, {
+      code: "command_failed",
+      status: 0,
+    });
+    this.result = result;
+  }
+}
+
+/** Shell commands inside the sandbox. */
+export class Commands {
+  constructor(private readonly sandbox: Sandbox) {}
+
+  /**
+   * Runs `cmd` (a shell command line, or an argv array run without a shell). Waits for it and
+   * gives its exit code and output, or with `background: true` returns at once with its pid.
+   * A nonzero exit code is a result, not an error, unless `check: true`.
+   */
+  run(cmd: string | string[], options: RunOptions & { background: true }): Promise<BackgroundCommand>;
+  run(cmd: string | string[], options?: RunOptions & { background?: false }): Promise<CommandResult>;
+  run(cmd: string | string[], options?: RunOptions): Promise<CommandResult | BackgroundCommand>;
+  async run(cmd: string | string[], options: RunOptions = {}): Promise<CommandResult | BackgroundCommand> {
+    const body: Record<string, unknown> = Array.isArray(cmd) ? { argv: cmd } : { cmd };
+    if (options.background) body.background = true;
+    if (options.timeout !== undefined) body.timeout_s = options.timeout;
+    if (options.env !== undefined) body.env = options.env;
+    if (options.cwd !== undefined) body.cwd = options.cwd;
+    if (options.stdin !== undefined) body.stdin = options.stdin;
+    // The server waits up to timeout_s + 15 s for the command; we wait a little longer.
+    const timeoutMs = options.background ? 30_000 : ((options.timeout ?? 60) + 30) * 1000;
+    const raw = await this.sandbox.http.json("POST", this.sandbox.path("/commands"), { json: body, timeoutMs });
+    if (options.background) return { pid: raw.pid };
+    const result: CommandResult = {
+      exitCode: raw.exit_code ?? -1,
+      stdout: raw.stdout ?? "",
+      stderr: raw.stderr ?? "",
+      durationMs: raw.duration_ms ?? 0,
+      timedOut: Boolean(raw.timed_out),
+      raw,
+    };
+    if (raw.signal !== undefined && raw.signal !== null) result.signal = raw.signal;
+    if (options.check && result.exitCode !== 0) throw new CommandExitError(result, cmd);
+    return result;
+  }
+}
+
+/** Files inside the sandbox. */
+export class Files {
+  constructor(private readonly sandbox: Sandbox) {}
+
+  /** The bytes of a file. */
+  async read(path: string): Promise<Uint8Array> {
+    return this.sandbox.http.bytes("GET", this.sandbox.path("/files"), { query: { path }, timeoutMs: 300_000 });
+  }
+
+  /** A file as UTF-8 text. */
+  async readText(path: string): Promise<string> {
+    return new TextDecoder().decode(await this.read(path));
+  }
+
+  /** Writes a file (parent directories are created); `mode` is octal text like "755". */
+  async write(path: string, data: string | Uint8Array | ArrayBuffer, options: { mode?: string } = {}): Promise<{ size: number }> {
+    const raw = await this.sandbox.http.json("PUT", this.sandbox.path("/files"), {
+      query: { path, mode: options.mode },
+      body: toBytes(data),
+      timeoutMs: 300_000,
+    });
+    return { size: raw.size };
+  }
+
+  /** The entries of a directory. */
+  async list(path: string): Promise<FileEntry[]> {
+    const response = await this.sandbox.http.request("GET", this.sandbox.path("/files"), { query: { path } });
+    if (!(response.headers.get("content-type") ?? "").includes("application/json")) {
+      await response.body?.cancel();
+      throw new DeskboxError(`${path} is not a directory`, { code: "not_a_directory", status: 0, field: "path" });
+    }
+    const raw = (await response.json()) as { entries: FileEntry[] };
+    return raw.entries;
+  }
+
+  /** Removes a file, or a directory (with everything in it when `recursive`). */
+  async remove(path: string, options: { recursive?: boolean } = {}): Promise<void> {
+    await this.sandbox.http.json("DELETE", this.sandbox.path("/files"), {
+      query: { path, recursive: options.recursive ? "true" : undefined },
+    });
+  }
+
+  /** Whether a path exists. */
+  async exists(path: string): Promise<boolean> {
+    try {
+      const response = await this.sandbox.http.request("GET", this.sandbox.path("/files"), { query: { path } });
+      await response.body?.cancel();
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+}
+
+/** The desktop's clipboard. */
+export class Clipboard {
+  constructor(private readonly sandbox: Sandbox) {}
+
+  async get(): Promise<string> {
+    const raw = await this.sandbox.http.json("GET", this.sandbox.path("/clipboard"));
+    return raw.text ?? "";
+  }
+
+  async set(text: string): Promise<void> {
+    await this.sandbox.http.json("PUT", this.sandbox.path("/clipboard"), { json: { text } });
+  }
+}
+
+/** MP4 recordings of the screen (and optionally the actions). */
+export class Recording {
+  constructor(private readonly sandbox: Sandbox) {}
+
+  async start(options: { actions?: boolean; fps?: number } = {}): Promise<RecordingStatus> {
+    const body: Record<string, unknown> = {};
+    if (options.actions !== undefined) body.actions = options.actions;
+    if (options.fps !== undefined) body.fps = options.fps;
+    return recordingStatus(await this.sandbox.http.json("POST", this.sandbox.path("/recording"), { json: body }));
+  }
+
+  async stop(): Promise<RecordingStatus> {
+    return recordingStatus(await this.sandbox.http.json("DELETE", this.sandbox.path("/recording")));
+  }
+
+  async status(): Promise<RecordingStatus> {
+    return recordingStatus(await this.sandbox.http.json("GET", this.sandbox.path("/recording")));
+  }
+
+  /** The MP4 of a recording (by the id start() and stop() give), or with `events` its actions track (JSON lines). */
+  async download(id: string, options: { events?: boolean } = {}): Promise<Uint8Array> {
+    const path = `/v1/recordings/${encodeURIComponent(id)}${options.events ? "/events" : ""}`;
+    return this.sandbox.http.bytes("GET", path, { timeoutMs: 300_000 });
+  }
+
+  /** Deletes a finished recording from the server. */
+  async delete(id: string): Promise<void> {
+    await this.sandbox.http.json("DELETE", `/v1/recordings/${encodeURIComponent(id)}`);
+  }
+}
+
+export class Sandbox {
+  /** The sandbox id ("sb-..."). */
+  readonly id: string;
+  readonly http: HttpClient;
+  readonly commands: Commands;
+  readonly files: Files;
+  readonly clipboard: Clipboard;
+  readonly recording: Recording;
+  private viewToken: string | undefined;
+  private controlToken: string | undefined;
+  private size: Size | undefined;
+
+  private constructor(http: HttpClient, raw: Record<string, any>) {
+    this.http = http;
+    this.id = raw.id;
+    this.commands = new Commands(this);
+    this.files = new Files(this);
+    this.clipboard = new Clipboard(this);
+    this.recording = new Recording(this);
+    this.remember(raw);
+  }
+
+  private remember(raw: Record<string, any>): void {
+    if (raw.view_token) this.viewToken = raw.view_token;
+    if (raw.control_token) this.controlToken = raw.control_token;
+    const size = raw.api_resolution ?? raw.resolution;
+    if (Array.isArray(size)) this.size = { width: size[0], height: size[1] };
+  }
+
+  /** Creates a sandbox and waits until its desktop is up. */
+  static async create(options: CreateOptions & ConnectionOptions = {}): Promise<Sandbox> {
+    const http = new HttpClient(options);
+    const raw = await http.json("POST", "/v1/sandboxes", { json: createBody(options), timeoutMs: 600_000 });
+    return new Sandbox(http, raw);
+  }
+
+  /** A sandbox that exists already (NotFoundError if it does not). */
+  static async connect(id: string, options: ConnectionOptions = {}): Promise<Sandbox> {
+    const http = new HttpClient(options);
+    const raw = await http.json("GET", `/v1/sandboxes/${encodeURIComponent(id)}`);
+    return new Sandbox(http, raw);
+  }
+
+  /** Every sandbox on the server (without tokens). */
+  static async list(options: ConnectionOptions = {}): Promise<SandboxInfo[]> {
+    const http = new HttpClient(options);
+    const raw = await http.json<{ sandboxes: Record<string, any>[] }>("GET", "/v1/sandboxes");
+    return raw.sandboxes.map(parseInfo);
+  }
+
+  /** @internal */
+  path(rest = ""): string {
+    return `/v1/sandboxes/${encodeURIComponent(this.id)}${rest}`;
+  }
+
+  /** The sandbox as the server describes it now, with tokens and listening ports. */
+  async info(): Promise<SandboxInfo> {
+    const raw = await this.http.json("GET", this.path());
+    this.remember(raw);
+    return parseInfo(raw);
+  }
+
+  /** The screen as image bytes (PNG unless another format is asked for). */
+  async screenshot(options: ScreenshotOptions = {}): Promise<Uint8Array> {
+    return this.http.bytes("GET", this.path("/screenshot"), { query: { ...options } });
+  }
+
+  /**
+   * Runs actions: one object or a list, in the native dialect unless another is named
+   * ("anthropic": computer-use tool input, "openai": computer_call.action). One result per action.
+   */
+  async act(actions: Action | Action[], options: { dialect?: Dialect } = {}): Promise<ActionResult[]> {
+    const body = Array.isArray(actions) ? { actions } : actions;
+    const raw = await this.http.json<{ results: ActionResult[] }>("POST", this.path("/actions"), {
+      json: body,
+      query: options.dialect && options.dialect !== "native" ? { dialect: options.dialect } : undefined,
+    });
+    return raw.results;
+  }
+
+  private async action(action: Action): Promise<ActionResult> {
+    const [result] = await this.act(action);
+    return result ?? {};
+  }
+
+  private click(button: MouseButton, count: number, x?: number, y?: number): Promise<ActionResult> {
+    const action: Action = { type: "click", button };
+    if (count !== 1) action.count = count;
+    if (x !== undefined || y !== undefined) {
+      action.x = x;
+      action.y = y;
+    }
+    return this.action(action);
+  }
+
+  /** Clicks at (x, y), or where the pointer is when no point is given. */
+  async leftClick(x?: number, y?: number): Promise<void> {
+    await this.click("left", 1, x, y);
+  }
+  async rightClick(x?: number, y?: number): Promise<void> {
+    await this.click("right", 1, x, y);
+  }
+  async middleClick(x?: number, y?: number): Promise<void> {
+    await this.click("middle", 1, x, y);
+  }
+  async doubleClick(x?: number, y?: number): Promise<void> {
+    await this.click("left", 2, x, y);
+  }
+  async tripleClick(x?: number, y?: number): Promise<void> {
+    await this.click("left", 3, x, y);
+  }
+
+  async moveMouse(x: number, y: number): Promise<void> {
+    await this.action({ type: "move", x, y });
+  }
+
+  /** Holds a mouse button down (at the pointer, or at x, y). */
+  async mousePress(button: MouseButton = "left", x?: number, y?: number): Promise<void> {
+    await this.action(x === undefined ? { type: "mouse_down", button } : { type: "mouse_down", button, x, y });
+  }
+
+  async mouseRelease(button: MouseButton = "left", x?: number, y?: number): Promise<void> {
+    await this.action(x === undefined ? { type: "mouse_up", button } : { type: "mouse_up", button, x, y });
+  }
+
+  /** Presses at the first point, moves through the others, releases at the last. */
+  async drag(path: Array<[number, number]>, options: { button?: MouseButton } = {}): Promise<void> {
+    await this.action({ type: "drag", path, ...(options.button ? { button: options.button } : {}) });
+  }
+
+  /** Scrolls by wheel notches (+dy down, +dx right), at (x, y) if given. */
+  async scroll(options: ScrollOptions): Promise<void> {
+    const action: Action = { type: "scroll" };
+    for (const key of ["dx", "dy", "x", "y"] as const) if (options[key] !== undefined) action[key] = options[key];
+    await this.action(action);
+  }
+
+  /** Types text (any Unicode; "\n" is Return, "\t" is Tab). */
+  async write(text: string): Promise<void> {
+    await this.action({ type: "type", text });
+  }
+
+  /**
+   * Presses keys, xdotool style: "ctrl+c", "Return", "ctrl+a Delete" (a sequence). An array is
+   * one chord: ["ctrl", "shift", "t"] is "ctrl+shift+t".
+   */
+  async press(keys: string | string[]): Promise<void> {
+    await this.action({ type: "key", keys: Array.isArray(keys) ? keys.join("+") : keys });
+  }
+
+  /** Waits in the sandbox's input queue (between this sandbox's actions). */
+  async wait(ms: number): Promise<void> {
+    await this.action({ type: "wait", duration_ms: ms });
+  }
+
+  /** Where the mouse pointer is. */
+  async cursor(): Promise<Point> {
+    const raw = await this.http.json("GET", this.path("/cursor"));
+    return { x: raw.x, y: raw.y };
+  }
+
+  /** The size coordinates are given in (the screen, or the API resolution if one was set). */
+  async screenSize(): Promise<Size> {
+    if (!this.size) await this.info();
+    return { ...this.size! };
+  }
+
+  /** The desktop's top-level windows. */
+  async windows(): Promise<Window[]> {
+    const raw = await this.http.json<{ windows: Window[] }>("GET", this.path("/windows"));
+    return raw.windows;
+  }
+
+  /**
+   * The web viewer's URL. View-only by default; `viewOnly: false` gives the control token,
+   * which lets whoever opens it use the mouse and keyboard.
+   */
+  streamUrl(options: { viewOnly?: boolean } = {}): string {
+    const viewOnly = options.viewOnly ?? true;
+    const token = viewOnly ? this.viewToken : this.controlToken;
+    if (!token) throw new DeskboxError("the sandbox's tokens are unknown; call info() first", { code: "no_token", status: 0 });
+    return this.http.url(`/view/${encodeURIComponent(this.id)}`, { token });
+  }
+
+  /** Pauses the sandbox; `snapshot: true` saves a microVM to disk (it survives a server restart). */
+  async pause(options: { snapshot?: boolean } = {}): Promise<SandboxInfo> {
+    const body = options.snapshot !== undefined ? { snapshot: options.snapshot } : {};
+    return parseInfo(await this.http.json("POST", this.path("/pause"), { json: body, timeoutMs: 600_000 }));
+  }
+
+  async resume(): Promise<SandboxInfo> {
+    return parseInfo(await this.http.json("POST", this.path("/resume"), { json: {}, timeoutMs: 600_000 }));
+  }
+
+  /** The sandbox ends `seconds` from now (unless extended again). */
+  async setTimeout(seconds: number): Promise<SandboxInfo> {
+    return parseInfo(await this.http.json("POST", this.path("/timeout"), { json: { timeout_s: seconds } }));
+  }
+
+  /** Ends the sandbox; nothing of it stays on the host. */
+  async kill(): Promise<void> {
+    await this.http.json("DELETE", this.path(), { timeoutMs: 120_000 });
+  }
+
+  /** `await using sbx = await Sandbox.create()` kills it at the end of the block. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.kill();
+    } catch (e) {
+      if (!(e instanceof NotFoundError)) throw e;
+    }
+  }
+}
