@@ -177,6 +177,61 @@ test('Streamable HTTP: protocol errors are JSON-RPC errors; sessions are require
   assert.equal(answer.status, 404, 'an ended session is gone');
 });
 
+test('auth: a control token opens only its sandbox; with --api-key the key is needed', async () => {
+  const { status, json: created } = await rest('POST', '/v1/sandboxes', { template: 'minimal', network: false });
+  assert.equal(status, 201, JSON.stringify(created));
+  const other = await rest('POST', '/v1/sandboxes', { template: 'minimal', network: false });
+  try {
+    const wrong = new Client({ name: 'wrong-token', version: '1' });
+    await assert.rejects(wrong.connect(new StreamableHTTPClientTransport(
+      new URL(`${url}/mcp?sandbox=${created.id}&token=not-the-token`))), /401|unauthorized/i);
+
+    const client = new Client({ name: 'token', version: '1' });
+    const transport = new StreamableHTTPClientTransport(
+      new URL(`${url}/mcp?sandbox=${created.id}&token=${created.control_token}`));
+    await client.connect(transport);
+    const ran = await client.callTool({ name: 'run_command', arguments: { command: 'echo mine' } });
+    assert.equal(ran.structuredContent.stdout, 'mine\n', 'the session starts on ?sandbox=');
+    const listed = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+    assert.deepEqual(listed.structuredContent.sandboxes.map((s) => s.id), [created.id]);
+    const elsewhere = await client.callTool({
+      name: 'screenshot', arguments: { sandbox_id: other.json.id },
+    });
+    assert.equal(elsewhere.isError, true);
+    assert.match(textOf(elsewhere), /may only use sandbox/);
+    const create = await client.callTool({ name: 'create_sandbox', arguments: {} });
+    assert.equal(create.isError, true);
+    await transport.terminateSession();
+    await client.close();
+  } finally {
+    await rest('DELETE', `/v1/sandboxes/${created.id}`);
+    await rest('DELETE', `/v1/sandboxes/${other.json.id}`);
+  }
+
+  const keyed = spawn(DESKBOXD, ['--listen', '127.0.0.1:0', '--state-dir', join(stateDir, 'keyed'),
+    '--api-key', 'sekret-key-1'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const line = await new Promise((resolve, reject) => {
+      createInterface({ input: keyed.stdout }).once('line', resolve);
+      keyed.once('exit', (code) => reject(new Error(`deskboxd --api-key exited with ${code}`)));
+    });
+    const keyedUrl = new URL(`http://127.0.0.1:${line.match(/:(\d+)\s*$/)[1]}/mcp`);
+    const anonymous = new Client({ name: 'anonymous', version: '1' });
+    await assert.rejects(anonymous.connect(new StreamableHTTPClientTransport(keyedUrl)), /401|unauthorized/i);
+    const client = new Client({ name: 'keyed', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(keyedUrl, {
+      requestInit: { headers: { Authorization: 'Bearer sekret-key-1' } },
+    }));
+    const { tools } = await client.listTools();
+    assert.equal(tools.length, 8);
+    await client.close();
+  } finally {
+    const exited = new Promise((resolve) => keyed.once('exit', resolve));
+    keyed.kill('SIGTERM');
+    await exited;
+  }
+});
+
 test('stdio: `deskbox mcp --create` serves a sandbox of its own and kills it at the end', async () => {
   const transport = new StdioClientTransport({
     command: DESKBOX_CLI,
