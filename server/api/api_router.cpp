@@ -278,8 +278,7 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         if (query.count("compression")) options.png_compression = int_query(query, "compression");
         if (query.count("width")) options.width = int_query(query, "width");
         if (query.count("height")) options.height = int_query(query, "height");
-        if (query.count("cursor"))
-            options.composite_cursor = query.at("cursor") == "true" || query.at("cursor") == "1";
+        options.composite_cursor = bool_query(query, "cursor");
         ScopedTimer timer(metrics_.screenshot_seconds);
         auto image = sandbox->screenshot(options);
         HttpResponse res{http::status::ok, 11};
@@ -302,13 +301,7 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
             }
         }
         ScopedTimer timer(metrics_.action_seconds);
-        bool with_screenshot = false;
-        if (query.count("screenshot")) {
-            const std::string& v = query.at("screenshot");
-            if (v != "true" && v != "false" && v != "1" && v != "0")
-                throw bad_request("screenshot", "expected true or false");
-            with_screenshot = v == "true" || v == "1";
-        }
+        const bool with_screenshot = bool_query(query, "screenshot");
         return json_response(200, sandbox->actions(parse_body(request), dialect, with_screenshot));
     }
     if (rest == "commands") {
@@ -326,8 +319,11 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
             body.erase("stdin");
         }
         double timeout_s = 60;
-        if (body.contains("timeout_s") && body["timeout_s"].is_number())
+        if (body.contains("timeout_s") && !body["timeout_s"].is_null()) {
+            if (!body["timeout_s"].is_number() || body["timeout_s"].get<double>() < 0)
+                throw bad_request("timeout_s", "expected a number of seconds");
             timeout_s = body["timeout_s"];
+        }
         sandbox->audit("command", body);
         ScopedTimer timer(metrics_.command_seconds);
         auto reply = sandbox->call("exec.run", body, stdin_bytes,
@@ -357,7 +353,7 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
             return json_response(200, reply.result);
         }
         if (request.method() == http::verb::delete_) {
-            bool recursive = query.count("recursive") && query.at("recursive") == "true";
+            bool recursive = bool_query(query, "recursive");
             sandbox->audit("files.remove", {{"path", path}, {"recursive", recursive}});
             return json_response(
                 200,
@@ -383,14 +379,17 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
     }
     if (rest == "windows") {
         require_method(request, {http::verb::get});
+        allow_only(query, {});
         return json_response(200, sandbox->call("windows.list").result);
     }
     if (rest == "cursor") {
         require_method(request, {http::verb::get});
+        allow_only(query, {});
         auto result = sandbox->call("cursor.get").result;
         return json_response(200, result);
     }
     if (rest == "clipboard") {
+        allow_only(query, {});
         if (request.method() == http::verb::put || request.method() == http::verb::post) {
             json body = parse_body(request);
             if (!body.is_object() || !body.contains("text") || !body["text"].is_string())

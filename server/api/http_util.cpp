@@ -86,6 +86,16 @@ int int_query(const std::map<std::string, std::string>& query, const std::string
     return static_cast<int>(*value);
 }
 
+bool bool_query(const std::map<std::string, std::string>& query, const std::string& name,
+                bool fallback) {
+    auto it = query.find(name);
+    if (it == query.end()) return fallback;
+    const std::string& v = it->second;
+    if (v == "true" || v == "1") return true;
+    if (v == "false" || v == "0") return false;
+    throw bad_request(name, "expected true or false, got '" + v.substr(0, 32) + "'");
+}
+
 std::string required_query(const std::map<std::string, std::string>& query,
                            const std::string& name) {
     auto it = query.find(name);

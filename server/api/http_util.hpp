@@ -22,6 +22,9 @@ nlohmann::json parse_body(const HttpRequest& request, bool allow_empty = false);
 // Refuses any query parameter not in `allowed`.
 void allow_only(const std::map<std::string, std::string>& query, std::set<std::string> allowed);
 int int_query(const std::map<std::string, std::string>& query, const std::string& name);
+// true/1 or false/0 (anything else is a 400 naming `name`); `fallback` when absent.
+bool bool_query(const std::map<std::string, std::string>& query, const std::string& name,
+                bool fallback = false);
 std::string required_query(const std::map<std::string, std::string>& query,
                            const std::string& name);
 bool constant_time_equal(const std::string& a, const std::string& b);

@@ -13,6 +13,7 @@ paths or methods are allowed only with status 404 or 405. Exit status 1 on any f
 the records file holds no records. Python standard library only.
 """
 import json
+import os
 import math
 import re
 import sys
@@ -344,6 +345,9 @@ def main(argv):
     counts = Counter()
     unmatched = Counter()
     records = 0
+    if not os.path.exists(argv[2]):
+        print(f"FAIL: no records at {argv[2]}: the API tests (api_tests) write them; run those first")
+        return 1
     with open(argv[2], encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():

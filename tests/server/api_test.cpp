@@ -500,6 +500,16 @@ TEST(Api, DialectsTakeWholeModelItemsAndAnswerWithTheNextInput) {
     a = s.post(base + "/actions?screenshot=maybe", {{"type", "wait"}, {"duration_ms", 0}});
     EXPECT_EQ(a.status, 400u);
     EXPECT_EQ(a.js()["error"]["field"], "screenshot");
+    // Flags read the same everywhere: true/1, false/0, anything else named back.
+    EXPECT_EQ(s.get(base + "/screenshot?cursor=yes").js()["error"]["field"], "cursor");
+    EXPECT_EQ(s.get(base + "/screenshot?cursor=1").status, 200u);
+    EXPECT_EQ(s.del(base + "/files?path=/tmp/none&recursive=yes").js()["error"]["field"],
+              "recursive");
+    EXPECT_EQ(
+        s.post(base + "/commands", {{"cmd", "true"}, {"timeout_s", "ten"}}).js()["error"]["field"],
+        "timeout_s");
+    EXPECT_EQ(s.get(base + "/windows?all=1").js()["error"]["field"], "all");
+    EXPECT_EQ(s.get(base + "/cursor?x=1").status, 400u);
     EXPECT_EQ(s.del(base).status, 200u);
 }
 
