@@ -334,6 +334,7 @@ TEST_F(NetworkApi, NothingIsLeftAfterKillOrAfterAKilledServerRestarts) {
     auto ruleset = host_nft_ruleset();
     TempDir state_dir("deskbox-network-restart");
     std::set<ino_t> held;
+    std::set<std::string> in_them;  // processes in or holding the namespaces
     {
         Server s(server_flags(), state_dir.path());
         std::string a = create(s, {{"network", {{"allow", {"allowed.test"}}}}});
@@ -341,22 +342,24 @@ TEST_F(NetworkApi, NothingIsLeftAfterKillOrAfterAKilledServerRestarts) {
         EXPECT_EQ(curl(s, a, "http://allowed.test/").exit_code, 0);
         held = namespaces_held_by(s.pid());
         EXPECT_EQ(held.size(), 4u) << "a sandbox and a router namespace for each sandbox";
+        in_them = processes_with_namespaces(held, s.pid());
+        EXPECT_FALSE(in_them.empty()) << "the sandboxes' own processes";
         EXPECT_EQ(s.del("/v1/sandboxes/" + a).status, 200u);
         auto still = namespaces_held_by(s.pid());
         EXPECT_EQ(still.size(), 2u);
-        auto live = live_network_namespaces();
-        for (auto inode : held) {
-            if (still.count(inode)) continue;
-            EXPECT_FALSE(live.count(inode)) << "namespace " << inode << " of a killed sandbox";
-        }
+        // What kept a's namespaces alive is gone: only b's processes remain in any of them.
+        auto in_b = processes_with_namespaces(still, s.pid());
+        for (const auto& p : still_running(in_them))
+            EXPECT_TRUE(in_b.count(p)) << "process " << p << " of killed sandbox " << a;
         held = still;
+        in_them = in_b;
         s.kill_hard();  // b's container runs on; its router namespace went with deskboxd
     }
     {
         Server again(server_flags(), state_dir.path());  // cleans up b
-        auto live = live_network_namespaces();
-        for (auto inode : held)
-            EXPECT_FALSE(live.count(inode)) << "namespace " << inode << " after the restart";
+        EXPECT_TRUE(namespaces_held_by(again.pid()).empty());
+        EXPECT_TRUE(eventually([&] { return still_running(in_them).empty(); }, 10s))
+            << "b's processes outlived the restart's cleanup";
         EXPECT_EQ(again.get("/v1/sandboxes").js()["sandboxes"].size(), 0u);
     }
     EXPECT_EQ(host_interfaces(), interfaces);
