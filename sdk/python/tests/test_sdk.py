@@ -191,22 +191,20 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(got, "right\n")
 
     def test_mouse_actions_are_accepted(self) -> None:
-        # Every helper reaches the server as a valid action; the pointer ends where asked. On
-        # the bare desktop in the top-left corner, away from the xterm: a middle click there
-        # would paste the selection into its shell and run it.
-        self.sb.double_click(30, 30)
-        self.sb.triple_click(31, 31)
-        self.sb.middle_click(32, 32)
-        self.sb.scroll(dy=2, x=33, y=33)
+        # Every helper reaches the server as a valid action; the pointer ends where asked.
+        self.sb.double_click(300, 300)
+        self.sb.triple_click(301, 301)
+        self.sb.middle_click(302, 302)
+        self.sb.scroll(dy=2, x=303, y=303)
         self.sb.scroll(dx=-1, dy=0)
         self.sb.mouse_press()
         self.sb.mouse_release()
-        self.sb.drag([(40, 40), (50, 60), (70, 80)])
-        self.assertEqual(self.sb.cursor(), (70, 80))
-        self.sb.right_click(90, 100)
-        self.assertEqual(self.sb.cursor(), (90, 100))
-        self.sb.press("Escape")  # close the desktop menu the right click opened
-        self.sb.left_click(20, 20)
+        self.sb.drag([(310, 310), (320, 330), (340, 350)])
+        self.assertEqual(self.sb.cursor(), (340, 350))
+        self.sb.right_click(400, 410)
+        self.assertEqual(self.sb.cursor(), (400, 410))
+        self.sb.press("Escape")  # close the xterm's menu if one opened
+        self.sb.left_click()
         self.sb.wait(10)
 
     def test_act_dialects(self) -> None:
