@@ -18,8 +18,8 @@ std::vector<std::string_view> segments(std::string_view path) {
     return out;
 }
 
-bool matches(std::string_view pattern, const std::vector<std::string_view>& parts) {
-    auto want = segments(pattern);
+bool matches(const std::vector<std::string_view>& want,
+             const std::vector<std::string_view>& parts) {
     for (std::size_t i = 0; i < want.size(); ++i) {
         const bool rest = want[i] == "{path}" && i + 1 == want.size();
         if (rest) return parts.size() >= i;  // "" and deeper paths alike
@@ -73,8 +73,15 @@ const ApiRoute* match_api_route(std::string_view path) {
     if (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
     auto parts = segments(path);
     if (path == "/") parts.clear();
-    for (const auto& route : api_routes()) {
-        if (route.path == "/" ? path == "/" : matches(route.path, parts)) return &route;
+    // The templates split once, not on every request.
+    static const std::vector<std::vector<std::string_view>> templates = [] {
+        std::vector<std::vector<std::string_view>> out;
+        for (const auto& route : api_routes()) out.push_back(segments(route.path));
+        return out;
+    }();
+    const auto& routes = api_routes();
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+        if (routes[i].path == "/" ? path == "/" : matches(templates[i], parts)) return &routes[i];
     }
     return nullptr;
 }
