@@ -70,6 +70,32 @@ const char* action_type_name(const Action& action) {
                       action);
 }
 
+const Target* target_of(const Action& action) {
+    return std::visit(
+        [](const auto& a) -> const Target* {
+            if constexpr (requires { a.target; })
+                return a.target ? &*a.target : nullptr;
+            else
+                return nullptr;
+        },
+        action);
+}
+
+void aim(Action& action, Point point) {
+    std::visit(
+        [&point](auto& a) {
+            using T = std::remove_cvref_t<decltype(a)>;
+            if constexpr (std::is_same_v<T, Move>) {
+                a.to = point;
+                a.target.reset();
+            } else if constexpr (requires { a.target; }) {
+                a.at = point;
+                a.target.reset();
+            }
+        },
+        action);
+}
+
 std::string coordinate_field(const Action& action, std::size_t index, int axis, Dialect dialect) {
     const bool is_drag = std::holds_alternative<Drag>(action);
     if (std::holds_alternative<Zoom>(action)) return "region" + index_suffix(index * 2 + axis);

@@ -41,26 +41,39 @@ struct KeyChord {
     friend bool operator==(const KeyChord&, const KeyChord&) = default;
 };
 
+// What a pointer action aims at when it names something on the screen instead of coordinates
+// (native dialect: "target": {"text": "OK"} or {"image": base64 PNG, ...}). The server finds it
+// just before the action runs and puts the point in; the agent never sees a target. `json` is
+// the target object as sent (the server checks its fields, the input layer only its shape).
+struct Target {
+    std::string json;
+    friend bool operator==(const Target&, const Target&) = default;
+};
+
 struct Click {
     std::optional<Point> at;  // absent: click where the pointer is
     Button button = Button::left;
-    int count = 1;                  // 1..3
-    std::vector<Keysym> hold_keys;  // held down around the click (e.g. shift-click)
+    int count = 1;                      // 1..3
+    std::vector<Keysym> hold_keys;      // held down around the click (e.g. shift-click)
+    std::optional<Target> target = {};  // instead of `at`
     friend bool operator==(const Click&, const Click&) = default;
 };
 struct Move {
     Point to;
     std::vector<Keysym> hold_keys = {};  // held down around the move (OpenAI's `keys`)
+    std::optional<Target> target = {};   // instead of `to` (then `to` is filled in)
     friend bool operator==(const Move&, const Move&) = default;
 };
 struct MouseDown {
     Button button = Button::left;
     std::optional<Point> at;
+    std::optional<Target> target = {};
     friend bool operator==(const MouseDown&, const MouseDown&) = default;
 };
 struct MouseUp {
     Button button = Button::left;
     std::optional<Point> at;
+    std::optional<Target> target = {};
     friend bool operator==(const MouseUp&, const MouseUp&) = default;
 };
 struct Drag {
@@ -74,6 +87,7 @@ struct Scroll {
     int dx = 0;               // wheel notches, + = right
     int dy = 0;               // wheel notches, + = down
     std::vector<Keysym> hold_keys;
+    std::optional<Target> target = {};  // instead of `at`
     friend bool operator==(const Scroll&, const Scroll&) = default;
 };
 struct Type {
@@ -159,6 +173,11 @@ enum class Dialect { native, anthropic, openai };
 // Calls fn(point, index) for every coordinate the action carries, in order: the optional
 // `at` / Move's `to` (index 0), each point of a Drag's path (index = position in path), or a
 // Zoom's corners (0, 1).
+// The action's target, if it has one (click, move, mouse_down, mouse_up, scroll).
+const Target* target_of(const Action& action);
+// Aims a targeted action at `point` (screen pixels) and drops its target.
+void aim(Action& action, Point point);
+
 template <typename Fn>
 void for_each_point(Action& action, Fn&& fn);
 template <typename Fn>

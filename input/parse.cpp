@@ -285,6 +285,17 @@ std::optional<Point> read_optional_xy(const Fields& f) {
     return Point{read_coordinate(*x, f.field("x")), read_coordinate(*y, f.field("y"))};
 }
 
+// "target": an object (the server checks what is in it); not together with x / y.
+std::optional<Target> read_target(const Fields& f) {
+    const json* value = f.optional("target");
+    if (!value) return std::nullopt;
+    if (!value->is_object())
+        throw ActionError(f.field("target"), "expected an object, " + got(*value));
+    for (const char* axis : {"x", "y"})
+        if (f.optional(axis)) throw ActionError(f.field(axis), "not allowed together with target");
+    return Target{value->dump()};
+}
+
 Point read_required_xy(const Fields& f) {
     return {read_coordinate(f.required("x"), f.field("x")),
             read_coordinate(f.required("y"), f.field("y"))};
@@ -316,9 +327,10 @@ Keysym read_single_key(const Fields& f) {
 const std::vector<ActionSpec>& native_specs() {
     static const std::vector<ActionSpec> specs = {
         {"click",
-         {"x", "y", "button", "count", "hold_keys"},
+         {"x", "y", "button", "count", "hold_keys", "target"},
          [](const Fields& f) -> Action {
              Click click;
+             click.target = read_target(f);
              click.at = read_optional_xy(f);
              click.button = read_native_button(f);
              if (const json* count = f.optional("count")) {
@@ -328,19 +340,23 @@ const std::vector<ActionSpec>& native_specs() {
              return click;
          }},
         {"move",
-         {"x", "y", "hold_keys"},
+         {"x", "y", "hold_keys", "target"},
          [](const Fields& f) -> Action {
+             if (auto target = read_target(f))
+                 return Move{Point{}, read_native_hold_keys(f), std::move(target)};
              return Move{read_required_xy(f), read_native_hold_keys(f)};
          }},
         {"mouse_down",
-         {"button", "x", "y"},
+         {"button", "x", "y", "target"},
          [](const Fields& f) -> Action {
-             return MouseDown{read_native_button(f), read_optional_xy(f)};
+             auto target = read_target(f);
+             return MouseDown{read_native_button(f), read_optional_xy(f), std::move(target)};
          }},
         {"mouse_up",
-         {"button", "x", "y"},
+         {"button", "x", "y", "target"},
          [](const Fields& f) -> Action {
-             return MouseUp{read_native_button(f), read_optional_xy(f)};
+             auto target = read_target(f);
+             return MouseUp{read_native_button(f), read_optional_xy(f), std::move(target)};
          }},
         {"drag",
          {"path", "button", "hold_keys"},
@@ -358,9 +374,10 @@ const std::vector<ActionSpec>& native_specs() {
              return drag;
          }},
         {"scroll",
-         {"x", "y", "dx", "dy", "hold_keys"},
+         {"x", "y", "dx", "dy", "hold_keys", "target"},
          [](const Fields& f) -> Action {
              Scroll scroll;
+             scroll.target = read_target(f);
              scroll.at = read_optional_xy(f);
              scroll.dx = read_scroll_notches(f, "dx");
              scroll.dy = read_scroll_notches(f, "dy");
@@ -746,6 +763,10 @@ void put_hold_keys(json& out, const std::vector<Keysym>& keys) {
     if (!keys.empty()) out["hold_keys"] = key_names(keys);
 }
 
+void put_target(json& out, const std::optional<Target>& target) {
+    if (target) out["target"] = json::parse(target->json);
+}
+
 }  // namespace
 
 Dialect parse_dialect(std::string_view name) {
@@ -889,14 +910,17 @@ json to_native_json(const Action& action) {
                 out["button"] = button_name(a.button);
                 out["count"] = a.count;
                 put_hold_keys(out, a.hold_keys);
+                put_target(out, a.target);
             } else if constexpr (std::is_same_v<T, Move>) {
-                put_point(out, a.to);
+                if (!a.target) put_point(out, a.to);
                 put_hold_keys(out, a.hold_keys);
+                put_target(out, a.target);
             } else if constexpr (std::is_same_v<T, Zoom>) {
                 out["region"] = {a.from.x, a.from.y, a.to.x, a.to.y};
             } else if constexpr (std::is_same_v<T, MouseDown> || std::is_same_v<T, MouseUp>) {
                 out["button"] = button_name(a.button);
                 put_point(out, a.at);
+                put_target(out, a.target);
             } else if constexpr (std::is_same_v<T, Drag>) {
                 json path = json::array();
                 for (const Point& p : a.path) path.push_back({p.x, p.y});
@@ -908,6 +932,7 @@ json to_native_json(const Action& action) {
                 out["dx"] = a.dx;
                 out["dy"] = a.dy;
                 put_hold_keys(out, a.hold_keys);
+                put_target(out, a.target);
             } else if constexpr (std::is_same_v<T, Type>) {
                 out["text"] = a.text;
             } else if constexpr (std::is_same_v<T, Key>) {

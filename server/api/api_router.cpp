@@ -304,6 +304,15 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         const bool with_screenshot = bool_query(query, "screenshot");
         return json_response(200, sandbox->actions(parse_body(request), dialect, with_screenshot));
     }
+    if (rest == "wait" || rest == "locate" || rest == "ocr" || rest == "compare") {
+        require_method(request, {http::verb::post});
+        allow_only(query, {});
+        json body = parse_body(request);
+        if (rest == "wait") return json_response(200, sandbox->wait(body));
+        if (rest == "locate") return json_response(200, sandbox->locate(body));
+        if (rest == "ocr") return json_response(200, sandbox->ocr(body));
+        return json_response(200, sandbox->compare(body));
+    }
     if (rest == "commands") {
         require_method(request, {http::verb::post});
         json body = parse_body(request);

@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include <boost/beast/core/detail/base64.hpp>
-
+#include "common/base64.hpp"
 #include "server/sandbox/api_error.hpp"
 
 namespace deskbox::server {
@@ -28,20 +27,10 @@ struct RpcFailure {
     std::string message;
 };
 
-std::string base64(std::string_view bytes) {
-    namespace b64 = boost::beast::detail::base64;
-    std::string out(b64::encoded_size(bytes.size()), '\0');
-    out.resize(b64::encode(out.data(), bytes.data(), bytes.size()));
-    return out;
-}
-
 std::string unbase64(const std::string& text) {
-    namespace b64 = boost::beast::detail::base64;
-    std::string out(b64::decoded_size(text.size()), '\0');
-    auto [written, read] = b64::decode(out.data(), text.data(), text.size());
-    if (read != text.size()) throw ApiError(400, "invalid_request", "not base64", "content");
-    out.resize(written);
-    return out;
+    auto bytes = base64_decode(text);
+    if (!bytes) throw ApiError(400, "invalid_request", "not base64", "content");
+    return std::move(*bytes);
 }
 
 bool is_utf8(const std::string& bytes) {
@@ -429,9 +418,9 @@ json McpServer::read_resource(Session& session, const std::string& uri) {
     auto sandbox = target(session, {{"sandbox_id", id}});
     auto image = sandbox->screenshot({});
     std::string bytes(image.bytes.begin(), image.bytes.end());
-    return {
-        {"contents",
-         json::array({{{"uri", uri}, {"mimeType", image.content_type}, {"blob", base64(bytes)}}})}};
+    return {{"contents", json::array({{{"uri", uri},
+                                       {"mimeType", image.content_type},
+                                       {"blob", base64_encode(bytes)}}})}};
 }
 
 std::shared_ptr<Sandbox> McpServer::target(Session& session, const json& arguments) const {
@@ -487,7 +476,7 @@ json McpServer::call_tool(Session& session, const std::string& name, const json&
         }
         auto image = sandbox->screenshot(options);
         std::string bytes(image.bytes.begin(), image.bytes.end());
-        return {{"content", json::array({image_content(base64(bytes), image.content_type)})},
+        return {{"content", json::array({image_content(base64_encode(bytes), image.content_type)})},
                 {"isError", false}};
     }
     if (name == "run_command") {
@@ -534,7 +523,7 @@ json McpServer::call_tool(Session& session, const std::string& name, const json&
                                           {"resource",
                                            {{"uri", "file://" + path},
                                             {"mimeType", "application/octet-stream"},
-                                            {"blob", base64(reply.body)}}}}})},
+                                            {"blob", base64_encode(reply.body)}}}}})},
                 {"isError", false}};
     }
     if (name == "write_file") {

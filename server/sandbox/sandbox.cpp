@@ -1,11 +1,11 @@
 #include "server/sandbox/sandbox.hpp"
 
+#include "common/base64.hpp"
+
 #include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/runtime_util.hpp"
 
 #include <sys/random.h>
-
-#include <boost/beast/core/detail/base64.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,13 +21,6 @@ std::string iso8601(SystemClock::time_point t) {
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
-}
-
-std::string base64(const std::vector<std::uint8_t>& bytes) {
-    namespace b64 = boost::beast::detail::base64;
-    std::string out(b64::encoded_size(bytes.size()), '\0');
-    out.resize(b64::encode(out.data(), bytes.data(), bytes.size()));
-    return out;
 }
 
 // The agent's error codes become HTTP statuses: its input errors are the client's fault.
@@ -189,7 +182,7 @@ void Sandbox::sync_guest(bool new_identity) {
     auto now_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(SystemClock::now().time_since_epoch())
             .count();
-    nlohmann::json params = {{"unix_time_ns", now_ns}, {"seed", base64(seed)}};
+    nlohmann::json params = {{"unix_time_ns", now_ns}, {"seed", base64_encode(seed)}};
     if (new_identity) params["hostname"] = config_.id;
     std::shared_ptr<protocol::RpcClient> client;
     {
@@ -724,10 +717,12 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
                                 bool with_screenshot) {
     std::vector<input::Action> parsed;
     std::string call_id;
+    TargetSpecs targets;
     try {
         auto request = input::parse_action_request(body, dialect);
         parsed = std::move(request.actions);
         call_id = std::move(request.call_id);
+        targets = read_targets(parsed, request.fields);
         for (std::size_t i = 0; i < parsed.size(); ++i) {
             const std::string& prefix = request.fields[i];
             if (scaler_)
@@ -759,9 +754,16 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
                               {"format", "png"},
                               {"width", image.width},
                               {"height", image.height},
-                              {"base64_image", base64(image.bytes)}};
+                              {"base64_image", base64_encode(image.bytes)}};
     };
+    std::vector<std::pair<std::size_t, nlohmann::json>> target_matches;
     for (std::size_t i = 0; i < parsed.size(); ++i) {
+        if (targets[i]) {
+            // Aimed at what is on the screen: the actions before it must have happened first.
+            flush();
+            segment_start = i;
+            target_matches.emplace_back(i, resolve_target(parsed[i], *targets[i]));
+        }
         const bool shot = std::holds_alternative<input::Screenshot>(parsed[i]);
         const auto* zoom = std::get_if<input::Zoom>(&parsed[i]);
         if (shot || zoom) {
@@ -775,6 +777,9 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
         segment.push_back(parsed[i]);
     }
     flush();
+    for (auto& [index, match] : target_matches)
+        if (index < results.size() && results[index].is_object())
+            results[index]["target"] = std::move(match);
     // Positions the agent reports are in screen pixels; the client thinks in API pixels.
     if (scaler_) {
         for (auto& r : results) {
@@ -790,7 +795,7 @@ nlohmann::json Sandbox::actions(const nlohmann::json& body, input::Dialect diale
     if (!with_screenshot) return answer;
     // What the agent loop sends back next: the screen after the actions, ready to paste.
     auto image = screenshot(api_sized());
-    std::string data = base64(image.bytes);
+    std::string data = base64_encode(image.bytes);
     answer["screenshot"] = image_result("screenshot", image);
     answer["screenshot"].erase("type");
     if (dialect == input::Dialect::anthropic) {

@@ -146,7 +146,33 @@ class Sandbox {
 
     void audit(const std::string& kind, const nlohmann::json& detail);
 
+    // ---- screen analysis (sandbox_analysis.cpp): on the mirror's frames, in API pixels ----
+    // The bodies and answers are in server/api/openapi.json; each throws ApiError.
+    nlohmann::json locate(const nlohmann::json& body);
+    nlohmann::json ocr(const nlohmann::json& body);
+    nlohmann::json compare(const nlohmann::json& body);
+    // Blocks until the condition holds or its timeout (answers matched:false); woken by the
+    // mirror's damage, never by polling.
+    nlohmann::json wait(const nlohmann::json& body);
+
+    // Opaque here; sandbox_analysis.cpp defines them.
+    struct ScreenView;
+    struct TargetSpec;
+    struct AnalysisState;
+
   private:
+    // The current frame at the size the client sees; `sync`: first ask the agent for what it
+    // has not sent yet (so it shows the last action's effect).
+    ScreenView screen_view(bool sync);
+    // The targets of a batch's actions (null where an action has none), read and checked
+    // before anything in the batch runs. `fields[i]`: where action i sat in the request.
+    using TargetSpecs = std::vector<std::shared_ptr<const TargetSpec>>;
+    TargetSpecs read_targets(const std::vector<input::Action>& actions,
+                             const std::vector<std::string>& fields);
+    // Finds the target (waiting for it up to its timeout) and aims the action there. Returns
+    // the match. 422 target_not_found if it does not appear.
+    nlohmann::json resolve_target(input::Action& action, const TargetSpec& spec);
+
     // A screenshot's options at the size the agent sees (its API resolution, if any).
     streaming::EncodeOptions api_sized() const;
     streaming::EncodedImage zoom_image(const input::Zoom& zoom);
@@ -195,6 +221,8 @@ class Sandbox {
     std::ofstream audit_;
 
     streaming::StreamHub streams_{mirror_};
+    static std::shared_ptr<AnalysisState> new_analysis_state();
+    std::shared_ptr<AnalysisState> analysis_ = new_analysis_state();  // OCR cache, waits
     SerialWorker input_worker_{512};  // stopped before what its jobs use goes away
 
     // VNC and recording read the mirror and feed the input worker: declared after both, so
