@@ -154,7 +154,7 @@ TEST(NativeDialect, RejectsInvalidActions) {
             {R"({"type":"left_click"})", "type", "unknown action 'left_click'"},
             // unknown and misplaced fields
             {R"({"type":"click","x":1,"y":2,"extra":1})", "extra",
-             "not a field of action 'click' (allowed: x, y, button, count, hold_keys)"},
+             "not a field of action 'click' (allowed: x, y, button, count, hold_keys, target)"},
             {R"({"type":"screenshot","x":1})", "x",
              "not a field of action 'screenshot' (it takes none)"},
             {R"({"type":"move","x":1,"y":2,"button":"left"})", "button",
@@ -273,6 +273,10 @@ TEST(NativeDialect, RoundTripsEveryActionType) {
         Drag{{{5, 5}, {6, 6}}, Button::right, {kShift}},
         Scroll{std::nullopt, 0, -5, {}},
         Scroll{Point{50, 60}, 3, 4, {kCtrl}},
+        Click{std::nullopt, Button::left, 2, {}, Target{R"({"text":"OK"})"}},
+        Move{{}, {}, Target{R"({"image":"iVBOR","threshold":0.8})"}},
+        MouseDown{Button::left, std::nullopt, Target{R"({"text":"a"})"}},
+        Scroll{std::nullopt, 0, 2, {}, Target{R"({"text":"list"})"}},
         Type{"multi\nline\ttext with ünïcødé and 😀"},
         Type{""},
         Key{{KeyChord{{kCtrl, kShift, XKB_KEY_t}}}},
@@ -1005,6 +1009,47 @@ TEST(Zoom, ParsesInEveryDialectThatHasItAndRoundTrips) {
             validate_on_screen(native, {400, 400}, "", Dialect::anthropic);
         },
         "region[2]", "x=499 is outside the 400x400 screen");
+}
+
+}  // namespace
+}  // namespace deskbox::input
+
+namespace deskbox::input {
+namespace {
+
+TEST(NativeDialect, TargetsReplaceCoordinatesAndAreAimedLater) {
+    Action click = parse_action(nlohmann::json::parse(R"({"type":"click","target":{"text":"OK"}})"),
+                                Dialect::native);
+    const Target* target = target_of(click);
+    ASSERT_NE(target, nullptr);
+    EXPECT_EQ(nlohmann::json::parse(target->json), nlohmann::json({{"text", "OK"}}));
+    EXPECT_FALSE(std::get<Click>(click).at);
+    aim(click, Point{30, 40});
+    EXPECT_EQ(target_of(click), nullptr);
+    EXPECT_EQ(std::get<Click>(click).at, (Point{30, 40}));
+    // A move needs x/y or a target.
+    Action move = parse_action(nlohmann::json::parse(R"({"type":"move","target":{"text":"a"}})"),
+                               Dialect::native);
+    aim(move, Point{1, 2});
+    EXPECT_EQ(std::get<Move>(move).to, (Point{1, 2}));
+    EXPECT_EQ(to_native_json(move), nlohmann::json::parse(R"({"type":"move","x":1,"y":2})"));
+    auto field_of = [](const char* text) {
+        try {
+            parse_action(nlohmann::json::parse(text), Dialect::native);
+        } catch (const ActionError& e) {
+            return e.field();
+        }
+        return std::string("(accepted)");
+    };
+    EXPECT_EQ(field_of(R"({"type":"click","x":3,"target":{"text":"a"}})"), "x");
+    EXPECT_EQ(field_of(R"({"type":"scroll","dy":1,"y":3,"target":{"text":"a"}})"), "y");
+    EXPECT_EQ(field_of(R"({"type":"click","target":"OK"})"), "target");
+    EXPECT_EQ(field_of(R"({"type":"drag","path":[[0,0],[1,1]],"target":{"text":"a"}})"), "target");
+    EXPECT_EQ(field_of(R"({"type":"move"})"), "x");
+    // Actions without a target have none, and aim() leaves them alone.
+    Action key =
+        parse_action(nlohmann::json::parse(R"({"type":"key","keys":"a"})"), Dialect::native);
+    EXPECT_EQ(target_of(key), nullptr);
 }
 
 }  // namespace
