@@ -23,11 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-// Thrown by --help anywhere: print the command's usage and exit 0.
-struct ShowHelp {
-    std::string text;
-};
-
 const char* const kMainUsage = R"(usage: deskbox [--server URL] [--api-key KEY] COMMAND [ARGS...]
 
 A client of deskboxd's HTTP API (default server http://127.0.0.1:8700; environment
@@ -43,8 +38,13 @@ Desktop:
   screenshot ID [-o FILE|-] [--format png|jpeg|webp] [--quality N] [--width N] [--height N]
   act ID 'JSON action or {"actions":[...]}'|- [--dialect native|anthropic|openai]
   click ID X Y [--button left|right|middle] [--count N]     move ID X Y
+  click ID --text TEXT|--image FILE [--index N] [--offset DX,DY]   (also move)
   scroll ID X Y DY [--dx N]      type ID TEXT      key ID COMBO (e.g. ctrl+shift+t)
   windows ID [--json]     cursor ID [--json]     clipboard get ID     clipboard set ID TEXT|-
+Seeing the screen:
+  wait ID [--until change|stable|image|text|gone] [--text T|--image F] [--region X,Y,W,H]
+  locate ID --text T|--image F.png [--region ...]    ocr ID [--region ...] [--json]
+  compare ID BASELINE.png [--mask X,Y,W,H]... [--tolerance N] [--diff OUT.png]
 Commands and files:
   exec ID [--env NAME=VALUE]... [--cwd DIR] [--timeout S] [--background] [-i] [--] CMD [ARG...]
   exec ID --shell 'LINE'
@@ -54,7 +54,8 @@ Other:
   demo [--template minimal] [-o demo.png] [--keep]    health    help [COMMAND]
   mcp [--sandbox ID | --create TEMPLATE]              (MCP over stdio)
 
-Exit codes: 0 ok, 1 API or connection error, 2 usage error; exec exits with the command's code.
+Exit codes: 0 ok, 1 API or connection error, 2 usage error, 3 no match (wait timed out, locate
+found nothing, compare differs); exec exits with the command's code.
 Run 'deskbox COMMAND --help' for a command's options.
 )";
 
@@ -86,8 +87,34 @@ const std::map<std::string, std::string> kUsage = {
     {"act",
      "usage: deskbox act ID JSON|- [--dialect native|anthropic|openai]\n"
      "Sends one action or {\"actions\":[...]} (- reads it from stdin) and prints the results."},
-    {"click", "usage: deskbox click ID X Y [--button left|right|middle] [--count N]"},
-    {"move", "usage: deskbox move ID X Y"},
+    {"click",
+     "usage: deskbox click ID X Y [--button left|right|middle] [--count N]\n"
+     "       deskbox click ID --text TEXT|--image FILE.png [--index N] [--offset DX,DY]\n"
+     "         [--region X,Y,W,H] [--threshold F] [--exact] [--timeout-ms N] [...]\n"
+     "With a target the server finds it on the screen (waiting up to --timeout-ms, default\n"
+     "5000) and clicks its centre; prints where."},
+    {"move",
+     "usage: deskbox move ID X Y\n"
+     "       deskbox move ID --text TEXT|--image FILE.png [target options as for click]"},
+    {"wait",
+     "usage: deskbox wait ID [--until change|stable|image|text|gone] [--text TEXT|--image FILE]\n"
+     "         [--region X,Y,W,H] [--timeout-ms N] [--stable-ms N] [--threshold F] [--json]\n"
+     "Returns as soon as the screen (or region) changes, has been still for --stable-ms, shows\n"
+     "the text or image, or no longer does (gone). Default --until: text or image when given,\n"
+     "else change; default --timeout-ms 10000. Exit 0 matched, 3 timed out."},
+    {"locate",
+     "usage: deskbox locate ID --image FILE.png|--text TEXT [--region X,Y,W,H] [--threshold F]\n"
+     "         [--max-results N] [--grayscale] [--exact] [--lang eng] [--json]\n"
+     "Prints X Y WIDTH HEIGHT and the score of each match, best first (text: in reading order).\n"
+     "Exit 3 when nothing matched."},
+    {"ocr",
+     "usage: deskbox ocr ID [--region X,Y,W,H] [--lang eng] [--min-confidence N] [--json]\n"
+     "Prints the text on the screen (--json: lines and words with boxes and confidence)."},
+    {"compare",
+     "usage: deskbox compare ID BASELINE.png [--region X,Y,W,H] [--mask X,Y,W,H]...\n"
+     "         [--tolerance N] [--diff OUT.png] [--json]\n"
+     "Compares the screen (or the region) with BASELINE: exit 0 identical, 3 different (the\n"
+     "changed boxes are printed). --diff saves the screen dimmed with the changes in red."},
     {"scroll", "usage: deskbox scroll ID X Y DY [--dx N]\nDY in wheel notches, positive = down."},
     {"type", "usage: deskbox type ID TEXT"},
     {"key", "usage: deskbox key ID COMBO\nCOMBO like enter, ctrl+c, ctrl+shift+t."},
@@ -167,29 +194,6 @@ std::string mode_text(const json& value) {
     }
     return text_of(value);
 }
-
-class Command {
-  public:
-    Command(Context& context, std::string name, const std::vector<std::string>& tokens,
-            std::vector<OptionSpec> options, std::optional<std::size_t> rest_after = {})
-        : name_(std::move(name)) {
-        options.push_back({"--server", ""});
-        options.push_back({"--api-key", ""});
-        options.push_back({"--help", "-h", false});
-        args = parse_args(name_, tokens, options, rest_after);
-        if (args.has("--help")) throw ShowHelp{usage_of(name_) + "\n"};
-        if (auto server = args.get("--server")) context.options.server = *server;
-        if (auto key = args.get("--api-key")) context.options.api_key = *key;
-    }
-    void expect(std::size_t min, std::size_t max) const {
-        expect_positionals(args, min, max, usage_of(name_));
-    }
-    const std::string& arg(std::size_t i) const { return args.positional.at(i); }
-    ParsedArgs args;
-
-  private:
-    std::string name_;
-};
 
 // --- sandboxes ---------------------------------------------------------------------------
 
@@ -395,24 +399,50 @@ long long coordinate(const std::string& text, const char* what) {
     return parse_integer(text, what, -(1LL << 30), 1LL << 30);
 }
 
+// X Y, or a target (--text, --image ...) the server finds on the screen.
+json pointer_action(const Command& c, const char* type) {
+    json action = {{"type", type}};
+    if (auto target = target_of(c.args)) {
+        if (c.args.positional.size() != 1)
+            throw UsageError("give X Y or a target (--text, --image), not both", usage_of(type));
+        action["target"] = *target;
+        return action;
+    }
+    if (c.args.positional.size() != 3) throw UsageError("expected ID X Y", usage_of(type));
+    action["x"] = coordinate(c.arg(1), "X");
+    action["y"] = coordinate(c.arg(2), "Y");
+    return action;
+}
+
+std::vector<OptionSpec> plus_targets(std::vector<OptionSpec> options) {
+    const auto& more = target_options();
+    options.insert(options.end(), more.begin(), more.end());
+    return options;
+}
+
+void print_target(Context& context, const json& answer) {
+    const json results = answer.value("results", json::array());
+    if (!results.empty() && results[0].contains("target")) {
+        const json& hit = results[0]["target"];
+        context.out << "at " << hit["center"][0] << " " << hit["center"][1] << "\n";
+    }
+}
+
 int cmd_click(Context& context, const std::vector<std::string>& tokens) {
-    Command c(context, "click", tokens, {{"--button", ""}, {"--count", ""}});
-    c.expect(3, 3);
-    json action = {
-        {"type", "click"}, {"x", coordinate(c.arg(1), "X")}, {"y", coordinate(c.arg(2), "Y")}};
+    Command c(context, "click", tokens, plus_targets({{"--button", ""}, {"--count", ""}}));
+    c.expect(1, 3);
+    json action = pointer_action(c, "click");
     if (auto button = c.args.get("--button")) action["button"] = *button;
     if (auto count = c.args.get("--count"))
         action["count"] = parse_integer(*count, "--count", 1, 3);
-    post_actions(context, c.arg(0), action);
+    print_target(context, post_actions(context, c.arg(0), action));
     return kExitOk;
 }
 
 int cmd_move(Context& context, const std::vector<std::string>& tokens) {
-    Command c(context, "move", tokens, {});
-    c.expect(3, 3);
-    post_actions(
-        context, c.arg(0),
-        {{"type", "move"}, {"x", coordinate(c.arg(1), "X")}, {"y", coordinate(c.arg(2), "Y")}});
+    Command c(context, "move", tokens, plus_targets({}));
+    c.expect(1, 3);
+    print_target(context, post_actions(context, c.arg(0), pointer_action(c, "move")));
     return kExitOk;
 }
 
@@ -675,6 +705,10 @@ const std::map<std::string, CommandFunction>& commands() {
         {"exec", cmd_exec},
         {"files", cmd_files},
         {"health", cmd_health},
+        {"wait", command_wait},
+        {"locate", command_locate},
+        {"ocr", command_ocr},
+        {"compare", command_compare},
         {"demo", command_demo},
         {"mcp", command_mcp},
     };
@@ -684,6 +718,22 @@ const std::map<std::string, CommandFunction>& commands() {
 }  // namespace
 
 // --- shared helpers ------------------------------------------------------------------------
+
+Command::Command(Context& context, std::string name, const std::vector<std::string>& tokens,
+                 std::vector<OptionSpec> options, std::optional<std::size_t> rest_after)
+    : name_(std::move(name)) {
+    options.push_back({"--server", ""});
+    options.push_back({"--api-key", ""});
+    options.push_back({"--help", "-h", false});
+    args = parse_args(name_, tokens, options, rest_after);
+    if (args.has("--help")) throw ShowHelp{usage_of(name_) + "\n"};
+    if (auto server = args.get("--server")) context.options.server = *server;
+    if (auto key = args.get("--api-key")) context.options.api_key = *key;
+}
+
+void Command::expect(std::size_t min, std::size_t max) const {
+    expect_positionals(args, min, max, usage_of(name_));
+}
 
 const std::string& usage_of(const std::string& command) {
     static const std::string none;

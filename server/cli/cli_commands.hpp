@@ -17,6 +17,7 @@ namespace deskbox::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitApiError = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNoMatch = 3;  // wait timed out, locate found nothing, compare differs
 
 struct Environment {
     std::optional<std::string> server;   // DESKBOX_SERVER
@@ -57,7 +58,35 @@ std::string required_string(const nlohmann::json& object, const char* key,
 // The POST /v1/sandboxes body from create's (and demo's) options.
 nlohmann::json create_request(const ParsedArgs& args);
 
+// Thrown by --help anywhere: print the command's usage and exit 0.
+struct ShowHelp {
+    std::string text;
+};
+
+// One command's parsed arguments, with the options every command takes (--server, --api-key,
+// --help) handled: they update `context` or throw ShowHelp.
+class Command {
+  public:
+    Command(Context& context, std::string name, const std::vector<std::string>& tokens,
+            std::vector<OptionSpec> options, std::optional<std::size_t> rest_after = {});
+    void expect(std::size_t min, std::size_t max) const;  // positional count, else UsageError
+    const std::string& arg(std::size_t i) const { return args.positional.at(i); }
+    ParsedArgs args;
+
+  private:
+    std::string name_;
+};
+
 int command_demo(Context& context, const std::vector<std::string>& tokens);
+// Screen analysis (cli_screen.cpp).
+int command_wait(Context& context, const std::vector<std::string>& tokens);
+int command_locate(Context& context, const std::vector<std::string>& tokens);
+int command_ocr(Context& context, const std::vector<std::string>& tokens);
+int command_compare(Context& context, const std::vector<std::string>& tokens);
+// The options that aim click and move at an image or a text (--image, --text, --index, ...),
+// and the action's "target" they make (nullopt without --image or --text).
+const std::vector<OptionSpec>& target_options();
+std::optional<nlohmann::json> target_of(const ParsedArgs& args);
 int command_mcp(Context& context, const std::vector<std::string>& tokens);
 
 }  // namespace deskbox::cli

@@ -22,21 +22,10 @@ json bridge_error(const json& id, const std::string& message) {
 }  // namespace
 
 int command_mcp(Context& context, const std::vector<std::string>& tokens) {
-    ParsedArgs args = parse_args("mcp", tokens,
-                                 {{"--sandbox", ""},
-                                  {"--create", ""},
-                                  {"--runtime", ""},
-                                  {"--token", ""},
-                                  {"--server", ""},
-                                  {"--api-key", ""},
-                                  {"--help", "-h", false}});
-    if (args.has("--help")) {
-        context.out << usage_of("mcp") << "\n";
-        return kExitOk;
-    }
-    expect_positionals(args, 0, 0, usage_of("mcp"));
-    if (auto server = args.get("--server")) context.options.server = *server;
-    if (auto key = args.get("--api-key")) context.options.api_key = *key;
+    Command c(context, "mcp", tokens,
+              {{"--sandbox", ""}, {"--create", ""}, {"--runtime", ""}, {"--token", ""}});
+    c.expect(0, 0);
+    const ParsedArgs& args = c.args;
     if (args.has("--sandbox") && args.has("--create"))
         throw UsageError("give --sandbox ID or --create TEMPLATE, not both", usage_of("mcp"));
     client::ApiClient& api = context.client();

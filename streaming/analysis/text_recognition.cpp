@@ -24,6 +24,9 @@ constexpr int kRuleLength = 40;      // straight runs this long are borders, not
 constexpr int kMinTextHeight = 5;    // px; smaller pieces are specks
 constexpr int kMaxTextHeight = 100;  // px; larger ones are pictures
 constexpr std::size_t kMaxIdleEngines = 4;
+// White around the page: Tesseract misreads text that touches the image's edge (a region cut
+// tight around a line read "sb-0d0b" as "sb-0@d0b").
+constexpr int kMargin = 16;
 
 void check_language(const std::string& lang) {
     if (lang.empty() || lang.size() > 64)
@@ -69,8 +72,10 @@ cv::Mat prepare_page(const ImageView& image) {
         cv::normalize(dark_on_light, dark_on_light, 0, 255, cv::NORM_MINMAX);
         dark_on_light.copyTo(page(r));
     }
-    cv::Mat scaled;
-    cv::resize(page, scaled, {}, kUpscale, kUpscale, cv::INTER_CUBIC);
+    cv::Mat framed, scaled;
+    cv::copyMakeBorder(page, framed, kMargin, kMargin, kMargin, kMargin, cv::BORDER_CONSTANT,
+                       cv::Scalar(255));
+    cv::resize(framed, scaled, {}, kUpscale, kUpscale, cv::INTER_CUBIC);
     return scaled;
 }
 
@@ -217,7 +222,7 @@ OcrResult TextRecognizer::recognize(const ImageView& image, const std::string& l
                     result.lines.empty() || it->IsAtBeginningOf(tesseract::RIL_TEXTLINE);
                 int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
                 it->BoundingBox(tesseract::RIL_WORD, &x0, &y0, &x1, &y1);
-                streaming::Rect box{int(x0 / kUpscale), int(y0 / kUpscale),
+                streaming::Rect box{int(x0 / kUpscale) - kMargin, int(y0 / kUpscale) - kMargin,
                                     int((x1 - x0) / kUpscale + 0.5),
                                     int((y1 - y0) / kUpscale + 0.5)};
                 box = intersect(box, {0, 0, image.width, image.height});

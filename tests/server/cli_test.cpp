@@ -330,9 +330,9 @@ TEST_F(CliTest, CreateTakesANetworkPolicy) {
     server.set_handler([](const RecordedRequest&) {
         return json_answer({{"id", "sb-n"}, {"state", "running"}}, 201);
     });
-    RunResult result = run({"create", "--allow", "example.org", "--allow", "*.cdn.example",
-                            "--allow", "10.1.0.0/16", "--deny", "ads.example.org",
-                            "--egress-kbps", "800"});
+    RunResult result =
+        run({"create", "--allow", "example.org", "--allow", "*.cdn.example", "--allow",
+             "10.1.0.0/16", "--deny", "ads.example.org", "--egress-kbps", "800"});
     ASSERT_EQ(result.status.exit_code, 0) << result.err;
     json body = only_request().json_body();
     EXPECT_EQ(body["network"], json({{"allow", {"example.org", "*.cdn.example", "10.1.0.0/16"}},
@@ -358,7 +358,8 @@ TEST_F(CliTest, PortsListsWhatListensWithItsUrl) {
     });
     RunResult result = run({"ports", "sb-p"});
     ASSERT_EQ(result.status.exit_code, 0) << result.err;
-    EXPECT_NE(result.out.find("8000\t0.0.0.0\t" + server.url() + "/v1/sandboxes/sb-p/ports/8000/?token=ctl\n"),
+    EXPECT_NE(result.out.find("8000\t0.0.0.0\t" + server.url() +
+                              "/v1/sandboxes/sb-p/ports/8000/?token=ctl\n"),
               std::string::npos)
         << result.out;
     EXPECT_NE(result.out.find("5432\t127.0.0.1\t"), std::string::npos);
@@ -788,6 +789,119 @@ TEST_F(CliTest, FilesPutUploadsTheBytesExactly) {
     EXPECT_EQ(requests[0].body.size(), blob.size());
     EXPECT_TRUE(requests[0].body == blob);
     EXPECT_TRUE(requests[1].body == blob.substr(0, 1000));
+}
+
+// --- seeing the screen -----------------------------------------------------------------------
+
+TEST_F(CliTest, WaitLocateOcrAndCompareSendTheirBodiesAndExitThreeOnNoMatch) {
+    const std::string png = "\x89PNG\r\n\x1a\n fake bytes";
+    fs::path image = temp.path() / "button.png";
+    write_file(image, png);
+    server.set_handler([](const RecordedRequest& request) {
+        if (request.target.find("/wait") != std::string::npos) {
+            const bool text = request.json_body().value("until", "") == "text";
+            return json_answer({{"matched", text},
+                                {"until", request.json_body()["until"]},
+                                {"elapsed_ms", 12},
+                                {"frame_version", 3}});
+        }
+        if (request.target.find("/locate") != std::string::npos) {
+            json matches = json::array();
+            if (request.json_body().contains("text"))
+                matches.push_back({{"x", 1},
+                                   {"y", 2},
+                                   {"width", 3},
+                                   {"height", 4},
+                                   {"score", 0.9},
+                                   {"center", {2, 4}},
+                                   {"text", "OK"}});
+            return json_answer({{"matches", matches}, {"frame_version", 3}, {"elapsed_ms", 1}});
+        }
+        if (request.target.find("/ocr") != std::string::npos)
+            return json_answer(
+                {{"text", "hello\nworld"}, {"lines", json::array()}, {"words", json::array()}});
+        return json_answer({{"identical", false},
+                            {"changed_pixels", 6},
+                            {"ssim", 0.5},
+                            {"changed", {{1, 2, 3, 2}}},
+                            {"diff_image", "aGVsbG8="}});
+    });
+    RunResult waited = run({"wait", "sb", "--text", "Save", "--timeout-ms", "2500"});
+    EXPECT_EQ(waited.status.exit_code, 0) << waited.err;
+    EXPECT_EQ(waited.out, "matched after 12 ms\n");
+    RunResult stable =
+        run({"wait", "sb", "--until", "stable", "--stable-ms", "50", "--region", "1,2,30,40"});
+    EXPECT_EQ(stable.status.exit_code, 3);
+    EXPECT_EQ(stable.out, "timed out after 12 ms\n");
+    RunResult found = run({"locate", "sb", "--text", "OK", "--exact"});
+    EXPECT_EQ(found.status.exit_code, 0) << found.err;
+    EXPECT_EQ(found.out, "1 2 3 4 score 0.9 OK\n");
+    RunResult none = run({"locate", "sb", "--image", image.string(), "--threshold", "0.8",
+                          "--grayscale", "--max-results", "2"});
+    EXPECT_EQ(none.status.exit_code, 3);
+    RunResult read = run({"ocr", "sb", "--region", "0,0,100,50"});
+    EXPECT_EQ(read.out, "hello\nworld\n");
+    fs::path diff = temp.path() / "diff.png";
+    RunResult compared = run({"compare", "sb", image.string(), "--mask", "0,0,5,5", "--mask",
+                              "9,9,1,1", "--tolerance", "4", "--diff", diff.string()});
+    EXPECT_EQ(compared.status.exit_code, 3);
+    EXPECT_NE(compared.out.find("changed 1,2,3,2"), std::string::npos) << compared.out;
+    std::ifstream diff_file(diff, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(diff_file), {}), "hello");
+
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 6u);
+    EXPECT_EQ(requests[0].line(), "POST /v1/sandboxes/sb/wait");
+    EXPECT_EQ(requests[0].json_body(),
+              json({{"until", "text"}, {"text", "Save"}, {"timeout_ms", 2500}}));
+    EXPECT_EQ(requests[1].json_body(), json({{"until", "stable"},
+                                             {"stable_ms", 50},
+                                             {"region", {1, 2, 30, 40}},
+                                             {"timeout_ms", 10000}}));
+    EXPECT_EQ(requests[2].json_body(), json({{"text", "OK"}, {"exact", true}}));
+    json locate = requests[3].json_body();
+    EXPECT_EQ(locate["threshold"], 0.8);
+    EXPECT_EQ(locate["grayscale"], true);
+    EXPECT_EQ(locate["max_results"], 2);
+    // The image goes as base64 of the file's bytes ("iVBORw0KGgo" is base64 of the signature).
+    EXPECT_EQ(locate["image"].get<std::string>().rfind("iVBORw0KGgo", 0), 0u) << locate.dump();
+    EXPECT_EQ(requests[4].json_body(), json({{"region", {0, 0, 100, 50}}}));
+    json compare = requests[5].json_body();
+    EXPECT_EQ(compare["mask"], json({{0, 0, 5, 5}, {9, 9, 1, 1}}));
+    EXPECT_EQ(compare["tolerance"], 4);
+    EXPECT_EQ(compare["diff"], true);
+    EXPECT_EQ(compare["baseline"], locate["image"]);
+
+    EXPECT_EQ(run({"locate", "sb", "--region", "1,2,3"}).status.exit_code, 2);
+    EXPECT_EQ(run({"compare", "sb"}).status.exit_code, 2);
+    EXPECT_EQ(
+        run({"locate", "sb", "--image", (temp.path() / "absent.png").string()}).status.exit_code,
+        1);
+}
+
+TEST_F(CliTest, ClickAndMoveAimAtATargetInsteadOfCoordinates) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer(
+            {{"results", {{{"target", {{"center", {40, 50}}, {"x", 30}, {"y", 45}}}}}}});
+    });
+    RunResult clicked = run({"click", "sb", "--text", "Save As", "--index", "1", "--offset", "5,-2",
+                             "--timeout-ms", "900", "--count", "2"});
+    EXPECT_EQ(clicked.status.exit_code, 0) << clicked.err;
+    EXPECT_EQ(clicked.out, "at 40 50\n");
+    RunResult moved = run({"move", "sb", "--text", "File"});
+    EXPECT_EQ(moved.status.exit_code, 0) << moved.err;
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_EQ(
+        requests[0].json_body(),
+        json({{"type", "click"},
+              {"count", 2},
+              {"target",
+               {{"text", "Save As"}, {"index", 1}, {"offset", {5, -2}}, {"timeout_ms", 900}}}}));
+    EXPECT_EQ(requests[1].json_body(), json({{"type", "move"}, {"target", {{"text", "File"}}}}));
+    EXPECT_EQ(run({"click", "sb", "1", "2", "--text", "x"}).status.exit_code, 2);
+    EXPECT_EQ(run({"click", "sb"}).status.exit_code, 2);
+    EXPECT_EQ(run({"click", "sb", "--text", "x", "--offset", "5"}).status.exit_code, 2);
 }
 
 TEST_F(CliTest, FilesLsAndRm) {
