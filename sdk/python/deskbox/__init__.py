@@ -6,6 +6,8 @@
         sb.left_click(400, 300)
         sb.write("hello")
         png = sb.screenshot()
+        sb.click_text("OK")                     # or sb.left_click(target=Target(image="ok.png"))
+        print(sb.ocr().text, sb.wait_for_text("Saved", timeout_ms=5000).matched)
 """
 
 from .errors import (
@@ -22,6 +24,7 @@ from .errors import (
     RateLimitError,
     SandboxError,
     SandboxPausedError,
+    TargetNotFoundError,
     TimeoutError,
 )
 from .sandbox import (
@@ -33,6 +36,17 @@ from .sandbox import (
     SandboxInfo,
     Window,
 )
+from .vision import (
+    CompareResult,
+    Match,
+    Matches,
+    OcrLine,
+    OcrResult,
+    OcrWord,
+    Target,
+    WaitResult,
+    WaitTimeoutError,
+)
 
 __version__ = "0.1.0"
 
@@ -42,13 +56,19 @@ __all__ = [
     "BadRequestError",
     "CommandExitError",
     "CommandResult",
+    "CompareResult",
     "ConflictError",
     "ConnectionFailedError",
     "DeskboxError",
     "FileEntry",
     "InvalidActionError",
     "InvalidArgumentError",
+    "Match",
+    "Matches",
     "NotFoundError",
+    "OcrLine",
+    "OcrResult",
+    "OcrWord",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitError",
@@ -56,7 +76,11 @@ __all__ = [
     "SandboxError",
     "SandboxInfo",
     "SandboxPausedError",
+    "Target",
+    "TargetNotFoundError",
     "TimeoutError",
+    "WaitResult",
+    "WaitTimeoutError",
     "Window",
     "__version__",
 ]

@@ -14,10 +14,21 @@ underlying `Sandbox` for anything not wrapped here.
 from __future__ import annotations
 
 import asyncio
+import functools
 from types import TracebackType
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Type, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, Union
 
 from .sandbox import Action, CommandResult, FileEntry, Point, Sandbox, SandboxInfo, Window
+from .vision import (
+    CompareResult,
+    ImageInput,
+    Match,
+    Matches,
+    OcrResult,
+    RegionLike,
+    Target,
+    WaitResult,
+)
 
 
 class _AsyncCommands:
@@ -157,30 +168,76 @@ class AsyncSandbox:
         """See `Sandbox.act`."""
         return await asyncio.to_thread(self.sync.act, actions, dialect)
 
-    async def left_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+    async def left_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                         target: Optional[Target] = None) -> Optional[Match]:
         """See `Sandbox.left_click`."""
-        await asyncio.to_thread(self.sync.left_click, x, y)
+        return await asyncio.to_thread(self.sync.left_click, x, y, target=target)
 
-    async def right_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+    async def right_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                          target: Optional[Target] = None) -> Optional[Match]:
         """See `Sandbox.right_click`."""
-        await asyncio.to_thread(self.sync.right_click, x, y)
+        return await asyncio.to_thread(self.sync.right_click, x, y, target=target)
 
-    async def double_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
+    async def middle_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                           target: Optional[Target] = None) -> Optional[Match]:
+        """See `Sandbox.middle_click`."""
+        return await asyncio.to_thread(self.sync.middle_click, x, y, target=target)
+
+    async def double_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                           target: Optional[Target] = None) -> Optional[Match]:
         """See `Sandbox.double_click`."""
-        await asyncio.to_thread(self.sync.double_click, x, y)
+        return await asyncio.to_thread(self.sync.double_click, x, y, target=target)
 
-    async def move_mouse(self, x: int, y: int) -> None:
+    async def triple_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                           target: Optional[Target] = None) -> Optional[Match]:
+        """See `Sandbox.triple_click`."""
+        return await asyncio.to_thread(self.sync.triple_click, x, y, target=target)
+
+    async def click_text(self, text: str, *, button: str = "left", count: int = 1,
+                         index: Optional[int] = None, offset: Optional[Tuple[int, int]] = None,
+                         region: Optional[RegionLike] = None, exact: Optional[bool] = None,
+                         lang: Optional[str] = None, timeout_ms: Optional[int] = None) -> Match:
+        """See `Sandbox.click_text`."""
+        return await asyncio.to_thread(functools.partial(
+            self.sync.click_text, text, button=button, count=count, index=index, offset=offset,
+            region=region, exact=exact, lang=lang, timeout_ms=timeout_ms))
+
+    async def click_image(self, image: ImageInput, *, button: str = "left", count: int = 1,
+                          index: Optional[int] = None, offset: Optional[Tuple[int, int]] = None,
+                          region: Optional[RegionLike] = None, threshold: Optional[float] = None,
+                          grayscale: Optional[bool] = None,
+                          scales: Optional[Sequence[float]] = None,
+                          timeout_ms: Optional[int] = None) -> Match:
+        """See `Sandbox.click_image`."""
+        return await asyncio.to_thread(functools.partial(
+            self.sync.click_image, image, button=button, count=count, index=index,
+            offset=offset, region=region, threshold=threshold, grayscale=grayscale,
+            scales=scales, timeout_ms=timeout_ms))
+
+    async def move_mouse(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                         target: Optional[Target] = None) -> Optional[Match]:
         """See `Sandbox.move_mouse`."""
-        await asyncio.to_thread(self.sync.move_mouse, x, y)
+        return await asyncio.to_thread(self.sync.move_mouse, x, y, target=target)
+
+    async def mouse_press(self, button: str = "left", *,
+                          target: Optional[Target] = None) -> Optional[Match]:
+        """See `Sandbox.mouse_press`."""
+        return await asyncio.to_thread(self.sync.mouse_press, button, target=target)
+
+    async def mouse_release(self, button: str = "left", *,
+                            target: Optional[Target] = None) -> Optional[Match]:
+        """See `Sandbox.mouse_release`."""
+        return await asyncio.to_thread(self.sync.mouse_release, button, target=target)
 
     async def drag(self, path: Sequence[Point], button: str = "left") -> None:
         """See `Sandbox.drag`."""
         await asyncio.to_thread(self.sync.drag, path, button)
 
     async def scroll(self, dx: int = 0, dy: int = 1, x: Optional[int] = None,
-                     y: Optional[int] = None) -> None:
+                     y: Optional[int] = None, *,
+                     target: Optional[Target] = None) -> Optional[Match]:
         """See `Sandbox.scroll`."""
-        await asyncio.to_thread(self.sync.scroll, dx, dy, x, y)
+        return await asyncio.to_thread(self.sync.scroll, dx, dy, x, y, target=target)
 
     async def write(self, text: str) -> None:
         """See `Sandbox.write`."""
@@ -190,5 +247,93 @@ class AsyncSandbox:
         """See `Sandbox.press`."""
         await asyncio.to_thread(self.sync.press, keys)
 
+    async def wait(self, ms: int) -> None:
+        """See `Sandbox.wait`."""
+        await asyncio.to_thread(self.sync.wait, ms)
 
-__all__ = ["AsyncSandbox", "CommandResult"]
+    # -- seeing the screen -----------------------------------------------------------------
+    async def locate(self, image: Optional[ImageInput] = None, text: Optional[str] = None, *,
+                     region: Optional[RegionLike] = None, threshold: Optional[float] = None,
+                     max_results: Optional[int] = None, scales: Optional[Sequence[float]] = None,
+                     grayscale: Optional[bool] = None, exact: Optional[bool] = None,
+                     lang: Optional[str] = None) -> Matches:
+        """See `Sandbox.locate`."""
+        return await asyncio.to_thread(functools.partial(
+            self.sync.locate, image, text, region=region, threshold=threshold,
+            max_results=max_results, scales=scales, grayscale=grayscale, exact=exact,
+            lang=lang))
+
+    async def ocr(self, region: Optional[RegionLike] = None, lang: Optional[str] = None,
+                  min_confidence: Optional[float] = None) -> OcrResult:
+        """See `Sandbox.ocr`."""
+        return await asyncio.to_thread(self.sync.ocr, region, lang, min_confidence)
+
+    async def compare(self, baseline: ImageInput, *, region: Optional[RegionLike] = None,
+                      mask: Optional[Iterable[RegionLike]] = None,
+                      tolerance: Optional[int] = None, diff: bool = False) -> CompareResult:
+        """See `Sandbox.compare`."""
+        return await asyncio.to_thread(functools.partial(
+            self.sync.compare, baseline, region=region, mask=mask, tolerance=tolerance,
+            diff=diff))
+
+    async def wait_for(self, until: str, *, region: Optional[RegionLike] = None,
+                       timeout_ms: Optional[int] = None, stable_ms: Optional[int] = None,
+                       since: Optional[int] = None, image: Optional[ImageInput] = None,
+                       text: Optional[str] = None, threshold: Optional[float] = None,
+                       scales: Optional[Sequence[float]] = None,
+                       grayscale: Optional[bool] = None, exact: Optional[bool] = None,
+                       lang: Optional[str] = None, check: bool = False) -> WaitResult:
+        """See `Sandbox.wait_for`."""
+        return await asyncio.to_thread(functools.partial(
+            self.sync.wait_for, until, region=region, timeout_ms=timeout_ms,
+            stable_ms=stable_ms, since=since, image=image, text=text, threshold=threshold,
+            scales=scales, grayscale=grayscale, exact=exact, lang=lang, check=check))
+
+    async def wait_for_text(self, text: str, *, timeout_ms: Optional[int] = None,
+                            region: Optional[RegionLike] = None, exact: Optional[bool] = None,
+                            lang: Optional[str] = None, check: bool = False) -> WaitResult:
+        """See `Sandbox.wait_for_text`."""
+        return await self.wait_for("text", text=text, timeout_ms=timeout_ms, region=region,
+                                   exact=exact, lang=lang, check=check)
+
+    async def wait_for_image(self, image: ImageInput, *, timeout_ms: Optional[int] = None,
+                             region: Optional[RegionLike] = None,
+                             threshold: Optional[float] = None,
+                             scales: Optional[Sequence[float]] = None,
+                             grayscale: Optional[bool] = None,
+                             check: bool = False) -> WaitResult:
+        """See `Sandbox.wait_for_image`."""
+        return await self.wait_for("image", image=image, timeout_ms=timeout_ms, region=region,
+                                   threshold=threshold, scales=scales, grayscale=grayscale,
+                                   check=check)
+
+    async def wait_for_change(self, *, since: Optional[int] = None,
+                              region: Optional[RegionLike] = None,
+                              timeout_ms: Optional[int] = None,
+                              check: bool = False) -> WaitResult:
+        """See `Sandbox.wait_for_change`."""
+        return await self.wait_for("change", since=since, region=region,
+                                   timeout_ms=timeout_ms, check=check)
+
+    async def wait_until_stable(self, stable_ms: Optional[int] = None, *,
+                                region: Optional[RegionLike] = None,
+                                timeout_ms: Optional[int] = None,
+                                check: bool = False) -> WaitResult:
+        """See `Sandbox.wait_until_stable`."""
+        return await self.wait_for("stable", stable_ms=stable_ms, region=region,
+                                   timeout_ms=timeout_ms, check=check)
+
+    async def wait_until_gone(self, text: Optional[str] = None,
+                              image: Optional[ImageInput] = None, *,
+                              timeout_ms: Optional[int] = None,
+                              region: Optional[RegionLike] = None,
+                              threshold: Optional[float] = None,
+                              scales: Optional[Sequence[float]] = None,
+                              grayscale: Optional[bool] = None, exact: Optional[bool] = None,
+                              lang: Optional[str] = None, check: bool = False) -> WaitResult:
+        """See `Sandbox.wait_until_gone`."""
+        return await self.wait_for("gone", text=text, image=image, timeout_ms=timeout_ms,
+                                   region=region, threshold=threshold, scales=scales,
+                                   grayscale=grayscale, exact=exact, lang=lang, check=check)
+
+__all__ = ["AsyncSandbox", "CommandResult", "Target"]

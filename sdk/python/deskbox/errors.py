@@ -85,6 +85,12 @@ class SandboxPausedError(ConflictError):
     """HTTP 409 ``sandbox_paused``: resume the sandbox first."""
 
 
+class TargetNotFoundError(DeskboxError):
+    """HTTP 422 ``target_not_found``: what an action aimed at (``target`` text or image) did not
+    appear on the screen within its ``timeout_ms``. ``field`` names the target (``"target"`` or
+    ``"actions[2].target"``); the actions before it in the batch have run."""
+
+
 class PayloadTooLargeError(DeskboxError):
     """HTTP 413."""
 
@@ -115,6 +121,7 @@ _BY_STATUS: Dict[int, Type[DeskboxError]] = {
 _BY_CODE: Dict[str, Type[DeskboxError]] = {
     "invalid_action": InvalidActionError,
     "sandbox_paused": SandboxPausedError,
+    "target_not_found": TargetNotFoundError,
 }
 
 

@@ -20,6 +20,20 @@ from typing import (
 
 from ._http import HttpClient
 from .errors import ConflictError, DeskboxError, NotFoundError
+from .vision import (
+    CompareResult,
+    ImageInput,
+    Match,
+    Matches,
+    OcrResult,
+    RegionLike,
+    Target,
+    WaitResult,
+    WaitTimeoutError,
+    encode_image,
+    region_json,
+    search_body,
+)
 
 Action = Dict[str, Any]
 Point = Tuple[int, int]
@@ -549,63 +563,112 @@ class Sandbox:
         Returns one result per action: ``{}`` for most, ``{"x","y"}`` for a cursor position,
         ``{"type": "screenshot", "base64_image", "width", "height", "format"}`` for a screenshot.
         Raises InvalidActionError (``field`` names the bad field) before anything runs.
+
+        An action's ``target`` may be a `Target` (it is turned into the API's object); an
+        action that aims at one carries the match in its result (``{"target": {...}}``) and a
+        target that does not appear raises `TargetNotFoundError` (the actions before it ran).
         """
-        body: Any = actions if isinstance(actions, Mapping) else {"actions": list(actions)}
+        if isinstance(actions, Mapping):
+            body: Any = _with_target(actions)
+        else:
+            body = {"actions": [_with_target(a) for a in actions]}
         query = None if dialect == "native" else {"dialect": dialect}
         j = self._http.json("POST", self._path("/actions"), query=query, json_body=body)
         return list(j.get("results", []))
 
-    def _click(self, button: str, count: int, x: Optional[int], y: Optional[int]) -> None:
+    def _aimed(self, a: Action, x: Optional[int], y: Optional[int],
+               target: Optional[Target]) -> Optional[Match]:
+        if target is not None:
+            a["target"] = target.to_json()
+        elif x is not None or y is not None:
+            a["x"], a["y"] = x, y
+        results = self.act(a)
+        hit = results[0].get("target") if results else None
+        return Match.from_json(hit) if isinstance(hit, dict) else None
+
+    def _click(self, button: str, count: int, x: Optional[int], y: Optional[int],
+               target: Optional[Target] = None) -> Optional[Match]:
         a: Action = {"type": "click", "button": button}
         if count != 1:
             a["count"] = count
-        if x is not None or y is not None:
-            a["x"], a["y"] = x, y
-        self.act(a)
+        return self._aimed(a, x, y, target)
 
-    def left_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
-        """Left click at (x, y), or where the pointer is."""
-        self._click("left", 1, x, y)
+    def left_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                   target: Optional[Target] = None) -> Optional[Match]:
+        """Left click at (x, y), at a `Target` on the screen, or where the pointer is.
 
-    def right_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
-        """Right click at (x, y), or where the pointer is."""
-        self._click("right", 1, x, y)
+        With ``target`` it returns the `Match` clicked (raises `TargetNotFoundError` when it
+        does not appear in time); else None. The same holds for every click, move, scroll and
+        mouse press/release helper.
+        """
+        return self._click("left", 1, x, y, target)
 
-    def middle_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
-        """Middle click at (x, y), or where the pointer is."""
-        self._click("middle", 1, x, y)
+    def right_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                    target: Optional[Target] = None) -> Optional[Match]:
+        """Right click at (x, y), at ``target``, or where the pointer is."""
+        return self._click("right", 1, x, y, target)
 
-    def double_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
-        """Left double click at (x, y), or where the pointer is."""
-        self._click("left", 2, x, y)
+    def middle_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                     target: Optional[Target] = None) -> Optional[Match]:
+        """Middle click at (x, y), at ``target``, or where the pointer is."""
+        return self._click("middle", 1, x, y, target)
 
-    def triple_click(self, x: Optional[int] = None, y: Optional[int] = None) -> None:
-        """Left triple click at (x, y), or where the pointer is."""
-        self._click("left", 3, x, y)
+    def double_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                     target: Optional[Target] = None) -> Optional[Match]:
+        """Left double click at (x, y), at ``target``, or where the pointer is."""
+        return self._click("left", 2, x, y, target)
 
-    def move_mouse(self, x: int, y: int) -> None:
-        """Moves the pointer to (x, y)."""
-        self.act({"type": "move", "x": x, "y": y})
+    def triple_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                     target: Optional[Target] = None) -> Optional[Match]:
+        """Left triple click at (x, y), at ``target``, or where the pointer is."""
+        return self._click("left", 3, x, y, target)
 
-    def mouse_press(self, button: str = "left") -> None:
-        """Presses a mouse button where the pointer is (and keeps it down)."""
-        self.act({"type": "mouse_down", "button": button})
+    def click_text(self, text: str, *, button: str = "left", count: int = 1,
+                   index: Optional[int] = None, offset: Optional[Tuple[int, int]] = None,
+                   region: Optional[RegionLike] = None, exact: Optional[bool] = None,
+                   lang: Optional[str] = None, timeout_ms: Optional[int] = None) -> Match:
+        """Clicks on a text on the screen (waiting up to ``timeout_ms``, default 5000, for it
+        to appear) and returns where. ``count=2`` double-clicks. Raises `TargetNotFoundError`.
+        """
+        t = Target(text=text, index=index, offset=offset, region=region, exact=exact,
+                   lang=lang, timeout_ms=timeout_ms)
+        return _found(self._click(button, count, None, None, t))
 
-    def mouse_release(self, button: str = "left") -> None:
-        """Releases a mouse button where the pointer is."""
-        self.act({"type": "mouse_up", "button": button})
+    def click_image(self, image: ImageInput, *, button: str = "left", count: int = 1,
+                    index: Optional[int] = None, offset: Optional[Tuple[int, int]] = None,
+                    region: Optional[RegionLike] = None, threshold: Optional[float] = None,
+                    grayscale: Optional[bool] = None, scales: Optional[Sequence[float]] = None,
+                    timeout_ms: Optional[int] = None) -> Match:
+        """Clicks on an image (PNG bytes or path) found on the screen, as `click_text` does."""
+        t = Target(image=image, index=index, offset=offset, region=region,
+                   threshold=threshold, grayscale=grayscale, scales=scales,
+                   timeout_ms=timeout_ms)
+        return _found(self._click(button, count, None, None, t))
+
+    def move_mouse(self, x: Optional[int] = None, y: Optional[int] = None, *,
+                   target: Optional[Target] = None) -> Optional[Match]:
+        """Moves the pointer to (x, y), or to ``target`` (then returns its `Match`)."""
+        return self._aimed({"type": "move"}, x, y, target)
+
+    def mouse_press(self, button: str = "left", *,
+                    target: Optional[Target] = None) -> Optional[Match]:
+        """Presses a mouse button where the pointer is, or at ``target`` (and keeps it down)."""
+        return self._aimed({"type": "mouse_down", "button": button}, None, None, target)
+
+    def mouse_release(self, button: str = "left", *,
+                      target: Optional[Target] = None) -> Optional[Match]:
+        """Releases a mouse button where the pointer is, or at ``target``."""
+        return self._aimed({"type": "mouse_up", "button": button}, None, None, target)
 
     def drag(self, path: Sequence[Point], button: str = "left") -> None:
         """Presses at the first point, moves through the others, releases at the last."""
         self.act({"type": "drag", "button": button, "path": [[int(x), int(y)] for x, y in path]})
 
     def scroll(self, dx: int = 0, dy: int = 1, x: Optional[int] = None,
-               y: Optional[int] = None) -> None:
-        """Scrolls by wheel notches (+dy is down, +dx is right), at (x, y) if given."""
-        a: Action = {"type": "scroll", "dx": dx, "dy": dy}
-        if x is not None or y is not None:
-            a["x"], a["y"] = x, y
-        self.act(a)
+               y: Optional[int] = None, *, target: Optional[Target] = None) -> Optional[Match]:
+        """Scrolls by wheel notches (+dy is down, +dx is right), at (x, y) or ``target`` if
+        given."""
+        return self._aimed({"type": "scroll", "dx": dx, "dy": dy}, x, y, target)
 
     def write(self, text: str) -> None:
         """Types text exactly (any Unicode; ``\\n`` is Return, ``\\t`` is Tab)."""
@@ -622,6 +685,196 @@ class Sandbox:
         """Waits in the sandbox's input queue (between actions of the same sandbox)."""
         self.act({"type": "wait", "duration_ms": int(ms)})
 
+    # -- seeing the screen -----------------------------------------------------------------
+    def locate(
+        self,
+        image: Optional[ImageInput] = None,
+        text: Optional[str] = None,
+        *,
+        region: Optional[RegionLike] = None,
+        threshold: Optional[float] = None,
+        max_results: Optional[int] = None,
+        scales: Optional[Sequence[float]] = None,
+        grayscale: Optional[bool] = None,
+        exact: Optional[bool] = None,
+        lang: Optional[str] = None,
+    ) -> Matches:
+        """Finds an image (a PNG: bytes or a path) or a text on the screen, now.
+
+        Args:
+            image: the template; pixels with alpha < 128 are left out of the match.
+            text: found by OCR: a case-insensitive substring of a line, or with ``exact``
+                whole words, case-sensitive.
+            region: ``(x, y, width, height)`` (or a `Window`, a `Match`...) to look in.
+            threshold: 0..1 the score an image match needs (default 0.9).
+            max_results: 1..100 (default 10).
+            scales: sizes the template is tried at (0.25..4, at most 8; default ``[1.0]``).
+            grayscale: compare luminance only.
+            lang: the OCR language(s), e.g. ``"eng"`` or ``"eng+deu"``.
+        Returns the `Match` list (best score first for an image, reading order for a text),
+        empty when nothing matched; ``.frame_version`` is the frame it looked at.
+        """
+        body = search_body(image=image, text=text, region=region, threshold=threshold,
+                           scales=scales, grayscale=grayscale, exact=exact, lang=lang)
+        if max_results is not None:
+            body["max_results"] = int(max_results)
+        j = self._http.json("POST", self._path("/locate"), json_body=body)
+        return Matches([Match.from_json(m) for m in j.get("matches", [])],
+                       frame_version=int(j.get("frame_version", 0)),
+                       elapsed_ms=j.get("elapsed_ms", 0))
+
+    def ocr(self, region: Optional[RegionLike] = None, lang: Optional[str] = None,
+            min_confidence: Optional[float] = None) -> OcrResult:
+        """Reads the text on the screen (or in ``region``): ``text``, ``lines`` and ``words``
+        with their boxes and confidences (0..100; words below ``min_confidence`` are dropped).
+        """
+        body: Dict[str, Any] = {}
+        if region is not None:
+            body["region"] = region_json(region)
+        if lang is not None:
+            body["lang"] = lang
+        if min_confidence is not None:
+            body["min_confidence"] = min_confidence
+        return OcrResult.from_json(self._http.json("POST", self._path("/ocr"), json_body=body))
+
+    def compare(
+        self,
+        baseline: ImageInput,
+        *,
+        region: Optional[RegionLike] = None,
+        mask: Optional[Iterable[RegionLike]] = None,
+        tolerance: Optional[int] = None,
+        diff: bool = False,
+    ) -> CompareResult:
+        """Compares the screen (or ``region`` of it) with a baseline PNG of the same size.
+
+        Args:
+            mask: areas (screen coordinates) left out.
+            tolerance: 0..255: a pixel has changed when a channel differs by more (default 0).
+            diff: also return ``diff_image`` (PNG bytes).
+        Returns ``identical``, ``ssim``, ``psnr``, ``changed_pixels``/``changed_ratio`` and
+        ``changed``, the boxes of the changed areas in screen coordinates.
+        """
+        body: Dict[str, Any] = {"baseline": encode_image(baseline)}
+        if region is not None:
+            body["region"] = region_json(region)
+        if mask is not None:
+            body["mask"] = [region_json(m) for m in mask]
+        if tolerance is not None:
+            body["tolerance"] = int(tolerance)
+        if diff:
+            body["diff"] = True
+        return CompareResult.from_json(
+            self._http.json("POST", self._path("/compare"), json_body=body))
+
+    def wait_for(
+        self,
+        until: str,
+        *,
+        region: Optional[RegionLike] = None,
+        timeout_ms: Optional[int] = None,
+        stable_ms: Optional[int] = None,
+        since: Optional[int] = None,
+        image: Optional[ImageInput] = None,
+        text: Optional[str] = None,
+        threshold: Optional[float] = None,
+        scales: Optional[Sequence[float]] = None,
+        grayscale: Optional[bool] = None,
+        exact: Optional[bool] = None,
+        lang: Optional[str] = None,
+        check: bool = False,
+    ) -> WaitResult:
+        """Waits on the server until the screen (or ``region``) shows something.
+
+        Args:
+            until: ``"change"`` (after frame ``since``, default the frame when the wait starts),
+                ``"stable"`` (nothing changed for ``stable_ms``, default 300), ``"image"`` /
+                ``"text"`` (it appears) or ``"gone"`` (the ``image`` or ``text`` is not there).
+            timeout_ms: 0..120000 (default 10000).
+            image, text, threshold, scales, grayscale, exact, lang: as for `locate`.
+            check: raise `WaitTimeoutError` instead of returning an unmatched result.
+        Returns a `WaitResult`: ``matched`` is False when it timed out (it is truthy exactly
+        when it matched); ``match`` for image/text, ``changed`` boxes for change.
+
+        Not to be confused with `wait`, a pause in the input queue.
+        """
+        body = search_body(image=image, text=text, region=region, threshold=threshold,
+                           scales=scales, grayscale=grayscale, exact=exact, lang=lang)
+        body["until"] = until
+        if timeout_ms is not None:
+            body["timeout_ms"] = int(timeout_ms)
+        if stable_ms is not None:
+            body["stable_ms"] = int(stable_ms)
+        if since is not None:
+            body["since"] = int(since)
+        wait_s = (10.0 if timeout_ms is None else timeout_ms / 1000.0) + 30.0
+        result = WaitResult.from_json(
+            self._http.json("POST", self._path("/wait"), json_body=body, timeout=wait_s))
+        if check and not result.matched:
+            what = until
+            if text is not None:
+                what += f" {text!r}"
+            elif image is not None:
+                what += " (image)"
+            raise WaitTimeoutError(result, what)
+        return result
+
+    def wait_for_text(self, text: str, *, timeout_ms: Optional[int] = None,
+                      region: Optional[RegionLike] = None, exact: Optional[bool] = None,
+                      lang: Optional[str] = None, check: bool = False) -> WaitResult:
+        """Waits until ``text`` is on the screen (``match`` says where)."""
+        return self.wait_for("text", text=text, timeout_ms=timeout_ms, region=region,
+                             exact=exact, lang=lang, check=check)
+
+    def wait_for_image(self, image: ImageInput, *, timeout_ms: Optional[int] = None,
+                       region: Optional[RegionLike] = None, threshold: Optional[float] = None,
+                       scales: Optional[Sequence[float]] = None,
+                       grayscale: Optional[bool] = None, check: bool = False) -> WaitResult:
+        """Waits until the image (PNG bytes or path) is on the screen (``match`` says where)."""
+        return self.wait_for("image", image=image, timeout_ms=timeout_ms, region=region,
+                             threshold=threshold, scales=scales, grayscale=grayscale,
+                             check=check)
+
+    def wait_for_change(self, *, since: Optional[int] = None, region: Optional[RegionLike] = None,
+                        timeout_ms: Optional[int] = None, check: bool = False) -> WaitResult:
+        """Waits until the screen (or ``region``) changes after frame ``since`` (a
+        ``frame_version`` from an earlier answer; default: the frame when the wait starts, so
+        pass one taken before the action whose effect you wait for)."""
+        return self.wait_for("change", since=since, region=region, timeout_ms=timeout_ms,
+                             check=check)
+
+    def wait_until_stable(self, stable_ms: Optional[int] = None, *,
+                          region: Optional[RegionLike] = None, timeout_ms: Optional[int] = None,
+                          check: bool = False) -> WaitResult:
+        """Waits until nothing on the screen (or ``region``) changed for ``stable_ms``
+        (default 300)."""
+        return self.wait_for("stable", stable_ms=stable_ms, region=region,
+                             timeout_ms=timeout_ms, check=check)
+
+    def wait_until_gone(self, text: Optional[str] = None, image: Optional[ImageInput] = None, *,
+                        timeout_ms: Optional[int] = None, region: Optional[RegionLike] = None,
+                        threshold: Optional[float] = None,
+                        scales: Optional[Sequence[float]] = None,
+                        grayscale: Optional[bool] = None, exact: Optional[bool] = None,
+                        lang: Optional[str] = None, check: bool = False) -> WaitResult:
+        """Waits until a text (or, with ``image=``, an image) is no longer on the screen."""
+        return self.wait_for("gone", text=text, image=image, timeout_ms=timeout_ms,
+                             region=region, threshold=threshold, scales=scales,
+                             grayscale=grayscale, exact=exact, lang=lang, check=check)
+
     # -- helpers ----------------------------------------------------------------------------
     def _path(self, suffix: str) -> str:
         return self._prefix + suffix
+
+
+def _with_target(action: Mapping[str, Any]) -> Any:
+    target = action.get("target") if isinstance(action, Mapping) else None
+    if isinstance(target, Target):
+        return {**action, "target": target.to_json()}
+    return action
+
+
+def _found(match: Optional[Match]) -> Match:
+    if match is None:  # a server that ran the action but did not say where
+        raise DeskboxError("the action's result carries no target match", code="bad_response")
+    return match

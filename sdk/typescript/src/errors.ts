@@ -43,6 +43,12 @@ export class NotFoundError extends DeskboxError {}
 export class ConflictError extends DeskboxError {}
 /** 409 "sandbox_paused": resume it first. */
 export class SandboxPausedError extends ConflictError {}
+/**
+ * 422 "target_not_found": what an action aimed at (its `target` text or image) did not appear
+ * on the screen in time. `field` names it ("target", "actions[2].target"); the actions before it
+ * in the batch have run.
+ */
+export class TargetNotFoundError extends DeskboxError {}
 /** 413: the request body is over the server's limit. */
 export class PayloadTooLargeError extends DeskboxError {}
 /** 429: too many sandboxes. */
@@ -61,6 +67,7 @@ type ErrorClass = new (message: string, options: ErrorOptions) => DeskboxError;
 const byCode: Record<string, ErrorClass> = {
   invalid_action: InvalidActionError,
   sandbox_paused: SandboxPausedError,
+  target_not_found: TargetNotFoundError,
 };
 
 const byStatus: Record<number, ErrorClass> = {

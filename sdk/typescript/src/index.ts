@@ -1,4 +1,4 @@
-export { Sandbox, Commands, Files, Clipboard, Recording, CommandExitError } from "./sandbox.js";
+export { Sandbox, Commands, Files, Clipboard, Recording, CommandExitError, WaitTimeoutError } from "./sandbox.js";
 export { HttpClient } from "./http.js";
 export type { ConnectionOptions } from "./http.js";
 export {
@@ -13,6 +13,7 @@ export {
   InvalidActionError,
   PermissionDeniedError,
   SandboxPausedError,
+  TargetNotFoundError,
   PayloadTooLargeError,
   RateLimitError,
   TimeoutError,

@@ -5,20 +5,49 @@ import type {
   Action,
   ActionResult,
   BackgroundCommand,
+  ClickOptions,
   CommandResult,
+  CompareOptions,
+  CompareResult,
   CreateOptions,
   Dialect,
   FileEntry,
+  ImageInput,
+  ImageOrText,
+  LocateOptions,
+  Match,
+  Matches,
   MouseButton,
+  OcrOptions,
+  OcrResult,
   Point,
   RecordingStatus,
+  RegionLike,
   RunOptions,
   SandboxInfo,
   ScreenshotOptions,
   ScrollOptions,
   Size,
+  Target,
+  TargetOptions,
+  WaitForOptions,
+  WaitOptions,
+  WaitResult,
+  WaitUntil,
   Window,
 } from "./types.js";
+import {
+  actionJson,
+  encodeImage,
+  parseCompare,
+  parseMatch,
+  parseMatches,
+  parseOcr,
+  parseWait,
+  regionJson,
+  searchBody,
+  targetJson,
+} from "./vision.js";
 
 // Older Node 20 releases lack Symbol.asyncDispose: define it as the well-known symbol
 // TypeScript's `await using` falls back to, so the method below has a real key everywhere.
@@ -96,6 +125,11 @@ function recordingStatus(raw: Record<string, any>): RecordingStatus {
   return status;
 }
 
+function found(match: Match | undefined): Match {
+  if (!match) throw new DeskboxError("the action's result carries no target match", { code: "bad_response", status: 0 });
+  return match;
+}
+
 function toBytes(data: string | Uint8Array | ArrayBuffer): Uint8Array {
   if (typeof data === "string") return new TextEncoder().encode(data);
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
@@ -110,6 +144,15 @@ export class CommandExitError extends DeskboxError {
       code: "command_failed",
       status: 0,
     });
+    this.result = result;
+  }
+}
+
+/** Thrown by the waitFor... calls with `check: true` when the wait timed out; `result.matched` is false. */
+export class WaitTimeoutError extends DeskboxError {
+  readonly result: WaitResult;
+  constructor(result: WaitResult, what: string) {
+    super(`waiting for ${what}: timed out after ${result.elapsedMs} ms`, { code: "wait_timeout", status: 0 });
     this.result = result;
   }
 }
@@ -321,9 +364,12 @@ export class Sandbox {
   /**
    * Runs actions: one object or a list, in the native dialect unless another is named
    * ("anthropic": computer-use tool input, "openai": computer_call.action). One result per action.
+   * Actions are in the API's own shape (snake_case); a native action's `target` may hold its
+   * `image` as bytes (it is base64-encoded here). A target not found in time throws
+   * TargetNotFoundError (the actions before it have run).
    */
   async act(actions: Action | Action[], options: { dialect?: Dialect } = {}): Promise<ActionResult[]> {
-    const body = Array.isArray(actions) ? { actions } : actions;
+    const body = Array.isArray(actions) ? { actions: await Promise.all(actions.map(actionJson)) } : await actionJson(actions);
     const raw = await this.http.json<{ results: ActionResult[] }>("POST", this.path("/actions"), {
       json: body,
       query: options.dialect && options.dialect !== "native" ? { dialect: options.dialect } : undefined,
@@ -336,44 +382,85 @@ export class Sandbox {
     return result ?? {};
   }
 
-  private click(button: MouseButton, count: number, x?: number, y?: number): Promise<ActionResult> {
-    const action: Action = { type: "click", button };
-    if (count !== 1) action.count = count;
-    if (x !== undefined || y !== undefined) {
-      action.x = x;
+  /** Runs an action at (x, y), at a target (then gives its match), or where the pointer is. */
+  private async aimed(action: Action, at?: number | Target, y?: number): Promise<Match | undefined> {
+    if (typeof at === "object" && at !== null) action.target = await targetJson(at);
+    else if (at !== undefined || y !== undefined) {
+      action.x = at;
       action.y = y;
     }
-    return this.action(action);
+    const result = await this.action(action);
+    const hit = result.target;
+    return hit && typeof hit === "object" ? parseMatch(hit as Record<string, any>) : undefined;
   }
 
-  /** Clicks at (x, y), or where the pointer is when no point is given. */
-  async leftClick(x?: number, y?: number): Promise<void> {
-    await this.click("left", 1, x, y);
-  }
-  async rightClick(x?: number, y?: number): Promise<void> {
-    await this.click("right", 1, x, y);
-  }
-  async middleClick(x?: number, y?: number): Promise<void> {
-    await this.click("middle", 1, x, y);
-  }
-  async doubleClick(x?: number, y?: number): Promise<void> {
-    await this.click("left", 2, x, y);
-  }
-  async tripleClick(x?: number, y?: number): Promise<void> {
-    await this.click("left", 3, x, y);
+  private click(button: MouseButton, count: number, at?: number | Target, y?: number): Promise<Match | undefined> {
+    const action: Action = { type: "click", button };
+    if (count !== 1) action.count = count;
+    return this.aimed(action, at, y);
   }
 
-  async moveMouse(x: number, y: number): Promise<void> {
-    await this.action({ type: "move", x, y });
+  /**
+   * Clicks at (x, y), where the pointer is when no point is given, or at a target on the
+   * screen: `leftClick({ text: "OK" })`, `leftClick({ image: "ok.png" })` (then it resolves to
+   * the Match clicked, or throws TargetNotFoundError). The same for every click, moveMouse,
+   * mousePress/mouseRelease and scroll.
+   */
+  leftClick(target: Target): Promise<Match>;
+  leftClick(x?: number, y?: number): Promise<void>;
+  async leftClick(at?: number | Target, y?: number): Promise<Match | void> {
+    return this.click("left", 1, at, y);
+  }
+  rightClick(target: Target): Promise<Match>;
+  rightClick(x?: number, y?: number): Promise<void>;
+  async rightClick(at?: number | Target, y?: number): Promise<Match | void> {
+    return this.click("right", 1, at, y);
+  }
+  middleClick(target: Target): Promise<Match>;
+  middleClick(x?: number, y?: number): Promise<void>;
+  async middleClick(at?: number | Target, y?: number): Promise<Match | void> {
+    return this.click("middle", 1, at, y);
+  }
+  doubleClick(target: Target): Promise<Match>;
+  doubleClick(x?: number, y?: number): Promise<void>;
+  async doubleClick(at?: number | Target, y?: number): Promise<Match | void> {
+    return this.click("left", 2, at, y);
+  }
+  tripleClick(target: Target): Promise<Match>;
+  tripleClick(x?: number, y?: number): Promise<void>;
+  async tripleClick(at?: number | Target, y?: number): Promise<Match | void> {
+    return this.click("left", 3, at, y);
   }
 
-  /** Holds a mouse button down (at the pointer, or at x, y). */
-  async mousePress(button: MouseButton = "left", x?: number, y?: number): Promise<void> {
-    await this.action(x === undefined ? { type: "mouse_down", button } : { type: "mouse_down", button, x, y });
+  /** Clicks on a text found on the screen (waiting up to `timeoutMs`, default 5000, for it) and gives where. */
+  async clickText(text: string, options: TargetOptions & ClickOptions = {}): Promise<Match> {
+    const { button = "left", count = 1, ...target } = options;
+    return found(await this.click(button, count, { ...target, text }));
   }
 
-  async mouseRelease(button: MouseButton = "left", x?: number, y?: number): Promise<void> {
-    await this.action(x === undefined ? { type: "mouse_up", button } : { type: "mouse_up", button, x, y });
+  /** Clicks on an image (PNG bytes or a path) found on the screen, as clickText does. */
+  async clickImage(image: ImageInput, options: TargetOptions & ClickOptions = {}): Promise<Match> {
+    const { button = "left", count = 1, ...target } = options;
+    return found(await this.click(button, count, { ...target, image }));
+  }
+
+  moveMouse(target: Target): Promise<Match>;
+  moveMouse(x: number, y: number): Promise<void>;
+  async moveMouse(at: number | Target, y?: number): Promise<Match | void> {
+    return this.aimed({ type: "move" }, at, y);
+  }
+
+  /** Holds a mouse button down (at the pointer, at x, y, or at a target). */
+  mousePress(button: MouseButton, target: Target): Promise<Match>;
+  mousePress(button?: MouseButton, x?: number, y?: number): Promise<void>;
+  async mousePress(button: MouseButton = "left", at?: number | Target, y?: number): Promise<Match | void> {
+    return this.aimed({ type: "mouse_down", button }, at, y);
+  }
+
+  mouseRelease(button: MouseButton, target: Target): Promise<Match>;
+  mouseRelease(button?: MouseButton, x?: number, y?: number): Promise<void>;
+  async mouseRelease(button: MouseButton = "left", at?: number | Target, y?: number): Promise<Match | void> {
+    return this.aimed({ type: "mouse_up", button }, at, y);
   }
 
   /** Presses at the first point, moves through the others, releases at the last. */
@@ -381,11 +468,13 @@ export class Sandbox {
     await this.action({ type: "drag", path, ...(options.button ? { button: options.button } : {}) });
   }
 
-  /** Scrolls by wheel notches (+dy down, +dx right), at (x, y) if given. */
-  async scroll(options: ScrollOptions): Promise<void> {
+  /** Scrolls by wheel notches (+dy down, +dx right), at (x, y) or over `target` if given. */
+  scroll(options: ScrollOptions & { target: Target }): Promise<Match>;
+  scroll(options: ScrollOptions): Promise<void>;
+  async scroll(options: ScrollOptions): Promise<Match | void> {
     const action: Action = { type: "scroll" };
-    for (const key of ["dx", "dy", "x", "y"] as const) if (options[key] !== undefined) action[key] = options[key];
-    await this.action(action);
+    for (const key of ["dx", "dy"] as const) if (options[key] !== undefined) action[key] = options[key];
+    return this.aimed(action, options.target ?? options.x, options.target ? undefined : options.y);
   }
 
   /** Types text (any Unicode; "\n" is Return, "\t" is Tab). */
@@ -404,6 +493,93 @@ export class Sandbox {
   /** Waits in the sandbox's input queue (between this sandbox's actions). */
   async wait(ms: number): Promise<void> {
     await this.action({ type: "wait", duration_ms: ms });
+  }
+
+  // -- seeing the screen ----------------------------------------------------------------------
+
+  /**
+   * Finds an image (a template PNG: bytes or a path) or a text (by OCR) on the screen now:
+   * `locate({ image: png })`, `locate({ text: "Save", region: win })`. Image matches come best
+   * score first, text matches in reading order; an empty array when nothing matched. A text
+   * matches as a case-insensitive substring of a line, or with `exact` as whole words,
+   * case-sensitive.
+   */
+  async locate(query: ImageOrText & LocateOptions): Promise<Matches> {
+    const body = await searchBody(query);
+    if (query.maxResults !== undefined) body.max_results = query.maxResults;
+    return parseMatches(await this.http.json("POST", this.path("/locate"), { json: body }));
+  }
+
+  /** Reads the text on the screen (or a region): `text`, and `lines`/`words` with boxes and confidences. */
+  async ocr(options: OcrOptions = {}): Promise<OcrResult> {
+    const body: Record<string, unknown> = {};
+    if (options.region !== undefined) body.region = regionJson(options.region);
+    if (options.lang !== undefined) body.lang = options.lang;
+    if (options.minConfidence !== undefined) body.min_confidence = options.minConfidence;
+    return parseOcr(await this.http.json("POST", this.path("/ocr"), { json: body }));
+  }
+
+  /**
+   * Compares the screen (or `region` of it) with a baseline PNG of the same size: `identical`,
+   * `ssim`, `psnr`, `changedPixels`/`changedRatio`, `changed` boxes (screen coordinates), and
+   * with `diff: true` a `diffImage`.
+   */
+  async compare(baseline: ImageInput, options: CompareOptions = {}): Promise<CompareResult> {
+    const body: Record<string, unknown> = { baseline: await encodeImage(baseline) };
+    if (options.region !== undefined) body.region = regionJson(options.region);
+    if (options.mask !== undefined) body.mask = options.mask.map(regionJson);
+    if (options.tolerance !== undefined) body.tolerance = options.tolerance;
+    if (options.diff) body.diff = true;
+    return parseCompare(await this.http.json("POST", this.path("/compare"), { json: body }));
+  }
+
+  /**
+   * Waits on the server until the screen (or `region`) shows something: "change" (after frame
+   * `since`, default the frame when the wait starts), "stable" (nothing changed for
+   * `stableMs`), "image"/"text" (it appears) or "gone" (the image or text is not there).
+   * `matched: false` is a timeout, not an error, unless `check: true`. (Not `wait(ms)`, which
+   * pauses the input queue.)
+   */
+  async waitFor(until: WaitUntil, options: WaitForOptions = {}): Promise<WaitResult> {
+    const body = await searchBody(options);
+    body.until = until;
+    if (options.timeoutMs !== undefined) body.timeout_ms = options.timeoutMs;
+    if (options.stableMs !== undefined) body.stable_ms = options.stableMs;
+    if (options.since !== undefined) body.since = options.since;
+    const timeoutMs = (options.timeoutMs ?? 10_000) + 30_000;
+    const result = parseWait(await this.http.json("POST", this.path("/wait"), { json: body, timeoutMs }));
+    if (options.check && !result.matched)
+      throw new WaitTimeoutError(result, until + (options.text !== undefined ? ` ${JSON.stringify(options.text)}` : options.image !== undefined ? " (image)" : ""));
+    return result;
+  }
+
+  /** Waits until `text` is on the screen (`match` says where). */
+  async waitForText(text: string, options: WaitOptions = {}): Promise<WaitResult> {
+    return this.waitFor("text", { ...options, text });
+  }
+
+  /** Waits until the image (PNG bytes or a path) is on the screen (`match` says where). */
+  async waitForImage(image: ImageInput, options: WaitOptions = {}): Promise<WaitResult> {
+    return this.waitFor("image", { ...options, image });
+  }
+
+  /**
+   * Waits until the screen (or `region`) changes after frame `since` (a frameVersion from an
+   * earlier answer; default the frame when the wait starts, so take one before the action
+   * whose effect you wait for).
+   */
+  async waitForChange(options: { since?: number; region?: RegionLike; timeoutMs?: number; check?: boolean } = {}): Promise<WaitResult> {
+    return this.waitFor("change", options);
+  }
+
+  /** Waits until nothing on the screen (or `region`) changed for `stableMs` (default 300). */
+  async waitUntilStable(options: { stableMs?: number; region?: RegionLike; timeoutMs?: number; check?: boolean } = {}): Promise<WaitResult> {
+    return this.waitFor("stable", options);
+  }
+
+  /** Waits until a text or an image is no longer on the screen: `waitUntilGone({ text: "Loading" })`. */
+  async waitUntilGone(what: ImageOrText, options: WaitOptions = {}): Promise<WaitResult> {
+    return this.waitFor("gone", { ...options, ...what });
   }
 
   /** Where the mouse pointer is. */

@@ -145,6 +145,8 @@ export interface ScrollOptions {
   /** Where to scroll (default: where the pointer is). */
   x?: number;
   y?: number;
+  /** Or what to scroll over: a text or an image found on the screen. */
+  target?: Target;
 }
 
 export interface RecordingStatus {
@@ -160,3 +162,187 @@ export interface RecordingStatus {
 /** A native action ({"type":"click",...}) or one of another dialect. */
 export type Action = Record<string, unknown>;
 export type ActionResult = Record<string, unknown>;
+
+// ---------------------------------------------------------------------------------------------
+// Seeing the screen: locate, ocr, compare, wait, and targets of actions. Coordinates and sizes
+// are in the pixels the client sees (the screen, or the API resolution if one was set).
+// ---------------------------------------------------------------------------------------------
+
+/** A box on the screen: [x, y, width, height]. */
+export type Region = [number, number, number, number];
+/** A region, or anything with x, y, width and height (a Window, a Match, an OcrWord...). */
+export type RegionLike = Region | { x: number; y: number; width: number; height: number };
+/**
+ * A PNG: its bytes (Uint8Array, Buffer, ArrayBuffer), a path to a file, or a
+ * "data:image/png;base64,..." URL. Pixels with alpha < 128 are left out of the match.
+ */
+export type ImageInput = Uint8Array | ArrayBuffer | string;
+
+/** How an image or a text is searched for (locate, wait, targets). */
+export interface SearchOptions {
+  /** Where to look (default: the whole screen). */
+  region?: RegionLike;
+  /** 0..1: the score an image match needs (default 0.9; ignored for text). */
+  threshold?: number;
+  /** Sizes the template is tried at, 0.25..4, at most 8 (default [1]; images only). */
+  scales?: number[];
+  /** Compare luminance only (images only). */
+  grayscale?: boolean;
+  /** Text: whole words, case-sensitive, instead of a case-insensitive substring. */
+  exact?: boolean;
+  /** OCR language(s): "eng", "eng+deu" (text only). */
+  lang?: string;
+}
+
+/** Exactly one of them: an image (a template) or a text (found by OCR). */
+export type ImageOrText = { image: ImageInput; text?: undefined } | { text: string; image?: undefined };
+
+export interface LocateOptions extends SearchOptions {
+  /** 1..100 (default 10). */
+  maxResults?: number;
+}
+
+/** Where an image or a text was found; `center` is where a targeted action lands. */
+export interface Match {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  /** 0..1. */
+  score: number;
+  center: [number, number];
+  /** Image matches: the template's scale that matched. */
+  scale?: number;
+  /** Text matches: the words as read. */
+  text?: string;
+  raw: Record<string, any>;
+}
+
+/**
+ * What locate() gives: the matches (best score first for an image, reading order for a text),
+ * an empty array when nothing matched. `frameVersion` (the frame looked at) and `elapsedMs`
+ * are non-enumerable, so the array compares like a plain one.
+ */
+export type Matches = Match[] & { readonly frameVersion: number; readonly elapsedMs: number };
+
+export interface OcrOptions {
+  region?: RegionLike;
+  lang?: string;
+  /** 0..100: words below it are left out (default 0). */
+  minConfidence?: number;
+}
+
+export interface OcrLine {
+  /** Its words joined by one space. */
+  text: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  /** 0..100. */
+  confidence: number;
+}
+
+export interface OcrWord extends OcrLine {
+  /** Index into OcrResult.lines. */
+  line: number;
+}
+
+export interface OcrResult {
+  /** All lines joined by "\n". */
+  text: string;
+  /** In reading order. */
+  lines: OcrLine[];
+  /** Line by line, left to right. */
+  words: OcrWord[];
+  frameVersion: number;
+  elapsedMs: number;
+  raw: Record<string, any>;
+}
+
+export interface CompareOptions {
+  /** Compare this region (the baseline is its size); default the whole screen. */
+  region?: RegionLike;
+  /** Areas left out (screen coordinates). */
+  mask?: RegionLike[];
+  /** 0..255: a pixel has changed when a channel differs by more (default 0). */
+  tolerance?: number;
+  /** Also return diffImage (a PNG). */
+  diff?: boolean;
+}
+
+export interface CompareResult {
+  identical: boolean;
+  /** 0..1. */
+  ssim: number;
+  /** dB; null when nothing differs. */
+  psnr: number | null;
+  changedPixels: number;
+  /** 0..1 of the compared area. */
+  changedRatio: number;
+  /** Boxes of the changed areas, screen coordinates. */
+  changed: Region[];
+  /** Only with `diff: true`. */
+  diffImage?: Uint8Array;
+  /** The compared size. */
+  width: number;
+  height: number;
+  frameVersion: number;
+  elapsedMs: number;
+  raw: Record<string, any>;
+}
+
+export type WaitUntil = "change" | "stable" | "image" | "text" | "gone";
+
+export interface WaitOptions extends SearchOptions {
+  /** 0..120000 (default 10000). */
+  timeoutMs?: number;
+  /** Throw WaitTimeoutError instead of returning `matched: false`. */
+  check?: boolean;
+}
+
+export interface WaitForOptions extends WaitOptions {
+  /** until "stable": how long nothing may change, 1..60000 (default 300). */
+  stableMs?: number;
+  /** until "change": changes after this frameVersion (default: the frame when the wait starts). */
+  since?: number;
+  /** until "image"/"gone". */
+  image?: ImageInput;
+  /** until "text"/"gone". */
+  text?: string;
+}
+
+export interface WaitResult {
+  /** false: the wait timed out (not an error unless `check: true`). */
+  matched: boolean;
+  until: WaitUntil | (string & {});
+  elapsedMs: number;
+  frameVersion: number;
+  /** until image/text: where it appeared. */
+  match?: Match;
+  /** until change: the boxes that changed. */
+  changed?: Region[];
+  raw: Record<string, any>;
+}
+
+/** How a targeted action finds its target. */
+export interface TargetOptions extends SearchOptions {
+  /** Which match (default 0: the first). */
+  index?: number;
+  /** [dx, dy] from the match's centre. */
+  offset?: [number, number];
+  /** How long the server waits for it to appear, 0..60000 (default 5000). */
+  timeoutMs?: number;
+}
+
+/**
+ * What a click, move, scroll or mouse press/release aims at instead of x/y:
+ * `{ text: "OK" }` or `{ image: "ok.png", threshold: 0.8 }`.
+ */
+export type Target = ImageOrText & TargetOptions;
+
+export interface ClickOptions {
+  button?: MouseButton;
+  /** 2: double click, 3: triple click. */
+  count?: number;
+}
