@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -172,6 +174,40 @@ struct XTestInjector::Impl {
     void sync() {
         XSync(dpy, False);
         unsynced = false;
+        settle_pointer();
+    }
+
+    // XSync says the server read our requests, not that it processed the device events they
+    // make: while a client holds a synchronous grab (openbox grabs a click on a window to focus
+    // it, then replays it), the server queues pointer events until that client lets them go,
+    // and XQueryPointer, the next screenshot or the next action sees the pointer before them.
+    // So wait, briefly and bounded, until the pointer is where we put it with the buttons we
+    // hold.
+    void settle_pointer() {
+        constexpr unsigned kTracked = Button1Mask | Button2Mask | Button3Mask;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+        while (true) {
+            Window root_return, child;
+            int x = 0, y = 0, win_x, win_y;
+            unsigned mask = 0;
+            XQueryPointer(dpy, root, &root_return, &child, &x, &y, &win_x, &win_y, &mask);
+            const bool placed =
+                !expected_pointer || (expected_pointer->x == x && expected_pointer->y == y);
+            if ((placed && (mask & kTracked) == (expected_buttons & kTracked)) ||
+                std::chrono::steady_clock::now() >= deadline)
+                return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    // What our own events should have made of the pointer (settle_pointer waits for it).
+    std::optional<Point> expected_pointer;
+    unsigned expected_buttons = 0;  // core state bits of buttons 1-3 we hold down
+    void fake_button(unsigned button, bool press) {
+        XTestFakeButtonEvent(dpy, button, press ? True : False, 0);
+        if (button >= 1 && button <= 3) {
+            const unsigned bit = Button1Mask << (button - 1);
+            expected_buttons = press ? (expected_buttons | bit) : (expected_buttons & ~bit);
+        }
     }
 
     // ---- keymap --------------------------------------------------------------------------
@@ -573,7 +609,10 @@ struct XTestInjector::Impl {
         });
     }
 
-    void move(const Point& point) { XTestFakeMotionEvent(dpy, screen, point.x, point.y, 0); }
+    void move(const Point& point) {
+        XTestFakeMotionEvent(dpy, screen, point.x, point.y, 0);
+        expected_pointer = point;
+    }
 
     // Keys and buttons pressed by one action, released in reverse order when the action ends or
     // throws, so nothing stays held down.
@@ -596,7 +635,7 @@ struct XTestInjector::Impl {
         }
         void button(Button button) { this->button(static_cast<unsigned>(button)); }
         void button(unsigned button) {
-            XTestFakeButtonEvent(impl_.dpy, button, True, 0);
+            impl_.fake_button(button, true);
             held_.push_back({true, button, 0});
         }
         bool holds_key(KeyCode keycode) const {
@@ -620,7 +659,7 @@ struct XTestInjector::Impl {
         };
         void release(const Held& held) {
             if (held.is_button) {
-                XTestFakeButtonEvent(impl_.dpy, held.code, False, 0);
+                impl_.fake_button(held.code, false);
             } else {
                 XTestFakeKeyEvent(impl_.dpy, held.code, False, 0);
                 impl_.note_key(static_cast<KeyCode>(held.code), false, held.spare_levels);
@@ -829,13 +868,13 @@ nlohmann::json XTestInjector::execute(const Action& action) {
             [&](const MouseDown& down) -> nlohmann::json {
                 if (down.at) impl.move(*down.at);
                 // Deliberately left pressed: mouse_up releases it.
-                XTestFakeButtonEvent(impl.dpy, static_cast<unsigned>(down.button), True, 0);
+                impl.fake_button(static_cast<unsigned>(down.button), true);
                 impl.sync();
                 return nlohmann::json::object();
             },
             [&](const MouseUp& up) -> nlohmann::json {
                 if (up.at) impl.move(*up.at);
-                XTestFakeButtonEvent(impl.dpy, static_cast<unsigned>(up.button), False, 0);
+                impl.fake_button(static_cast<unsigned>(up.button), false);
                 impl.sync();
                 return nlohmann::json::object();
             },

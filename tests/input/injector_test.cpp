@@ -7,9 +7,12 @@
 #include <X11/keysym.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/child_process.hpp"
@@ -286,6 +289,63 @@ TEST_F(InjectorTest, MouseDownAndUpAreSeparate) {
     EXPECT_FALSE(up.buttons[0].press);
     EXPECT_EQ(up.buttons[0].x, 50);
     EXPECT_EQ(up.buttons[0].y, 60);
+}
+
+// What openbox does to focus a window on click: a synchronous passive grab, so the server
+// freezes the pointer at the press and queues what follows until the grabbing client replays
+// it. The injector must return only once its events have really happened.
+class SyncGrabber {
+  public:
+    SyncGrabber(const std::string& display_name, std::chrono::milliseconds hold)
+        : dpy_(XOpenDisplay(display_name.c_str())), hold_(hold) {
+        root_ = DefaultRootWindow(dpy_);
+        XGrabButton(dpy_, AnyButton, AnyModifier, root_, False, ButtonPressMask, GrabModeSync,
+                    GrabModeAsync, 0, 0);
+        XSync(dpy_, False);
+        thread_ = std::thread([this] { run(); });
+    }
+    ~SyncGrabber() {
+        stop_ = true;
+        thread_.join();
+        XUngrabButton(dpy_, AnyButton, AnyModifier, root_);
+        XCloseDisplay(dpy_);
+    }
+    int presses() const { return presses_; }
+
+  private:
+    void run() {
+        while (!stop_) {
+            while (XPending(dpy_)) {
+                XEvent event;
+                XNextEvent(dpy_, &event);
+                if (event.type != ButtonPress) continue;
+                ++presses_;
+                std::this_thread::sleep_for(hold_);  // a busy window manager
+                XAllowEvents(dpy_, ReplayPointer, CurrentTime);
+                XFlush(dpy_);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    Display* dpy_;
+    Window root_ = 0;
+    std::chrono::milliseconds hold_;
+    std::atomic<bool> stop_{false};
+    std::atomic<int> presses_{0};
+    std::thread thread_;
+};
+
+TEST_F(InjectorTest, ActionsReturnAfterAGrabbingWindowManagerLetTheirEventsThrough) {
+    SyncGrabber grabber(xvfb().display_name(), std::chrono::milliseconds(40));
+    injector().execute(Move{Point{10, 10}});
+    injector().execute(drag({{310, 310}, {320, 330}, {340, 350}}));
+    EXPECT_EQ(injector().cursor_position(), (Point{340, 350}));
+    injector().execute(MouseDown{Button::left, Point{50, 60}});
+    injector().execute(MouseUp{Button::left, Point{70, 80}});
+    EXPECT_EQ(injector().cursor_position(), (Point{70, 80}));
+    injector().execute(click(Point{200, 210}));
+    EXPECT_EQ(injector().cursor_position(), (Point{200, 210}));
+    EXPECT_EQ(grabber.presses(), 3);
 }
 
 TEST_F(InjectorTest, CursorPositionAfterMove) {
