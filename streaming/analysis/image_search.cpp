@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <opencv2/imgproc.hpp>
 
@@ -175,24 +176,65 @@ std::vector<ImageMatch> find_image_exhaustive(const ImageView& screen, const Pic
     return merge(std::move(all), search.max_results);
 }
 
+namespace {
+
+// The best placement of `t` inside `window` of `area` (`window` clipped to the area); nullopt
+// if the template does not fit there.
+std::optional<Peak> best_in(const cv::Mat& area, cv::Rect window, const Prepared& t) {
+    window &= cv::Rect(0, 0, area.cols, area.rows);
+    if (window.width < t.image.cols || window.height < t.image.rows) return std::nullopt;
+    cv::Mat scores = score_map(area(window), t);
+    double best = 0;
+    cv::Point at;
+    cv::minMaxLoc(scores, nullptr, &best, nullptr, &at);
+    return Peak{at + window.tl(), best};
+}
+
+// `t` shrunk by 2^level (pyrDown, as the area's levels), with its mask.
+Prepared shrunk(const Prepared& t, int level) {
+    Prepared out;
+    out.image = t.image;
+    for (int i = 0; i < level; ++i) cv::pyrDown(out.image, out.image);
+    if (!t.mask.empty()) {
+        cv::resize(t.mask, out.mask, out.image.size(), 0, 0, cv::INTER_AREA);
+        cv::threshold(out.mask, out.mask, 127, 255, cv::THRESH_BINARY);
+        if (cv::countNonZero(out.mask) == 0) out.mask = cv::Mat();
+    }
+    out.scale = t.scale;
+    return out;
+}
+
+}  // namespace
+
 std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ,
                                    const ImageSearch& search) {
     check(search, screen);
-    Area area = search_area(screen, search);
-    auto templates = prepared_scales(templ, search, area.pixels.size());
+    const streaming::Rect r =
+        search.region.value_or(streaming::Rect{0, 0, screen.width, screen.height});
+    const cv::Mat bgrx = as_mat(crop(screen, r));
+    // The search runs on luminance; colour (unless grayscale) only checks what it found.
+    Area gray{cv::Mat(), {r.x, r.y}};
+    cv::cvtColor(bgrx, gray.pixels, cv::COLOR_BGRA2GRAY);
+    ImageSearch luminance = search;
+    luminance.grayscale = true;
+    auto templates = prepared_scales(templ, luminance, gray.pixels.size());
     std::vector<ImageMatch> all;
-    // Shrunk copies of the area, made once for all scales that use them.
-    std::vector<cv::Mat> levels{area.pixels};
+    std::vector<cv::Mat> levels{gray.pixels};
     for (const auto& t : templates) {
+        const Prepared colour = search.grayscale ? Prepared{} : prepare(templ, t.scale, false);
+        const Prepared& judge = search.grayscale ? t : colour;
         int level = 0;
         while (level < kMaxLevel &&
                (std::min(t.image.cols, t.image.rows) >> (level + 1)) >= kMinCoarseSide)
             ++level;
         if (level == 0 || t.flat) {
-            cv::Mat scores = score_map(area.pixels, t);
-            for (const auto& peak : peaks(scores, t.image.size(), search.threshold, 0,
+            // Small or plain templates: the whole area at full size.
+            Area area{gray.pixels, gray.origin};
+            if (!search.grayscale) cv::cvtColor(bgrx, area.pixels, cv::COLOR_BGRA2BGR);
+            cv::Mat scores = score_map(area.pixels, judge);
+            for (const auto& peak : peaks(scores, judge.image.size(), search.threshold, 0,
                                           std::size_t(search.max_results)))
-                all.push_back(to_match(area, peak.at, t, peak.score));
+                all.push_back(to_match(area, peak.at, judge, peak.score));
             continue;
         }
         while (int(levels.size()) <= level) {
@@ -200,41 +242,48 @@ std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ
             cv::pyrDown(levels.back(), smaller);
             levels.push_back(std::move(smaller));
         }
-        // The coarse pass always compares luminance: it only proposes spots.
-        const cv::Mat& coarse_area = levels[level];
-        cv::Mat coarse_gray;
-        if (coarse_area.channels() == 3)
-            cv::cvtColor(coarse_area, coarse_gray, cv::COLOR_BGR2GRAY);
-        else
-            coarse_gray = coarse_area;
-        Prepared small;
-        cv::Mat small_image = t.image;
-        for (int i = 0; i < level; ++i) cv::pyrDown(small_image, small_image);
-        if (small_image.channels() == 3)
-            cv::cvtColor(small_image, small.image, cv::COLOR_BGR2GRAY);
-        else
-            small.image = small_image;
-        if (!t.mask.empty()) {
-            cv::resize(t.mask, small.mask, small.image.size(), 0, 0, cv::INTER_AREA);
-            cv::threshold(small.mask, small.mask, 127, 255, cv::THRESH_BINARY);
-            if (cv::countNonZero(small.mask) == 0) small.mask = cv::Mat();
-        }
-        if (small.image.cols > coarse_gray.cols || small.image.rows > coarse_gray.rows) continue;
-        cv::Mat coarse = score_map(coarse_gray, small);
+        const Prepared coarse_template = shrunk(t, level);
+        const Prepared half_template = level >= 2 ? shrunk(t, 1) : Prepared{};
+        if (coarse_template.image.cols > levels[level].cols ||
+            coarse_template.image.rows > levels[level].rows)
+            continue;
+        cv::Mat coarse = score_map(levels[level], coarse_template);
         const double coarse_threshold = search.threshold - kCoarseSlackPerLevel * level;
-        const int step = 1 << level;
-        for (const auto& peak : peaks(coarse, small.image.size(), coarse_threshold, kAlwaysRefined,
-                                      std::size_t(4 * search.max_results + 16))) {
-            // Full resolution, around the spot: the shift a shrink can hide, either way.
-            cv::Rect window(peak.at.x * step - step - 1, peak.at.y * step - step - 1,
-                            t.image.cols + 2 * step + 2, t.image.rows + 2 * step + 2);
-            window &= cv::Rect(0, 0, area.pixels.cols, area.pixels.rows);
-            if (window.width < t.image.cols || window.height < t.image.rows) continue;
-            cv::Mat fine = score_map(area.pixels(window), t);
-            double best = 0;
-            cv::Point at;
-            cv::minMaxLoc(fine, nullptr, &best, nullptr, &at);
-            if (best >= search.threshold) all.push_back(to_match(area, at + window.tl(), t, best));
+        for (const auto& peak : peaks(coarse, coarse_template.image.size(), coarse_threshold,
+                                      kAlwaysRefined, std::size_t(4 * search.max_results + 16))) {
+            // Down the pyramid: half size first (cheap, drops most spots), then full size.
+            cv::Point guess = peak.at * (1 << level);
+            int margin = (1 << level) + 1;
+            if (level >= 2) {
+                const int step = 1 << (level - 1);
+                auto half = best_in(levels[1],
+                                    {peak.at.x * step - step - 1, peak.at.y * step - step - 1,
+                                     half_template.image.cols + 2 * step + 2,
+                                     half_template.image.rows + 2 * step + 2},
+                                    half_template);
+                if (!half || half->score < search.threshold - kCoarseSlackPerLevel) continue;
+                guess = half->at * 2;
+                margin = 2;
+            }
+            auto fine = best_in(gray.pixels,
+                                {guess.x - margin, guess.y - margin, t.image.cols + 2 * margin,
+                                 t.image.rows + 2 * margin},
+                                t);
+            if (!fine) continue;
+            if (search.grayscale) {
+                if (fine->score >= search.threshold)
+                    all.push_back(to_match(gray, fine->at, t, fine->score));
+                continue;
+            }
+            // Colour tells apart shapes that luminance confuses (a red and a green button).
+            if (fine->score < search.threshold - 0.1) continue;
+            cv::Rect window(fine->at.x - 1, fine->at.y - 1, t.image.cols + 2, t.image.rows + 2);
+            window &= cv::Rect(0, 0, bgrx.cols, bgrx.rows);
+            cv::Mat colour_window;
+            cv::cvtColor(bgrx(window), colour_window, cv::COLOR_BGRA2BGR);
+            auto judged = best_in(colour_window, {0, 0, window.width, window.height}, colour);
+            if (judged && judged->score >= search.threshold)
+                all.push_back(to_match(gray, judged->at + window.tl(), colour, judged->score));
         }
     }
     return merge(std::move(all), search.max_results);

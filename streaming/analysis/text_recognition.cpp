@@ -160,13 +160,23 @@ struct TextRecognizer::Pool {
     std::map<std::string, std::vector<std::unique_ptr<tesseract::TessBaseAPI>>> idle;
 };
 
-TextRecognizer::TextRecognizer() : pool_(std::make_unique<Pool>()) {
-    // Tesseract parallelises its LSTM with OpenMP teams of its own size; on a small host they
-    // oversubscribe the cores and spin (a 2-core machine took 13 s instead of 0.8 s for one
-    // screen). Calls already run side by side on our threads, so OpenMP regions get one thread.
-    static std::once_flag once;
-    std::call_once(once, [] { omp_set_max_active_levels(0); });
+TextRecognizer::TextRecognizer() : pool_(std::make_unique<Pool>()) {}
+
+namespace {
+
+// Tesseract parallelises its LSTM with OpenMP teams of its own size; on a small host they
+// oversubscribe the cores and spin (a 2-core machine took 13 s instead of 0.8 s for one
+// screen). Calls already run side by side on our threads, so their OpenMP regions get one
+// thread. GCC's libgomp keeps this setting per thread, so each calling thread sets it.
+void one_openmp_thread_here() {
+    thread_local bool done = false;
+    if (!done) {
+        omp_set_max_active_levels(0);
+        done = true;
+    }
 }
+
+}  // namespace
 
 TextRecognizer::~TextRecognizer() = default;
 
@@ -185,6 +195,7 @@ std::vector<std::string> TextRecognizer::languages() {
 
 OcrResult TextRecognizer::recognize(const ImageView& image, const std::string& lang) {
     check_language(lang);
+    one_openmp_thread_here();
     if (image.empty()) throw ParameterError("region", "nothing to read");
     std::unique_ptr<tesseract::TessBaseAPI> engine;
     {

@@ -165,6 +165,26 @@ TEST(ImageSearch, AOneColourTemplateMatchesItsColourOnly) {
     EXPECT_TRUE(find_image(view_of(screen), picture_of(other), search).empty());
 }
 
+TEST(ImageSearch, ColourTellsApartWhatLuminanceConfuses) {
+    // A red and a green button of one shape and the same gray level.
+    cv::Mat screen(300, 600, CV_8UC4, cv::Scalar(255, 255, 255, 255));
+    auto button = [](cv::Scalar fill) {
+        cv::Mat b(40, 80, CV_8UC4, cv::Scalar(255, 255, 255, 255));
+        cv::rectangle(b, cv::Rect(2, 2, 76, 36), fill, cv::FILLED);
+        cv::putText(b, "Go", {22, 30}, cv::FONT_HERSHEY_SIMPLEX, 0.9, cv::Scalar(0, 0, 0, 255), 2);
+        return b;
+    };
+    cv::Mat red = button(cv::Scalar(0, 0, 255, 255)), green = button(cv::Scalar(0, 130, 0, 255));
+    red.copyTo(screen(cv::Rect(60, 100, 80, 40)));
+    green.copyTo(screen(cv::Rect(400, 150, 80, 40)));
+    auto matches = find_image(view_of(screen), picture_of(green), {});
+    ASSERT_EQ(matches.size(), 1u);
+    EXPECT_EQ(matches[0].box, (streaming::Rect{400, 150, 80, 40}));
+    ImageSearch gray;
+    gray.grayscale = true;
+    EXPECT_EQ(find_image(view_of(screen), picture_of(green), gray).size(), 2u);
+}
+
 TEST(ImageSearch, BadTemplatesAndOptionsNameTheirField) {
     cv::Mat screen = busy_screen(400, 300);
     auto field_of = [&](auto&& f) {
