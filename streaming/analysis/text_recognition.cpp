@@ -50,7 +50,8 @@ cv::Mat prepare_page(const ImageView& image) {
                      cv::getStructuringElement(cv::MORPH_RECT, {kRuleLength, 1}));
     cv::morphologyEx(strong, rules_v, cv::MORPH_OPEN,
                      cv::getStructuringElement(cv::MORPH_RECT, {1, kRuleLength}));
-    strong &= ~(rules_h | rules_v);
+    cv::Mat rules = rules_h | rules_v;
+    strong &= ~rules;
     cv::Mat joined, labels, stats, centroids;
     cv::morphologyEx(strong, joined, cv::MORPH_CLOSE,
                      cv::getStructuringElement(cv::MORPH_RECT, {kCharacterGap, 1}));
@@ -72,6 +73,9 @@ cv::Mat prepare_page(const ImageView& image) {
         cv::normalize(dark_on_light, dark_on_light, 0, 255, cv::NORM_MINMAX);
         dark_on_light.copyTo(page(r));
     }
+    // Borders next to text would be read as "|" or "l" stuck to its first letter.
+    cv::dilate(rules, rules, cv::getStructuringElement(cv::MORPH_RECT, {3, 3}));
+    page.setTo(255, rules);
     cv::Mat framed, scaled;
     cv::copyMakeBorder(page, framed, kMargin, kMargin, kMargin, kMargin, cv::BORDER_CONSTANT,
                        cv::Scalar(255));
