@@ -215,14 +215,58 @@ const json& mcp_tools() {
              {"description", "Ends the sandbox and removes everything it had."},
              {"inputSchema",
               {{"type", "object"}, {"properties", {{"sandbox_id", sandbox_id_schema()}}}}}});
+        json region = {{"type", "array"},
+                       {"items", {{"type", "integer"}, {"minimum", 0}}},
+                       {"minItems", 4},
+                       {"maxItems", 4},
+                       {"description", "[x, y, width, height]; default the whole screen."}};
+        list.push_back(
+            {{"name", "wait_for"},
+             {"title", "Wait for the screen"},
+             {"description",
+              "Waits until a text shows on the screen (until=text), goes away (gone), the screen "
+              "changes (change) or stops changing (stable); answers as soon as it does, or "
+              "matched=false at timeout_ms. Cheaper than screenshots in a loop."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"until", {{"type", "string"}, {"enum", {"text", "gone", "change", "stable"}}}},
+                 {"text", {{"type", "string"}}},
+                 {"region", region},
+                 {"timeout_ms", {{"type", "integer"}, {"minimum", 0}, {"maximum", 120000}}},
+                 {"stable_ms", {{"type", "integer"}, {"minimum", 1}, {"maximum", 60000}}},
+                 {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"until"}}}}});
+        list.push_back(
+            {{"name", "find_on_screen"},
+             {"title", "Find text on the screen"},
+             {"description",
+              "Where a text is on the screen (OCR): boxes and centres to click, in reading "
+              "order."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"text", {{"type", "string"}}},
+                 {"exact", {{"type", "boolean"}, {"description", "Whole words, case-sensitive."}}},
+                 {"region", region},
+                 {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"text"}}}}});
+        list.push_back(
+            {{"name", "read_screen"},
+             {"title", "Read the screen's text"},
+             {"description", "The text on the screen (OCR), line by line."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties", {{"region", region}, {"sandbox_id", sandbox_id_schema()}}}}}});
         list.push_back({{"name", "list_sandboxes"},
                         {"title", "List sandboxes"},
                         {"description", "The sandboxes this session may use, with their state."},
                         {"inputSchema", {{"type", "object"}, {"properties", json::object()}}}});
         for (auto& tool : list) {
             const std::string name = tool["name"];
-            const bool reads =
-                name == "screenshot" || name == "read_file" || name == "list_sandboxes";
+            const bool reads = name == "screenshot" || name == "read_file" ||
+                               name == "list_sandboxes" || name == "wait_for" ||
+                               name == "find_on_screen" || name == "read_screen";
             tool["annotations"] = {{"readOnlyHint", reads},
                                    {"destructiveHint", name == "kill_sandbox"},
                                    {"openWorldHint", false}};
@@ -477,6 +521,37 @@ json McpServer::call_tool(Session& session, const std::string& name, const json&
         auto image = sandbox->screenshot(options);
         std::string bytes(image.bytes.begin(), image.bytes.end());
         return {{"content", json::array({image_content(base64_encode(bytes), image.content_type)})},
+                {"isError", false}};
+    }
+    if (name == "wait_for" || name == "find_on_screen" || name == "read_screen") {
+        auto sandbox = target(session, arguments);
+        json request = arguments;
+        request.erase("sandbox_id");
+        if (name == "read_screen") {
+            json r = sandbox->ocr(request);
+            return {{"content", json::array({text_content(r.value("text", ""))})},
+                    {"structuredContent", r},
+                    {"isError", false}};
+        }
+        if (name == "find_on_screen") {
+            json r = sandbox->locate(request);
+            std::string text;
+            for (const auto& m : r["matches"])
+                text += m.value("text", "") + " at " + m["center"][0].dump() + "," +
+                        m["center"][1].dump() + " (box " + m["x"].dump() + "," + m["y"].dump() +
+                        " " + m["width"].dump() + "x" + m["height"].dump() + ")\n";
+            if (text.empty()) text = "not on the screen\n";
+            return {{"content", json::array({text_content(text)})},
+                    {"structuredContent", r},
+                    {"isError", false}};
+        }
+        json r = sandbox->wait(request);
+        std::string text = std::string(r.value("matched", false) ? "matched" : "timed out") +
+                           " after " + r["elapsed_ms"].dump() + " ms";
+        if (r.contains("match"))
+            text += ": at " + r["match"]["center"][0].dump() + "," + r["match"]["center"][1].dump();
+        return {{"content", json::array({text_content(text)})},
+                {"structuredContent", r},
                 {"isError", false}};
     }
     if (name == "run_command") {

@@ -76,8 +76,9 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
 
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ['computer', 'create_sandbox', 'kill_sandbox', 'list_sandboxes',
-      'read_file', 'run_command', 'screenshot', 'write_file']);
+    assert.deepEqual(names, ['computer', 'create_sandbox', 'find_on_screen', 'kill_sandbox',
+      'list_sandboxes', 'read_file', 'read_screen', 'run_command', 'screenshot', 'wait_for',
+      'write_file']);
     const computer = tools.find((t) => t.name === 'computer');
     assert.ok(computer.inputSchema.properties.action.enum.includes('zoom'));
     assert.deepEqual(computer.inputSchema.required, ['action']);
@@ -123,6 +124,20 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
     const ran = await client.callTool({ name: 'run_command', arguments: { command: 'wc -c </tmp/mcp.txt; exit 4' } });
     assert.equal(ran.structuredContent.exit_code, 4);
     assert.equal(ran.structuredContent.stdout.trim(), '16');
+
+    // Seeing the screen without screenshots: type, wait for the text, find it, read it.
+    await client.callTool({ name: 'run_command', arguments: { command: 'xterm -geometry 60x10+100+100 -e sh -c "echo marmalade quokka; sleep 60"', background: true } });
+    const waited = await client.callTool({ name: 'wait_for', arguments: { until: 'text', text: 'marmalade quokka', timeout_ms: 20000 } });
+    assert.equal(waited.isError, false, textOf(waited));
+    assert.equal(waited.structuredContent.matched, true, textOf(waited));
+    const found = await client.callTool({ name: 'find_on_screen', arguments: { text: 'quokka' } });
+    assert.equal(found.structuredContent.matches.length, 1, textOf(found));
+    assert.match(textOf(found), /^quokka at \d+,\d+/);
+    const screenText = await client.callTool({ name: 'read_screen', arguments: { region: [80, 80, 640, 300] } });
+    assert.match(textOf(screenText), /marmalade quokka/i);  // OCR may read the first m as M
+    const badWait = await client.callTool({ name: 'wait_for', arguments: { until: 'soon' } });
+    assert.equal(badWait.isError, true);
+    assert.match(textOf(badWait), /until/);
 
     const { resources } = await client.listResources();
     const screen = resources.find((r) => r.uri === `deskbox://sandboxes/${id}/screen`);
@@ -223,7 +238,7 @@ test('auth: a control token opens only its sandbox; with --api-key the key is ne
       requestInit: { headers: { Authorization: 'Bearer sekret-key-1' } },
     }));
     const { tools } = await client.listTools();
-    assert.equal(tools.length, 8);
+    assert.equal(tools.length, 11);
     await client.close();
   } finally {
     const exited = new Promise((resolve) => keyed.once('exit', resolve));
