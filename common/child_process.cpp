@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,11 +80,16 @@ ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
     const char* cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
     std::vector<int> keep = options.keep_fds;
 
+    const pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
     if (pid == 0) {
         int rfd = report.write.get();
         if (options.new_process_group) ::setpgid(0, 0);
+        if (options.parent_death_signal != 0) {
+            ::prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
+            if (::getppid() != parent) ::raise(options.parent_death_signal);  // already gone
+        }
         // Default signal dispositions and an empty mask, whatever the parent had.
         sigset_t none;
         sigemptyset(&none);

@@ -29,6 +29,9 @@ struct SpawnOptions {
     bool new_process_group = true;  // so kill() reaches grandchildren too
     std::vector<int> keep_fds;      // fds (other than 0-2) the child keeps open
     int netns_fd = -1;              // >= 0: the child enters this network namespace first
+    // Nonzero: the child gets this signal when the thread that spawned it ends (prctl
+    // PR_SET_PDEATHSIG), e.g. a test killed by its timeout does not leave its server running.
+    int parent_death_signal = 0;
 };
 
 struct ExitStatus {

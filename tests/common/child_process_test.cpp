@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <system_error>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -49,6 +50,19 @@ TEST(ChildProcess, TimeoutKillsWholeGroup) {
     std::string line;
     std::getline(stat, line);
     EXPECT_TRUE(line.empty() || line.find(") Z") != std::string::npos) << line;
+}
+
+TEST(ChildProcess, ParentDeathSignalEndsTheChildWhenItsSpawningThreadEnds) {
+    ChildProcess child;
+    std::thread([&] {
+        SpawnOptions o;
+        o.argv = {"sleep", "30"};
+        o.parent_death_signal = SIGTERM;
+        child = ChildProcess::spawn(o);
+    }).join();
+    auto status = child.wait(std::chrono::seconds(10));
+    ASSERT_TRUE(status) << "the child outlived the thread that spawned it";
+    EXPECT_EQ(status->signal, SIGTERM);
 }
 
 TEST(ChildProcess, DestructorKillsAndReaps) {

@@ -20,13 +20,17 @@ class DeskboxdProcess {
   public:
     // Throws std::runtime_error with deskboxd's first line and log if it did not start.
     DeskboxdProcess(const std::string& binary, const std::filesystem::path& state_dir,
-                    const std::filesystem::path& log_file, const std::vector<std::string>& extra = {})
+                    const std::filesystem::path& log_file,
+                    const std::vector<std::string>& extra = {})
         : log_file_(log_file) {
         SpawnOptions o;
         o.argv = {binary, "--listen", "127.0.0.1:0", "--state-dir", state_dir.string()};
         o.argv.insert(o.argv.end(), extra.begin(), extra.end());
         o.pipe_stdout = true;
         o.stderr_file = log_file.string();
+        // A test or benchmark killed (ctest's timeout, ^C) must not leave its server and its
+        // sandboxes behind: SIGTERM makes deskboxd kill them and exit.
+        o.parent_death_signal = SIGTERM;
         process_ = ChildProcess::spawn(o);
         std::string line;
         char c;
