@@ -118,7 +118,14 @@ const char* add_seed(int urandom, const std::string& seed) {
     info->buf_size = static_cast<int>(seed.size());
     std::memcpy(reinterpret_cast<char*>(storage.data()) + offsetof(rand_pool_info, buf),
                 seed.data(), seed.size());
-    if (::ioctl(urandom, RNDADDENTROPY, info) == 0) return "credited";
+    if (::ioctl(urandom, RNDADDENTROPY, info) == 0) {
+        // Crediting does not reseed a CRNG that is already running (Linux reseeds on a timer,
+        // up to 60 s later): two copies of one snapshot would go on drawing the same numbers
+        // (they read the same /proc/sys/kernel/random/uuid). Reseed now; kernels before 4.17
+        // lack the call, and there the timer has to do.
+        (void)::ioctl(urandom, RNDRESEEDCRNG);
+        return "credited";
+    }
     if (!write_all(urandom, seed.data(), seed.size()))
         throw ServiceError(error_code::io_error,
                            std::string("seed: write to /dev/urandom: ") + std::strerror(errno),
