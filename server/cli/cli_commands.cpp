@@ -152,15 +152,6 @@ std::string read_all(std::istream& in) {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::string read_local_file(const std::string& path) {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
-    std::ostringstream bytes;
-    bytes << file.rdbuf();
-    if (file.bad()) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
-    return std::move(bytes).str();
-}
-
 // Prints rows as aligned columns; the last column is not padded.
 void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
     std::vector<std::size_t> widths;
@@ -718,6 +709,15 @@ const std::map<std::string, CommandFunction>& commands() {
 }  // namespace
 
 // --- shared helpers ------------------------------------------------------------------------
+
+std::string read_local_file(const std::string& path) {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+    std::ostringstream bytes;
+    bytes << file.rdbuf();
+    if (file.bad()) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+    return std::move(bytes).str();
+}
 
 Command::Command(Context& context, std::string name, const std::vector<std::string>& tokens,
                  std::vector<OptionSpec> options, std::optional<std::size_t> rest_after)

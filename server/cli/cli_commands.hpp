@@ -49,6 +49,8 @@ std::string sandbox_path(const std::string& id);
 // Writes bytes to `path` through a temporary file renamed into place; "-" is `out`.
 void write_output(Context& context, const std::string& path, const std::string& bytes);
 
+// A local file's bytes; std::runtime_error naming it if it cannot be read.
+std::string read_local_file(const std::string& path);
 // Display text of a JSON value ("-" for null or missing).
 std::string text_of(const nlohmann::json& value);
 std::string text_of(const nlohmann::json& object, const char* key);

@@ -1,7 +1,6 @@
 // The CLI's screen commands: wait, locate, ocr, compare (POST /v1/sandboxes/ID/...), and the
 // target options of click and move. Scripts branch on the exit code: 0 matched / found /
 // identical, 3 not (kExitNoMatch), 1 an API error, 2 a usage error.
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -14,12 +13,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string read_png(const std::string& path, const char* what) {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) throw std::runtime_error(std::string(what) + ": cannot read " + path);
-    std::ostringstream bytes;
-    bytes << file.rdbuf();
-    return base64_encode(bytes.str());
+// A PNG file as the API takes it.
+std::string read_png(const std::string& path) {
+    return base64_encode(read_local_file(path));
 }
 
 // "X,Y,W,H" -> [X, Y, W, H].
@@ -41,7 +37,7 @@ const std::vector<OptionSpec> kSeekOptions = {{"--image", ""},        {"--text",
 // The seek fields (image or text, and how) of locate, wait and targets.
 json seek_body(const ParsedArgs& args) {
     json body = json::object();
-    if (auto image = args.get("--image")) body["image"] = read_png(*image, "--image");
+    if (auto image = args.get("--image")) body["image"] = read_png(*image);
     if (auto text = args.get("--text")) body["text"] = *text;
     if (auto region = args.get("--region")) body["region"] = parse_rect(*region, "--region");
     if (auto threshold = args.get("--threshold"))
@@ -145,7 +141,7 @@ int command_compare(Context& context, const std::vector<std::string>& tokens) {
                {"--diff", ""},
                {"--json", "", false}});
     c.expect(2, 2);
-    json body = {{"baseline", read_png(c.arg(1), "BASELINE")}};
+    json body = {{"baseline", read_png(c.arg(1))}};
     if (auto region = c.args.get("--region")) body["region"] = parse_rect(*region, "--region");
     json mask = json::array();
     for (const auto& m : c.args.all("--mask")) mask.push_back(parse_rect(m, "--mask"));

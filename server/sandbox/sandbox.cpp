@@ -654,12 +654,16 @@ protocol::Reply Sandbox::call(const std::string& method, nlohmann::json params, 
     }
 }
 
-streaming::EncodedImage Sandbox::screenshot(const streaming::EncodeOptions& options,
-                                            int settle_ms) {
+void Sandbox::sync_screen(int settle_ms) {
     auto reply = call("screen.sync", {{"settle_ms", settle_ms}, {"max_ms", 500}});
     std::uint64_t seq = reply.result.value("seq", 0ull);
     if (!mirror_.wait_for_seq(seq, std::chrono::seconds(5)))
         throw ApiError(504, "agent_timeout", "the screen did not arrive from the agent in time");
+}
+
+streaming::EncodedImage Sandbox::screenshot(const streaming::EncodeOptions& options,
+                                            int settle_ms) {
+    sync_screen(settle_ms);
     auto snapshot = mirror_.snapshot();
     try {
         return streaming::encode_image(snapshot, options);

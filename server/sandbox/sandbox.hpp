@@ -161,6 +161,8 @@ class Sandbox {
     struct AnalysisState;
 
   private:
+    // Asks the agent for what it has not sent yet and waits until the mirror has it.
+    void sync_screen(int settle_ms);
     // The current frame at the size the client sees; `sync`: first ask the agent for what it
     // has not sent yet (so it shows the last action's effect).
     ScreenView screen_view(bool sync);

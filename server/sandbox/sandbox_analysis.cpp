@@ -145,10 +145,6 @@ json box_json(const Rect& box, double score) {
             {"center", {box.x + box.width / 2, box.y + box.height / 2}}};
 }
 
-bool region_on(const Rect& region, int width, int height) {
-    return intersect(region, {0, 0, width, height}) == region;
-}
-
 }  // namespace
 
 // What to look for: an image or a text, and how.
@@ -171,6 +167,15 @@ struct Sandbox::ScreenView {
     streaming::ImageView view() const { return scaled ? scaled->view() : snapshot.frame->view(); }
     int width() const { return view().width; }
     int height() const { return view().height; }
+    // `asked` (default: the whole screen), checked to lie on it; errors name `field`.
+    Rect region(const std::optional<Rect>& asked, const std::string& field) const {
+        const Rect whole{0, 0, width(), height()};
+        const Rect r = asked.value_or(whole);
+        if (intersect(r, whole) != r)
+            throw bad_request(field, "must lie on the " + std::to_string(width()) + "x" +
+                                         std::to_string(height()) + " screen");
+        return r;
+    }
 };
 
 struct Sandbox::AnalysisState {
@@ -311,12 +316,7 @@ std::shared_ptr<const analysis::OcrResult> read_text(Sandbox::AnalysisState& sta
 
 std::vector<Found> find_on(Sandbox::AnalysisState& state, const Sandbox::ScreenView& v,
                            const Sandbox::TargetSpec& spec) {
-    const Rect whole{0, 0, v.width(), v.height()};
-    const Rect region = spec.search.region.value_or(whole);
-    if (!region_on(region, v.width(), v.height()))
-        throw bad_request(join_field(spec.field, "region"),
-                          "must lie on the " + std::to_string(v.width()) + "x" +
-                              std::to_string(v.height()) + " screen");
+    const Rect region = v.region(spec.search.region, join_field(spec.field, "region"));
     std::vector<Found> out;
     if (spec.image) {
         auto matches = checked(
@@ -404,10 +404,7 @@ nlohmann::json Sandbox::ocr(const nlohmann::json& body) {
     const std::string lang = b.has("lang") ? b.string("lang") : "eng";
     const double min_confidence = b.number("min_confidence", 0, 100, 0);
     auto view = screen_view(true);
-    const Rect region = region_asked.value_or(Rect{0, 0, view.width(), view.height()});
-    if (!region_on(region, view.width(), view.height()))
-        throw bad_request("region", "must lie on the " + std::to_string(view.width()) + "x" +
-                                        std::to_string(view.height()) + " screen");
+    const Rect region = view.region(region_asked, "region");
     auto result = read_text(*analysis_, view.snapshot, view.view(), region, lang, "");
     json lines = json::array(), words = json::array();
     std::vector<int> line_index(result->lines.size(), -1);
@@ -469,15 +466,11 @@ nlohmann::json Sandbox::compare(const nlohmann::json& body) {
             mask.push_back(Body::read_rect((*m)[i], "mask[" + std::to_string(i) + "]"));
     }
     auto view = screen_view(true);
-    const Rect region = region_asked.value_or(Rect{0, 0, view.width(), view.height()});
-    if (!region_on(region, view.width(), view.height()))
-        throw bad_request("region", "must lie on the " + std::to_string(view.width()) + "x" +
-                                        std::to_string(view.height()) + " screen");
+    const Rect region = view.region(region_asked, "region");
     // Mask rects are screen coordinates; the comparison runs on the region's own pixels.
     for (std::size_t i = 0; i < mask.size(); ++i) {
         Rect inside = intersect(mask[i], region);
-        if (!region_on(mask[i], view.width(), view.height()))
-            throw bad_request("mask[" + std::to_string(i) + "]", "must lie on the screen");
+        view.region(mask[i], "mask[" + std::to_string(i) + "]");
         if (inside.empty()) continue;
         options.mask.push_back(
             {inside.x - region.x, inside.y - region.y, inside.width, inside.height});
@@ -559,11 +552,7 @@ nlohmann::json Sandbox::wait(const nlohmann::json& body) {
     const auto deadline = start + std::chrono::milliseconds(timeout_ms);
     WaitSlot slot(*analysis_);
     auto view = screen_view(true);
-    const Rect whole{0, 0, view.width(), view.height()};
-    const Rect region = spec.search.region.value_or(whole);
-    if (!region_on(region, view.width(), view.height()))
-        throw bad_request("region", "must lie on the " + std::to_string(view.width()) + "x" +
-                                        std::to_string(view.height()) + " screen");
+    const Rect region = view.region(spec.search.region, "region");
     if (since && *since > view.snapshot.version)
         throw bad_request("since", "frame " + std::to_string(*since) +
                                        " has not happened yet (now " +
