@@ -163,8 +163,12 @@ TEST(AnalysisApi, LocateFindsAMovedWindowWithinTwoPixels) {
         if (now) moved = *now;
         return now && (moved.x != d.terminal.x || moved.y != d.terminal.y);
     }));
-    ASSERT_TRUE(
-        s.post(d.base + "/wait", {{"until", "stable"}, {"stable_ms", 300}}).js()["matched"]);
+    // The window repaints after it moved, later on a loaded machine: wait for the image itself
+    // (a timer-based "stable" could end before the repaint began).
+    auto appeared =
+        s.post(d.base + "/wait",
+               {{"until", "image"}, {"image", templ}, {"threshold", 0.8}, {"timeout_ms", 20000}});
+    ASSERT_TRUE(appeared.js()["matched"]) << appeared.body;
     found = s.post(d.base + "/locate", {{"image", templ}, {"threshold", 0.8}});
     ASSERT_EQ(found.status, 200u) << found.body;
     ASSERT_FALSE(found.js()["matches"].empty()) << found.body;
