@@ -77,6 +77,9 @@ CaptureEngine::CaptureEngine(const std::string& display_name, CaptureOptions opt
 
     wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_fd_) throw CaptureError(std::string("eventfd: ") + std::strerror(errno));
+    // Requests made before the first start() wait for it: the agent's channel may read a
+    // host's first screen.sync before the engine's thread runs.
+    accepting_commands_ = true;
 }
 
 CaptureEngine::~CaptureEngine() {
@@ -100,7 +103,17 @@ void CaptureEngine::start() {
 }
 
 void CaptureEngine::stop() {
-    if (!thread_.joinable()) return;
+    if (!thread_.joinable()) {
+        // Never started (or stopped already): whoever waits is told now, not at its timeout.
+        std::deque<Command> left;
+        {
+            std::lock_guard lock(commands_mutex_);
+            accepting_commands_ = false;
+            left.swap(commands_);
+        }
+        for (auto& c : left) c.done->set_value({0, "the capture engine stopped"});
+        return;
+    }
     stop_requested_ = true;
     std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);

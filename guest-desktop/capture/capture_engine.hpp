@@ -89,8 +89,9 @@ class CaptureEngine {
     // Captures now, from another thread: one round trip to the server (so every request it
     // has processed before, e.g. an injected action another client XSync'd, is on screen),
     // grab, emit every pending damaged rect (on_damage returns before this does), and return
-    // the seq of the last rect emitted so far (0 if none). Throws CaptureError on timeout, if
-    // the engine is not running, or if the capture (or a callback) failed.
+    // the seq of the last rect emitted so far (0 if none). Asked before the first start(), it
+    // waits for it. Throws CaptureError on timeout, once the engine has stopped, or if the
+    // capture (or a callback) failed.
     std::uint64_t sync(std::chrono::milliseconds timeout = std::chrono::seconds(5));
     // Like sync, but emits one rect covering the whole screen.
     std::uint64_t full_frame(std::chrono::milliseconds timeout = std::chrono::seconds(5));

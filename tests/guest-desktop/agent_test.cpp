@@ -65,12 +65,12 @@ struct HostMirror {
 };
 
 class AgentProcess {
-public:
+  public:
     explicit AgentProcess(std::vector<std::string> extra = {}) {
         socket_ = (dir_.path() / "agent.sock").string();
         SpawnOptions o;
-        o.argv = {DESKBOX_AGENT_PATH, "--channel", "unix-listen:" + socket_, "--size", "1024x768",
-                  "--log-dir", dir_.path().string()};
+        o.argv = {DESKBOX_AGENT_PATH, "--channel", "unix-listen:" + socket_, "--size",
+                  "1024x768",         "--log-dir", dir_.path().string()};
         for (auto& a : extra) o.argv.push_back(a);
         o.env_overrides = {{"LANG", "C.UTF-8"}, {"LC_ALL", "C.UTF-8"}};
         o.stderr_file = (dir_.path() / "agent.log").string();
@@ -92,10 +92,13 @@ public:
                 if (mirror) {
                     mirror->width = peer["screen"]["width"];
                     mirror->height = peer["screen"]["height"];
-                    mirror->pixels.assign(static_cast<std::size_t>(mirror->width) * mirror->height * 4, 0);
+                    mirror->pixels.assign(
+                        static_cast<std::size_t>(mirror->width) * mirror->height * 4, 0);
                 }
                 auto client = std::make_unique<protocol::RpcClient>(std::move(channel));
-                if (mirror) client->on_event([mirror](protocol::Message&& m) { mirror->on_event(std::move(m)); });
+                if (mirror)
+                    client->on_event(
+                        [mirror](protocol::Message&& m) { mirror->on_event(std::move(m)); });
                 client->start();
                 return client;
             }
@@ -114,7 +117,7 @@ public:
     const std::string& socket_path() const { return socket_; }
     const TempDir& dir() const { return dir_; }
 
-private:
+  private:
     TempDir dir_{"deskbox-agent-test"};
     std::string socket_;
     ChildProcess process_;
@@ -171,6 +174,21 @@ TEST(Agent, HelloMirrorAndSyncShowTheScreen) {
     EXPECT_GE(mirror.cursor_shapes, 1);
 }
 
+// The host syncs the screen the moment the handshake ends (sandbox create does): the agent must
+// have its capture running before it reads that request. It once started reading first, and a
+// create failed now and then with "the capture engine is not running".
+TEST(Agent, ASyncSentRightAfterTheHandshakeIsAnswered) {
+    AgentProcess agent;
+    for (int round = 0; round < 25; ++round) {
+        HostMirror mirror;
+        auto client = agent.connect(&mirror);
+        ASSERT_TRUE(client);
+        protocol::Reply sync;
+        ASSERT_NO_THROW(sync = client->call("screen.sync")) << "round " << round;
+        EXPECT_GE(sync.result.value("seq", 0), 1u) << sync.result.dump();
+    }
+}
+
 TEST(Agent, TypesUnicodeIntoATerminalAndReadsItBack) {
     AgentProcess agent;
     HostMirror mirror;
@@ -178,12 +196,12 @@ TEST(Agent, TypesUnicodeIntoATerminalAndReadsItBack) {
     ASSERT_TRUE(client);
     auto out = agent.dir().path() / "typed.txt";
     // A terminal whose shell writes the first line it reads to a file.
-    auto r = client->call(
-        "exec.run",
-        {{"argv", {"xterm", "-geometry", "80x10+0+0", "-e", "sh", "-c",
-                   "IFS= read -r line; printf '%s' \"$line\" > " + out.string()}},
-         {"env", {{"LANG", "C.UTF-8"}, {"LC_ALL", "C.UTF-8"}}},
-         {"background", true}});
+    auto r =
+        client->call("exec.run", {{"argv",
+                                   {"xterm", "-geometry", "80x10+0+0", "-e", "sh", "-c",
+                                    "IFS= read -r line; printf '%s' \"$line\" > " + out.string()}},
+                                  {"env", {{"LANG", "C.UTF-8"}, {"LC_ALL", "C.UTF-8"}}},
+                                  {"background", true}});
     ASSERT_TRUE(r.result.contains("pid"));
     // Wait for its window.
     bool shown = false;
@@ -197,9 +215,9 @@ TEST(Agent, TypesUnicodeIntoATerminalAndReadsItBack) {
     }
     ASSERT_TRUE(shown) << agent.log();
     const std::string text = "Grêmio naïve café 日本語 😀 --help; rm -rf \"$x\"";
-    client->call("input.actions",
-                 {{"actions", {{{"type", "click"}, {"x", 100}, {"y", 50}},
-                               {{"type", "type"}, {"text", text + "\n"}}}}});
+    client->call("input.actions", {{"actions",
+                                    {{{"type", "click"}, {"x", 100}, {"y", 50}},
+                                     {{"type", "type"}, {"text", text + "\n"}}}}});
     std::string got;
     for (int i = 0; i < 200; ++i) {
         try {
@@ -283,7 +301,8 @@ TEST(Agent, BackgroundProcessStreamsOutputAndExit) {
     HostMirror mirror;
     auto client = agent.connect(&mirror);
     ASSERT_TRUE(client);
-    auto r = client->call("exec.run", {{"cmd", "echo one; echo two >&2; exit 7"}, {"stream", true}});
+    auto r =
+        client->call("exec.run", {{"cmd", "echo one; echo two >&2; exit 7"}, {"stream", true}});
     int pid = r.result["pid"];
     std::unique_lock lock(mirror.mutex);
     ASSERT_TRUE(mirror.changed.wait_for(lock, 10s, [&] {
@@ -295,7 +314,8 @@ TEST(Agent, BackgroundProcessStreamsOutputAndExit) {
     int exit_code = -1;
     for (auto& e : mirror.process_events) {
         if (e["pid"] != pid) continue;
-        if (e["event"] == "process.output") (e["stream"] == "stdout" ? out : err) += e["data"].get<std::string>();
+        if (e["event"] == "process.output")
+            (e["stream"] == "stdout" ? out : err) += e["data"].get<std::string>();
         if (e["event"] == "process.exit") exit_code = e["exit_code"];
     }
     EXPECT_EQ(out, "one\n");

@@ -4,6 +4,8 @@
 // GoogleTest first: Xlib defines macros (None, Bool) that clash with its names.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include <X11/Xlib.h>
 #include <X11/Xutil.h>
 #include <X11/cursorfont.h>
@@ -568,7 +570,8 @@ TEST_F(CaptureTest, StopJoinsRestartsAndLeaksNoSegment) {
         ASSERT_EQ(modes.size(), 1u);
         EXPECT_NE(modes[0] & 01000u, 0u) << "SHM_DEST not set";
 
-        EXPECT_THROW(engine.sync(), CaptureError);  // not started
+        // Not started yet: a sync waits for the start (here it times out first).
+        EXPECT_THROW(engine.sync(std::chrono::milliseconds(20)), CaptureError);
         engine.set_callbacks(mirror.callbacks());
         engine.start();
         EXPECT_TRUE(engine.running());
@@ -585,6 +588,29 @@ TEST_F(CaptureTest, StopJoinsRestartsAndLeaksNoSegment) {
         // Destroyed while running: the destructor stops it.
     }
     EXPECT_TRUE(own_shm_segment_modes().empty());
+}
+
+// The agent's channel may read a host's first screen.sync before the engine's thread runs
+// (a create once failed with "the capture engine is not running"): such a request waits for
+// the start and is answered then.
+TEST_F(CaptureTest, ASyncAskedBeforeTheStartIsAnsweredOnceItRuns) {
+    Mirror mirror(kWidth, kHeight);
+    CaptureEngine engine(xvfb().display_name());
+    engine.set_callbacks(mirror.callbacks());
+    auto early = std::async(std::launch::async, [&] { return engine.sync(); });
+    // Give the request time to be queued first; its answer does not depend on this.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    engine.start();
+    EXPECT_GE(early.get(), 1u);
+    EXPECT_EQ(mirror.rects.front(), (Rect{0, 0, kWidth, kHeight}));
+
+    // Never started: a waiting request is told at the engine's end, not at its timeout.
+    CaptureEngine unused(xvfb().display_name());
+    auto orphan =
+        std::async(std::launch::async, [&] { return unused.sync(std::chrono::seconds(30)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    unused.stop();
+    EXPECT_THROW(orphan.get(), CaptureError);
 }
 
 TEST_F(CaptureTest, AThrowingCallbackIsReportedAndCaptureGoesOn) {
