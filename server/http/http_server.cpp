@@ -30,16 +30,17 @@ namespace {
 
 // One keep-alive connection: read a request, answer it, repeat.
 class Session : public std::enable_shared_from_this<Session> {
-public:
-    Session(tcp::socket&& socket, const HttpHandler& handler, const HttpOptions& options)
-        : stream_(std::move(socket)), handler_(handler), options_(options) {}
+  public:
+    Session(tcp::socket&& socket, const HttpHandler& handler, const HttpOptions& options,
+            HandlerPool& pool)
+        : stream_(std::move(socket)), handler_(handler), options_(options), pool_(pool) {}
 
     void run() {
         net::dispatch(stream_.get_executor(),
                       beast::bind_front_handler(&Session::read, shared_from_this()));
     }
 
-private:
+  private:
     void read() {
         parser_.emplace();
         parser_->body_limit(options_.max_body_bytes);
@@ -71,8 +72,16 @@ private:
             res.keep_alive(false);
             return write(std::move(res));
         }
-        HttpRequest request = parser_->release();
         stream_.expires_never();
+        // Off the I/O thread: nothing of this connection runs until the answer is posted back.
+        pool_.submit([self = shared_from_this(),
+                      request = std::make_shared<HttpRequest>(parser_->release())] {
+            self->respond(*request);
+        });
+    }
+
+    // On a pool thread.
+    void respond(HttpRequest& request) {
         HttpExchange exchange{request, &stream_};
         HttpResponse res;
         try {
@@ -85,18 +94,22 @@ private:
         res.keep_alive(request.keep_alive());
         res.set(http::field::server, "deskboxd");
         if (!res.has_content_length() && !res.chunked()) res.prepare_payload();
-        write(std::move(res));
+        net::post(stream_.get_executor(),
+                  [self = shared_from_this(),
+                   response = std::make_shared<HttpResponse>(std::move(res))]() mutable {
+                      self->write(std::move(*response));
+                  });
     }
 
     void write(HttpResponse&& res) {
         auto response = std::make_shared<HttpResponse>(std::move(res));
         bool keep = response->keep_alive();
-        http::async_write(stream_, *response,
-                          [self = shared_from_this(), response, keep](beast::error_code ec,
-                                                                      std::size_t) {
-                              if (ec || !keep) return self->close();
-                              self->read();
-                          });
+        http::async_write(
+            stream_, *response,
+            [self = shared_from_this(), response, keep](beast::error_code ec, std::size_t) {
+                if (ec || !keep) return self->close();
+                self->read();
+            });
     }
 
     void close() {
@@ -109,34 +122,38 @@ private:
     std::optional<http::request_parser<http::string_body>> parser_;
     const HttpHandler& handler_;
     const HttpOptions& options_;
+    HandlerPool& pool_;
 };
 
 }  // namespace
 
 struct HttpServer::Impl {
+    explicit Impl(const HttpOptions& o)
+        : options(&o), pool(o.max_handlers, std::chrono::seconds(60)) {}
     net::io_context io;
     tcp::acceptor acceptor{io};
     HttpHandler handler;
     std::vector<std::thread> threads;
     std::atomic<bool> stopped{false};
     const HttpOptions* options = nullptr;
+    HandlerPool pool;  // after io: its jobs hold sessions, so it goes first
 
     void accept() {
-        acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
-            if (ec) {
-                if (!acceptor.is_open()) return;
-            } else {
-                std::make_shared<Session>(std::move(socket), handler, *options)->run();
-            }
-            accept();
-        });
+        acceptor.async_accept(
+            net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+                if (ec) {
+                    if (!acceptor.is_open()) return;
+                } else {
+                    std::make_shared<Session>(std::move(socket), handler, *options, pool)->run();
+                }
+                accept();
+            });
     }
 };
 
-HttpServer::HttpServer(HttpOptions options, HttpHandler handler)
-    : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
+HttpServer::HttpServer(HttpOptions options, HttpHandler handler) : options_(std::move(options)) {
+    impl_ = std::make_unique<Impl>(options_);
     impl_->handler = std::move(handler);
-    impl_->options = &options_;
     beast::error_code ec;
     auto address = net::ip::make_address(options_.address, ec);
     if (ec) throw std::system_error(ec, "listen address '" + options_.address + "'");
@@ -146,13 +163,15 @@ HttpServer::HttpServer(HttpOptions options, HttpHandler handler)
     acceptor.set_option(net::socket_base::reuse_address(true));
     acceptor.bind(endpoint, ec);
     if (ec)
-        throw std::system_error(ec, "cannot listen on " + options_.address + ":" +
-                                        std::to_string(options_.port));
+        throw std::system_error(
+            ec, "cannot listen on " + options_.address + ":" + std::to_string(options_.port));
     acceptor.listen(net::socket_base::max_listen_connections);
     port_ = acceptor.local_endpoint().port();
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+    stop();
+}
 
 void HttpServer::start() {
     impl_->accept();
@@ -169,6 +188,11 @@ void HttpServer::stop() {
     impl_->io.stop();
     for (auto& t : impl_->threads)
         if (t.joinable()) t.join();
+    impl_->pool.stop();  // handlers running now finish; their answers have nowhere to go
+}
+
+HandlerPoolStats HttpServer::handler_stats() const {
+    return impl_->pool.stats();
 }
 
 }  // namespace deskbox::server

@@ -1,7 +1,8 @@
 // The HTTP front door of deskboxd, on Boost.Beast: accepts connections, reads requests with
-// a body limit (413 past it), hands each to the router and writes the answer. Handlers run
-// on the I/O threads and may block on a sandbox for a while, so there are several of them.
-// A route may take over the connection (WebSocket upgrade) through `upgrade`.
+// a body limit (413 past it), hands each to the router and writes the answer. The I/O threads
+// only read and write; a handler may block on a sandbox for minutes, so each runs on a thread
+// of a HandlerPool and its answer is written back on the connection's strand. A route may take
+// over the connection (WebSocket upgrade) by moving the stream out of the exchange.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -14,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "server/http/handler_pool.hpp"
+
 namespace deskbox::server {
 
 namespace http = boost::beast::http;
@@ -22,8 +25,9 @@ using HttpResponse = http::response<http::string_body>;
 
 struct HttpOptions {
     std::string address = "127.0.0.1";
-    unsigned short port = 8700;  // 0: any free port
-    std::size_t threads = 8;
+    unsigned short port = 8700;      // 0: any free port
+    std::size_t threads = 2;         // I/O threads: sockets, WebSockets, VNC, port proxies
+    std::size_t max_handlers = 256;  // requests handled at once; more wait for a thread
     std::size_t max_body_bytes = 64 << 20;
     std::size_t max_header_bytes = 16 << 10;
 };
@@ -37,7 +41,7 @@ struct HttpExchange {
 using HttpHandler = std::function<HttpResponse(HttpExchange&)>;
 
 class HttpServer {
-public:
+  public:
     // Binds at once (throws std::system_error naming the address if it can't).
     HttpServer(HttpOptions options, HttpHandler handler);
     ~HttpServer();
@@ -47,9 +51,10 @@ public:
     void start();
     void stop();  // stops accepting, closes connections, joins threads
     unsigned short port() const { return port_; }
+    HandlerPoolStats handler_stats() const;
     const std::string& address() const { return options_.address; }
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
     HttpOptions options_;

@@ -11,6 +11,8 @@
 #include <rfb/rfb.h>  // rfbEncryptAndStorePasswd, with C linkage
 #include <sys/socket.h>
 
+#include <atomic>
+
 #include "streaming/live/live_stream.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
 #include "tests/server/ws_client.hpp"
@@ -370,6 +372,47 @@ TEST_F(StreamTest, ARecordingStartedAtCreateEndsPlayableOnKill) {
     EXPECT_EQ(
         s().post("/v1/sandboxes", {{"template", "minimal"}, {"record", {{"fps", 500}}}}).status,
         400u);
+}
+
+// Request handlers run off the I/O threads: eight 30 s commands in flight on one sandbox (as
+// many as deskboxd once had I/O threads, each held by one) hold up no viewer stream, screenshot
+// or /healthz of another.
+TEST_F(StreamTest, LongCommandsOnOneSandboxHoldUpNothingElse) {
+    Sandbox busy = create(s());
+    ASSERT_FALSE(busy.id.empty());
+    const std::string busy_base = "/v1/sandboxes/" + busy.id;
+    std::atomic<int> returned{0};
+    std::vector<std::thread> commands;
+    for (int i = 0; i < 8; ++i)
+        commands.emplace_back([&, i] {
+            s().post(busy_base + "/commands",
+                     {{"cmd", "touch /tmp/started." + std::to_string(i) + "; sleep 30"}});
+            ++returned;
+        });
+    struct JoinAll {
+        std::vector<std::thread>& threads;
+        ~JoinAll() {
+            for (auto& t : threads) t.join();
+        }
+    } join_all{commands};
+    // Every one of them is running inside the sandbox (a ninth command answers that).
+    EXPECT_TRUE(eventually([&] {
+        auto a = s().post(busy_base + "/commands", {{"cmd", "ls /tmp | grep -c '^started'"}});
+        return a.status == 200 && a.js().value("stdout", "") == "8\n";
+    }));
+
+    WsClient ws(s().port(), stream_target(sandbox_, sandbox_.view_token, "&codec=jpeg"));
+    ASSERT_TRUE(ws.connected()) << ws.status() << ws.refusal_body();
+    auto hello = ws.read(10s);
+    ASSERT_TRUE(hello && hello->text);
+    EXPECT_TRUE(ws.read_until(is_keyframe, 10s)) << "the stream sent no picture";
+    auto shot = s().get(base() + "/screenshot?format=png");
+    EXPECT_EQ(shot.status, 200u) << shot.body;
+    EXPECT_EQ(s().get("/healthz").status, 200u);
+    EXPECT_EQ(returned.load(), 0) << "the commands ended before the checks, which proved nothing";
+
+    // Killing the busy sandbox ends its commands at once.
+    EXPECT_EQ(s().del(busy_base).status, 200u);
 }
 
 }  // namespace
