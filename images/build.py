@@ -104,6 +104,7 @@ class _Checker:
             "integer": isinstance(value, int) and not isinstance(value, bool),
             "array": isinstance(value, list),
             "object": isinstance(value, dict),
+            "boolean": isinstance(value, bool),
         }[kind]
         if not ok:
             self.fail(field, f"expected {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {_type_name(value)}")
@@ -179,7 +180,7 @@ def load_template(path):
 
 def validate(t, file, folder):
     c = _Checker(file)
-    c.fields(t, "", ("name", "description", "base", "packages", "session"), ("files", "env", "setup"))
+    c.fields(t, "", ("name", "description", "base", "packages", "session"), ("files", "env", "setup", "security"))
 
     c.string(t["name"], "name", NAME_RE, "a template name ([a-z0-9-], at most 63 characters)")
     if os.path.basename(file) == "template.json" and t["name"] != os.path.basename(folder):
@@ -248,6 +249,11 @@ def validate(t, file, folder):
     c.integer(res[0], "session.resolution[0]", 64, 8192)
     c.integer(res[1], "session.resolution[1]", 64, 8192)
     c.integer(s["dpi"], "session.dpi", 24, 480)
+    if "security" in t:
+        # How the sandbox is confined, read by deskboxd at create (not part of the rootfs).
+        c.fields(t["security"], "security", (), ("nested_user_namespaces",))
+        if "nested_user_namespaces" in t["security"]:
+            c.expect(t["security"]["nested_user_namespaces"], "security.nested_user_namespaces", "boolean")
 
 
 # ---------------------------------------------------------------------------------------------

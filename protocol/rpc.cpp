@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <system_error>
 
 namespace deskbox::protocol {
 namespace {
@@ -435,7 +436,7 @@ void RpcServer::dispatch(Message&& message) {
 }
 
 void RpcServer::enqueue(Job job) {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (stopping_) return;
     if (job.route->dispatch == Dispatch::serial) {
         serial_queue_.push_back(std::move(job));
@@ -444,10 +445,27 @@ void RpcServer::enqueue(Job job) {
     }
     queue_.push_back(std::move(job));
     // Grow the pool only when every worker is busy, so a long handler never holds up the next.
-    if (queue_.size() > idle_workers_ && workers_.size() < options_.max_workers)
-        workers_.emplace_back([this] { worker_loop(false); });
-    else
-        work_ready_.notify_one();
+    if (queue_.size() > idle_workers_ && workers_.size() < options_.max_workers) {
+        try {
+            workers_.emplace_back([this] { worker_loop(false); });
+            return;
+        } catch (const std::system_error& e) {
+            // No thread to be had (a sandbox at its process limit): a busy worker takes the
+            // job when it is free; with none at all, the request is answered as refused
+            // rather than the channel failing.
+            if (workers_.empty()) {
+                Job refused = std::move(queue_.back());
+                queue_.pop_back();
+                lock.unlock();
+                send_error(refused.request.id,
+                           RpcError("resource_exhausted",
+                                    std::string("cannot start a thread to answer '") +
+                                        refused.request.method + "': " + e.what()));
+                return;
+            }
+        }
+    }
+    work_ready_.notify_one();
 }
 
 void RpcServer::worker_loop(bool serial) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <thread>
 
 #include "guest-desktop/capture/capture_engine.hpp"
@@ -11,6 +12,7 @@
 #include "guest-desktop/services/exec_service.hpp"
 #include "guest-desktop/services/file_service.hpp"
 #include "guest-desktop/services/port_service.hpp"
+#include "guest-desktop/services/process_sweep.hpp"
 #include "guest-desktop/services/system_service.hpp"
 #include "guest-desktop/services/window_service.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
@@ -253,15 +255,22 @@ std::string DesktopAgent::serve(std::unique_ptr<protocol::Channel> channel) {
     };
     capture.set_callbacks(std::move(callbacks));
 
-    protocol::RpcServer server(std::move(channel));
+    // Many handlers at once: long commands (each holds one until it ends) must not hold up
+    // the next request; threads count against the sandbox's pids limit, not much else.
+    protocol::RpcServerOptions rpc_options;
+    rpc_options.max_workers = 64;
+    protocol::RpcServer server(std::move(channel), rpc_options);
     register_handlers(server, capture);
     {
         std::lock_guard lock(current_mutex_);
         if (shutting_down_) return "shutting down";
         current_ = &server;
     }
+    // Capture first: the host syncs the screen right after the handshake, and a request read
+    // before the engine runs would be refused ("the capture engine is not running"). The
+    // first full frame goes out at once either way (events need no started server).
+    capture.start();
     server.start();
-    capture.start();  // the full first frame goes out before any request is answered late
     std::string reason = server.wait();
     {
         std::lock_guard lock(current_mutex_);
@@ -394,6 +403,22 @@ void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::Captu
     server.handle("net.listening", translated([](const Request&) {
                       return json_reply(services::PortService().listening());
                   }));
+
+    // Everything but the desktop session (this agent, its init, the X server, the window
+    // manager): a sandbox at its process or memory limit comes back without a re-create.
+    server.handle(
+        "processes.kill", translated([this](const Request&) {
+            std::set<pid_t> keep = {::getpid()};
+            if (session_) {
+                for (pid_t p : {session_->xvfb_pid(), session_->wm_pid()})
+                    if (p > 0) keep.insert(p);
+            }
+            // As the child of the sandbox's init, the whole pid namespace or VM.
+            pid_t root = ::getppid() == 1 ? 1 : ::getpid();
+            auto swept = services::kill_processes_under(root, keep);
+            return json_reply(
+                {{"killed", swept.killed}, {"refused", swept.refused}, {"rounds", swept.rounds}});
+        }));
 
     // After a restore from a shared memory snapshot: fresh hostname, clock and randomness.
     server.handle("system.identity", translated([](const Request& r) {

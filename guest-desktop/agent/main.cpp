@@ -1,6 +1,7 @@
 // deskbox-agent: the in-guest service. Owns the desktop session, captures the screen and
 // injects input, and serves the agent channel to the host.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +57,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "deskbox-agent: cannot drop inheritable capabilities: %s\n", e.what());
         return 1;
     }
+    // Not dumpable: the sandbox's own programs run as our uid, and must not ptrace us or read
+    // our /proc files (fds, memory, environment). execve makes our children dumpable again.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     AgentOptions options;
     std::vector<std::string> args(argv + 1, argv + argc);
     if (auto it = std::find(args.begin(), args.end(), "--init"); it != args.end()) {

@@ -213,10 +213,11 @@ ChildProcess spawn_command(const CommandSpec& spec, const std::map<std::string, 
     } catch (const std::system_error& e) {
         int err = e.code().value();
         std::string field = spec.command.is_string() ? "cmd" : "argv[0]";
-        const char* code = err == ENOENT   ? error_code::not_found
-                           : err == EACCES ? error_code::permission_denied
-                           : err == E2BIG  ? error_code::bad_request
-                                           : error_code::io_error;
+        const char* code = err == ENOENT                    ? error_code::not_found
+                           : err == EACCES                  ? error_code::permission_denied
+                           : err == E2BIG                   ? error_code::bad_request
+                           : err == EAGAIN || err == ENOMEM ? error_code::resource_exhausted
+                                                            : error_code::io_error;
         throw ServiceError(code, "cannot start '" + spec.argv[0] + "': " + std::strerror(err),
                            field);
     }

@@ -25,6 +25,8 @@ inline constexpr const char* not_a_directory = "not_a_directory";
 inline constexpr const char* already_exists = "already_exists";
 inline constexpr const char* not_empty = "not_empty";
 inline constexpr const char* too_large = "too_large";
+// fork/clone failed with EAGAIN or ENOMEM: the sandbox is at its process or memory limit.
+inline constexpr const char* resource_exhausted = "resource_exhausted";
 }  // namespace error_code
 
 class ServiceError : public std::runtime_error {

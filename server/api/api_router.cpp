@@ -1,5 +1,8 @@
 #include "server/api/api_router.hpp"
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -155,6 +158,60 @@ std::string ApiRouter::egress_metrics() const {
     return connections + bytes + dns;
 }
 
+std::string ApiRouter::process_metrics() const {
+    // What a leak or a fragmenting heap looks like from outside: resident memory, the heap's
+    // own view of what is in use and what it holds free, fds and threads.
+    std::string out;
+    auto gauge = [&](const char* name, const char* help, std::uint64_t value) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name +
+               " " + std::to_string(value) + "\n";
+    };
+    std::ifstream statm("/proc/self/statm");
+    std::uint64_t pages = 0, resident = 0;
+    if (statm >> pages >> resident)
+        gauge("deskboxd_resident_bytes", "Resident memory of deskboxd.",
+              resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+    struct mallinfo2 heap = ::mallinfo2();
+    gauge("deskboxd_heap_in_use_bytes", "Heap bytes handed out (malloc's own count).",
+          heap.uordblks + heap.hblkhd);
+    gauge("deskboxd_heap_free_bytes", "Heap bytes free but kept by malloc.", heap.fordblks);
+    std::error_code ec;
+    std::uint64_t fds = 0, threads = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+        ++fds;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+        ++threads;
+    gauge("deskboxd_open_fds", "Open file descriptors of deskboxd.", fds);
+    gauge("deskboxd_threads", "Threads of deskboxd.", threads);
+    return out;
+}
+
+std::string ApiRouter::usage_metrics() const {
+    std::string out;
+    auto family = [&](const char* name, const char* help, const std::string& lines) {
+        if (lines.empty()) return;
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + lines;
+    };
+    std::string pids, memory, disk;
+    for (const auto& sandbox : manager_.list()) {
+        auto u = sandbox->usage();
+        // Ids are [A-Za-z0-9_.-]: nothing to escape in a label.
+        const std::string id = "{sandbox=\"" + sandbox->id() + "\"} ";
+        if (u.pids) pids += "deskbox_sandbox_pids" + id + std::to_string(*u.pids) + "\n";
+        if (u.memory_bytes)
+            memory += "deskbox_sandbox_memory_bytes" + id + std::to_string(*u.memory_bytes) + "\n";
+        if (u.disk_bytes)
+            disk += "deskbox_sandbox_disk_bytes" + id + std::to_string(*u.disk_bytes) + "\n";
+    }
+    family("deskbox_sandbox_pids", "Processes and threads of a sandbox (limits.pids).", pids);
+    family("deskbox_sandbox_memory_bytes", "Memory a sandbox uses (limits.memory_mb).", memory);
+    family("deskbox_sandbox_disk_bytes",
+           "What a sandbox wrote to its writable layer (limits.disk_mb).", disk);
+    return out;
+}
+
 HttpResponse ApiRouter::route(HttpRequest& request, const std::string& path,
                               const std::map<std::string, std::string>& query) {
     if (path == "/healthz") {
@@ -191,6 +248,8 @@ HttpResponse ApiRouter::route(HttpRequest& request, const std::string& path,
         counter("deskbox_port_proxy_requests_total", "Exposed-port requests relayed.", "counter",
                 ports_.total.load());
         text += egress_metrics();
+        text += usage_metrics();
+        text += process_metrics();
         HttpResponse res{http::status::ok, 11};
         res.set(http::field::content_type, "text/plain; version=0.0.4");
         res.body() = std::move(text);
@@ -385,6 +444,14 @@ HttpResponse ApiRouter::sandbox_route(HttpRequest& request, const std::string& i
         if (ports.is_null())
             throw ApiError(409, "conflict", "the sandbox's agent cannot list its ports now");
         return json_response(200, {{"ports", ports}});
+    }
+    if (rest == "processes/kill") {
+        require_method(request, {http::verb::post});
+        allow_only(query, {});
+        json body = parse_body(request, true);
+        if (!body.is_null() && !(body.is_object() && body.empty()))
+            throw bad_request("", "takes no fields: it ends every process but the desktop");
+        return json_response(200, sandbox->kill_processes());
     }
     if (rest == "windows") {
         require_method(request, {http::verb::get});

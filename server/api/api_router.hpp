@@ -35,7 +35,9 @@ class ApiRouter {
     HttpResponse sandbox_route(HttpRequest& request, const std::string& id, const std::string& rest,
                                const std::map<std::string, std::string>& query);
     HttpResponse recordings_route(HttpRequest& request, const std::string& rest);
-    std::string egress_metrics() const;  // the sandboxes' egress counters for /metrics
+    std::string egress_metrics() const;   // the sandboxes' egress counters for /metrics
+    std::string usage_metrics() const;    // what each sandbox uses of its limits
+    std::string process_metrics() const;  // deskboxd's own memory, heap, fds and threads
     bool authorised(const HttpRequest& request, const std::string& query_key = {}) const;
 
     // Routes for people watching (viewer_routes.cpp): the stream and VNC WebSockets, the viewer

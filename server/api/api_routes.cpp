@@ -50,6 +50,7 @@ const std::vector<ApiRoute>& api_routes() {
         {"/v1/sandboxes/{id}/ocr", {verb::post}},
         {"/v1/sandboxes/{id}/compare", {verb::post}},
         {"/v1/sandboxes/{id}/commands", {verb::post}},
+        {"/v1/sandboxes/{id}/processes/kill", {verb::post}},
         {"/v1/sandboxes/{id}/files", {verb::get, verb::put, verb::delete_}},
         {"/v1/sandboxes/{id}/recording", {verb::get, verb::post, verb::delete_}},
         {"/v1/sandboxes/{id}/ports", {verb::get}},

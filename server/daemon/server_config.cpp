@@ -19,6 +19,8 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --default-template NAME minimal (default)
   --max-sandboxes N       (default 20)
   --default-timeout S     (default 300)
+  --default-disk-mb N     what a container sandbox may write, unless its create says
+                          limits.disk_mb (default 8192; 0: no cap, writes go to the host disk)
   --max-timeout S         (default 86400)
   --microvm-pool T=N      keep N microVM sandboxes of template T restored and ready (repeatable)
   --default-network V     network of a create that does not say: true (the internet, default)
@@ -27,7 +29,9 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --public-range CIDR     treat this special range as the internet (a lab or test network;
                           repeatable)
   --ports-domain DOMAIN    also serve exposed ports at {port}-{id}.DOMAIN (wildcard DNS to here)
-  --threads N             HTTP worker threads (default 8)
+  --threads N             HTTP I/O threads: sockets, streams, VNC (default 2)
+  --max-handlers N        requests handled at once, each on its own thread so a long
+                          command never holds up a stream (default 256; more queue)
   --max-body-mb N         request body limit (default 64)
 )";
 
@@ -77,6 +81,8 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.manager.default_template = value;
     } else if (key == "max-sandboxes" || key == "max_sandboxes") {
         c.manager.max_sandboxes = static_cast<std::size_t>(number(1, 10000));
+    } else if (key == "default-disk-mb" || key == "default_disk_mb") {
+        c.manager.default_disk_mb = static_cast<std::uint64_t>(number(0, 1 << 22));
     } else if (key == "default-timeout" || key == "default_timeout") {
         c.manager.default_timeout = std::chrono::seconds(number(1, 30 * 86400));
     } else if (key == "max-timeout" || key == "max_timeout") {
@@ -112,6 +118,8 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.api.ports_domain = *name;
     } else if (key == "threads") {
         c.http.threads = static_cast<std::size_t>(number(1, 256));
+    } else if (key == "max-handlers" || key == "max_handlers") {
+        c.http.max_handlers = static_cast<std::size_t>(number(1, 4096));
     } else if (key == "max-body-mb" || key == "max_body_mb") {
         c.http.max_body_bytes = static_cast<std::size_t>(number(1, 4096)) << 20;
     } else {

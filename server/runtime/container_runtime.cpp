@@ -150,8 +150,10 @@ ContainerPaths::ContainerPaths(const fs::path& state_root, const std::string& id
     : runc_root(state_root / "runc"),
       dir(sandbox_dir(state_root, id)),
       metadata(dir / "sandbox.json"),
-      upper(dir / "upper"),
-      work(dir / "work"),
+      disk_image(dir / "disk.img"),
+      disk(dir / "disk"),
+      upper(disk / "upper"),
+      work(disk / "work"),
       bundle(dir / "bundle"),
       rootfs(bundle / "rootfs"),
       run_dir(dir / "run"),
@@ -192,6 +194,9 @@ void ContainerSandbox::launch() {
         out << metadata.dump(2) << '\n';
         if (!out) throw RuntimeError("cannot write " + paths_.metadata.string());
     }
+    make_dir(paths_.disk, 0755);
+    if (spec_.limits.disk_mb > 0)
+        mount_capped_disk(paths_.disk_image, paths_.disk, spec_.limits.disk_mb, options.mkfs_ext4);
     make_dir(paths_.upper, 0755);  // becomes the mode of / inside
     make_dir(paths_.work, 0700);
     make_dir(paths_.bundle, 0700);
@@ -345,6 +350,46 @@ std::string ContainerSandbox::log_tail(std::size_t max_bytes) {
                    : final_log_tail_.substr(final_log_tail_.size() - max_bytes);
     }
     return read_tail(paths_.console_log, max_bytes);
+}
+
+ResourceUsage ContainerSandbox::usage() {
+    ResourceUsage u;
+    auto number = [](const std::optional<fs::path>& dir,
+                     const char* file) -> std::optional<std::uint64_t> {
+        if (!dir) return std::nullopt;
+        auto line = read_first_line(*dir / file);
+        if (!line || line->empty() || line->find_first_not_of("0123456789") != std::string::npos)
+            return std::nullopt;  // missing, or "max"
+        return std::stoull(*line);
+    };
+    if (spec_.limits.disk_mb > 0)
+        if (auto disk = disk_usage(paths_.disk)) {
+            u.disk_bytes = disk->used_bytes;
+            u.disk_max_bytes = disk->size_bytes;
+        }
+    auto pids = controller_dir("pids", cgroup_path());
+    u.pids = number(pids, "pids.current");
+    u.pids_max = number(pids, "pids.max");
+    auto memory = controller_dir("memory", cgroup_path());
+    // "oom_kill N": memory.events (v2) and memory.oom_control (v1, kernel 4.13+) alike.
+    auto oom_kills = [&](const char* file) -> std::optional<std::uint64_t> {
+        std::ifstream in(*memory / file);
+        std::string key;
+        std::uint64_t value = 0;
+        while (in >> key >> value)
+            if (key == "oom_kill") return value;
+        return std::nullopt;
+    };
+    if (memory && fs::exists(*memory / "memory.current")) {  // v2
+        u.memory_bytes = number(memory, "memory.current");
+        u.memory_max_bytes = number(memory, "memory.max");
+        u.oom_kills = oom_kills("memory.events");
+    } else if (memory) {  // v1
+        u.memory_bytes = number(memory, "memory.usage_in_bytes");
+        u.memory_max_bytes = number(memory, "memory.limit_in_bytes");
+        u.oom_kills = oom_kills("memory.oom_control");
+    }
+    return u;
 }
 
 UniqueFd ContainerSandbox::connect_agent(std::chrono::milliseconds timeout) {

@@ -3,7 +3,9 @@
 // Per sandbox, under <state_root>/sandboxes/<id>/:
 //   sandbox.json        who owns this dir (runtime, id, cgroup) — lets a restarted server
 //                       recognise leftovers
-//   upper/ work/        overlayfs upper and work dirs (the sandbox's writes)
+//   disk.img, disk/     the writable layer: a sparse ext4 image of limits.disk_mb on a loop
+//                       device, mounted at disk/ (a plain dir when disk_mb is 0)
+//   disk/upper/ work/   overlayfs upper and work dirs (the sandbox's writes)
 //   bundle/config.json  OCI config; bundle/rootfs is the overlay mount (template = lowerdir)
 //   run/                bind-mounted at /run/deskbox; the agent listens on run/agent.sock
 //   console.log         the container's stdout and stderr; runc.log: runc's own (JSON) log
@@ -39,13 +41,14 @@ struct ContainerRuntimeOptions {
     std::string cgroup_parent = "deskbox";
     std::chrono::milliseconds start_timeout{30000};
     std::chrono::milliseconds stop_timeout{10000};
+    std::string mkfs_ext4 = "mkfs.ext4";  // formats each sandbox's capped writable layer
 };
 
 // The files of one sandbox (see the layout above).
 struct ContainerPaths {
     explicit ContainerPaths(const std::filesystem::path& state_root, const std::string& id);
-    std::filesystem::path runc_root, dir, metadata, upper, work, bundle, rootfs, run_dir,
-        console_log, runc_log, pid_file;
+    std::filesystem::path runc_root, dir, metadata, disk_image, disk, upper, work, bundle, rootfs,
+        run_dir, console_log, runc_log, pid_file;
 };
 
 class ContainerRuntime;
@@ -63,6 +66,7 @@ class ContainerSandbox : public SandboxInstance {
     SandboxState state() override;
     std::optional<ExitInfo> exit_info() override;
     std::string log_tail(std::size_t max_bytes = 4096) override;
+    ResourceUsage usage() override;
 
     const ContainerPaths& paths() const { return paths_; }
     std::string cgroup_path() const;

@@ -1,6 +1,13 @@
 #include "server/runtime/mounts.hpp"
 
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -9,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/child_process.hpp"
+#include "common/unique_fd.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {
@@ -101,6 +110,81 @@ void mount_overlay(const std::filesystem::path& lower, const std::filesystem::pa
     if (::mount("overlay", target.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
         throw RuntimeError("mount overlay at " + target.string() + " (" + options +
                            "): " + std::strerror(errno));
+}
+
+namespace {
+
+// Binds `image` to a free loop device that detaches itself when its last user (the mount)
+// goes. Another process may take the device we were offered first: then ask again.
+UniqueFd attach_loop(int image_fd, const std::filesystem::path& image) {
+    UniqueFd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+    if (!control)
+        throw RuntimeError(std::string("open /dev/loop-control: ") + std::strerror(errno));
+    for (int attempt = 0; attempt < 32; ++attempt) {
+        int number = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
+        if (number < 0)
+            throw RuntimeError(std::string("no free loop device: ") + std::strerror(errno));
+        std::string node = "/dev/loop" + std::to_string(number);
+        UniqueFd loop(::open(node.c_str(), O_RDWR | O_CLOEXEC));
+        if (!loop && errno == ENOENT) {
+            // No udev (a host that is itself a container): make the node.
+            ::mknod(node.c_str(), S_IFBLK | 0660, makedev(7, static_cast<unsigned>(number)));
+            loop.reset(::open(node.c_str(), O_RDWR | O_CLOEXEC));
+        }
+        if (!loop) throw RuntimeError("open " + node + ": " + std::strerror(errno));
+        loop_config config{};
+        config.fd = static_cast<std::uint32_t>(image_fd);
+        config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), image.c_str(),
+                     LO_NAME_SIZE - 1);
+        if (::ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) return loop;
+        if (errno != EBUSY)
+            throw RuntimeError("attach " + image.string() + " to " + node + ": " +
+                               std::strerror(errno));
+    }
+    throw RuntimeError("attach " + image.string() + ": every free loop device was taken first");
+}
+
+}  // namespace
+
+void mount_capped_disk(const std::filesystem::path& image, const std::filesystem::path& mount_point,
+                       std::uint64_t size_mb, const std::string& mkfs) {
+    {
+        UniqueFd file(::open(image.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+        if (!file) throw RuntimeError("create " + image.string() + ": " + std::strerror(errno));
+        if (::ftruncate(file.get(), static_cast<off_t>(size_mb << 20)) != 0)
+            throw RuntimeError("size " + image.string() + ": " + std::strerror(errno));
+    }
+    RunResult made;
+    try {
+        made = run_process({mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal", "-E",
+                            "lazy_itable_init=1,nodiscard", image.string()},
+                           std::chrono::seconds(60));
+    } catch (const std::system_error& e) {
+        throw RuntimeError("cannot run " + mkfs + ": " + e.what());
+    }
+    if (made.timed_out || made.status.exit_code != 0 || made.status.signal != 0)
+        throw RuntimeError(mkfs + " " + image.string() + " failed: " + made.err);
+    UniqueFd file(::open(image.c_str(), O_RDWR | O_CLOEXEC));
+    if (!file) throw RuntimeError("open " + image.string() + ": " + std::strerror(errno));
+    UniqueFd loop = attach_loop(file.get(), image);
+    std::string device = "/proc/self/fd/" + std::to_string(loop.get());
+    char node[64] = {};
+    if (::readlink(device.c_str(), node, sizeof node - 1) < 0)
+        throw RuntimeError("readlink " + device + ": " + std::strerror(errno));
+    if (::mount(node, mount_point.c_str(), "ext4", MS_NOSUID | MS_NODEV, "") != 0)
+        throw RuntimeError("mount " + std::string(node) + " (" + image.string() + ") at " +
+                           mount_point.string() + ": " + std::strerror(errno));
+    // The mount holds the loop device now; closing ours lets autoclear detach it on unmount.
+}
+
+std::optional<DiskUsage> disk_usage(const std::filesystem::path& path) {
+    struct statvfs st {};
+    if (::statvfs(path.c_str(), &st) != 0) return std::nullopt;
+    DiskUsage u;
+    u.size_bytes = static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
+    u.used_bytes = static_cast<std::uint64_t>(st.f_blocks - st.f_bfree) * st.f_frsize;
+    return u;
 }
 
 void unmount_all(const std::filesystem::path& target) {

@@ -2,6 +2,9 @@
 // /proc/self/mountinfo that proves nothing is left mounted after a kill.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,6 +33,20 @@ std::string overlay_path_problem(const std::filesystem::path& path);
 // Throws RuntimeError with the kernel's reason.
 void mount_overlay(const std::filesystem::path& lower, const std::filesystem::path& upper,
                    const std::filesystem::path& work, const std::filesystem::path& target);
+
+// A sandbox's writable layer with a size: a sparse ext4 image of `size_mb` (no journal, no
+// reserved blocks: it is disposable and all of it is the sandbox's) on an auto-clearing loop
+// device, mounted nosuid,nodev at `mount_point`. Writes past it are ENOSPC inside the
+// sandbox; the host's disk is untouched. The loop device goes with the last unmount.
+// `mkfs` is the mkfs.ext4 program. Throws RuntimeError naming the step.
+void mount_capped_disk(const std::filesystem::path& image, const std::filesystem::path& mount_point,
+                       std::uint64_t size_mb, const std::string& mkfs = "mkfs.ext4");
+
+// Bytes used and the size of the filesystem mounted at `path`; nullopt if unreadable.
+struct DiskUsage {
+    std::uint64_t used_bytes = 0, size_bytes = 0;
+};
+std::optional<DiskUsage> disk_usage(const std::filesystem::path& path);
 
 // Unmounts `target` (every stacked mount on it). Not mounted is fine. A busy mount is retried
 // briefly, then detached lazily. Throws RuntimeError if it cannot be removed.

@@ -1,5 +1,6 @@
 #include "server/runtime/oci_bundle.hpp"
 
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -12,17 +13,24 @@ namespace deskbox::runtime {
 
 using nlohmann::json;
 
-json default_seccomp_profile() {
+json default_seccomp_profile(bool nested_user_namespaces) {
     // A deny-list over an allow-by-default policy. Docker's default is an allow-list of
     // ~350 syscalls tuned to its capability sets; ours has no capabilities at all, so most
     // privileged calls fail with EPERM anyway. The list removes kernel attack surface that an
     // unprivileged process could still reach, plus privileged calls for defence in depth.
     //
+    // Nested user namespaces are refused unless the template allows them (Docker's default
+    // too): inside one a process holds every capability over the namespace's objects, which
+    // is how most unprivileged kernel exploits begin. clone and unshare are refused when
+    // their flags ask for CLONE_NEWUSER; clone3 passes its flags in memory a filter cannot
+    // read, so it answers ENOSYS and libc falls back to clone. A template that runs
+    // Chromium's own sandbox may allow them (`security.nested_user_namespaces`); weaker.
+    //
     // Deliberately allowed:
-    //  - unshare/clone/clone3 with namespace flags: Chromium's and Firefox's own sandboxes
-    //    create user/pid/net namespaces. Inside those they may hold capabilities, which is why
-    //    every mount-family call is denied here regardless of capabilities. chroot stays
-    //    allowed for the same reason (Chromium's setuid-less sandbox chroots).
+    //  - the other namespace flags: without a user namespace they need CAP_SYS_ADMIN, which
+    //    no sandbox process has. Every mount-family call is denied here regardless, for
+    //    templates that allow user namespaces. chroot stays allowed (Chromium's setuid-less
+    //    sandbox chroots).
     //  - ptrace, process_vm_*, pidfd_getfd: only reach the sandbox's own processes of the same
     //    uid (PID namespace, no CAP_SYS_PTRACE); debuggers and crash reporters need them.
     //  - personality, mbind & co.: harmless without capabilities.
@@ -53,11 +61,23 @@ json default_seccomp_profile() {
 #elif defined(__aarch64__)
     architectures = {"SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"};
 #endif
+    json rules =
+        json::array({json{{"names", names}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", EPERM}}});
+    if (!nested_user_namespaces) {
+        // Argument 0 is the flags of unshare and of clone on x86-64 and arm64 (s390 differs).
+        json wants_new_user = json::array({json{{"index", 0},
+                                                {"value", CLONE_NEWUSER},
+                                                {"valueTwo", CLONE_NEWUSER},
+                                                {"op", "SCMP_CMP_MASKED_EQ"}}});
+        rules.push_back({{"names", {"unshare", "clone"}},
+                         {"action", "SCMP_ACT_ERRNO"},
+                         {"errnoRet", EPERM},
+                         {"args", wants_new_user}});
+        rules.push_back(
+            {{"names", {"clone3"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", ENOSYS}});
+    }
     return json{
-        {"defaultAction", "SCMP_ACT_ALLOW"},
-        {"architectures", architectures},
-        {"syscalls",
-         json::array({json{{"names", names}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", EPERM}}})}};
+        {"defaultAction", "SCMP_ACT_ALLOW"}, {"architectures", architectures}, {"syscalls", rules}};
 }
 
 std::map<std::string, std::string> default_guest_env(const SandboxSpec& spec) {
@@ -190,7 +210,7 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
             {"cpu", {{"quota", cpu_quota}, {"period", cpu_period}}},
             {"pids", {{"limit", spec.limits.pids}}}}},
           {"namespaces", namespaces},
-          {"seccomp", default_seccomp_profile()},
+          {"seccomp", default_seccomp_profile(spec.nested_user_namespaces)},
           {"maskedPaths",
            {"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
             "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",

@@ -24,9 +24,9 @@ struct BundleLayout {
     std::filesystem::path resolv_conf, hosts;
 };
 
-// Syscalls denied (EPERM) in every sandbox; everything else is allowed. See the .cpp for
-// what is blocked and why some (unshare, ptrace) are not.
-nlohmann::json default_seccomp_profile();
+// Syscalls denied (EPERM) in every sandbox, and new user namespaces unless allowed;
+// everything else is allowed. See the .cpp for what is blocked and why some (ptrace) are not.
+nlohmann::json default_seccomp_profile(bool nested_user_namespaces = false);
 
 // The environment every guest process starts with, before SandboxSpec::env overrides.
 std::map<std::string, std::string> default_guest_env(const SandboxSpec& spec);

@@ -57,7 +57,10 @@ std::filesystem::path sandbox_dir(const std::filesystem::path& state_root, const
 }
 
 nlohmann::json limits_to_json(const ResourceLimits& limits) {
-    return {{"memory_mb", limits.memory_mb}, {"cpus", limits.cpus}, {"pids", limits.pids}};
+    return {{"memory_mb", limits.memory_mb},
+            {"cpus", limits.cpus},
+            {"pids", limits.pids},
+            {"disk_mb", limits.disk_mb}};
 }
 
 ResourceLimits limits_from_json(const nlohmann::json& j) {
@@ -65,6 +68,7 @@ ResourceLimits limits_from_json(const nlohmann::json& j) {
     limits.memory_mb = j.at("memory_mb");
     limits.cpus = j.at("cpus");
     limits.pids = j.at("pids");
+    limits.disk_mb = j.value("disk_mb", 0);  // records older than the disk cap: none
     return limits;
 }
 
@@ -99,6 +103,9 @@ void validate_spec(const SandboxSpec& spec) {
         throw SpecError("limits.cpus", std::to_string(limits.cpus) + " is outside 0.01..1024");
     if (limits.pids < 16 || limits.pids > 4194304)
         throw SpecError("limits.pids", std::to_string(limits.pids) + " is outside 16..4194304");
+    if (limits.disk_mb != 0 && (limits.disk_mb < 16 || limits.disk_mb > (std::uint64_t{1} << 22)))
+        throw SpecError("limits.disk_mb",
+                        std::to_string(limits.disk_mb) + " is outside 16..4194304 (MiB), or 0");
     validate_hostname(spec.hostname);
 }
 

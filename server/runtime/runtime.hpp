@@ -43,6 +43,9 @@ struct ResourceLimits {
     std::uint64_t memory_mb = 2048;  // hard limit incl. tmpfs (/tmp, /dev/shm); no swap
     double cpus = 2.0;               // fractional CPUs (CFS quota / period)
     std::uint32_t pids = 1024;       // max tasks (processes + threads)
+    // What the sandbox may write (containers: its writable layer; 0: no cap, writes go to
+    // the host's disk). tmpfs mounts count against memory_mb instead.
+    std::uint64_t disk_mb = 8192;
 };
 
 // The sandbox's side of its network, made by the server (server/network/) before start and
@@ -77,6 +80,10 @@ struct SandboxSpec {
     // Identity of the guest processes. The template has `user` (1000:1000); the agent, Xvfb
     // and the apps all run as it, with no capabilities.
     std::uint32_t uid = 1000, gid = 1000;
+    // Containers: processes may create user namespaces (the template's
+    // security.nested_user_namespaces, for Chromium's own sandbox). Weaker: a namespace's
+    // capabilities reach far more of the kernel. A microVM's guest kernel is its boundary.
+    bool nested_user_namespaces = false;
 };
 
 // Limits as JSON ({"memory_mb","cpus","pids"}), for records that outlive a server.
@@ -100,6 +107,14 @@ struct ExitInfo {
     int signal = 0;          // the signal that ended the entry, or 0
     bool requested = false;  // ended by kill(), not on its own
     std::string reason;      // one line for humans: "exited with code 3", "killed by SIGKILL ..."
+};
+
+// What a sandbox uses of its limits now; a field it cannot tell is nullopt.
+struct ResourceUsage {
+    std::optional<std::uint64_t> pids, pids_max;
+    std::optional<std::uint64_t> memory_bytes, memory_max_bytes;
+    std::optional<std::uint64_t> oom_kills;  // processes the kernel killed at the memory limit
+    std::optional<std::uint64_t> disk_bytes, disk_max_bytes;  // the writable layer
 };
 
 struct KillOptions {
@@ -130,6 +145,8 @@ class SandboxInstance {
     virtual std::optional<ExitInfo> exit_info() = 0;  // set once the entry has ended
     // The last bytes the sandbox wrote to its stdout/stderr (console log).
     virtual std::string log_tail(std::size_t max_bytes = 4096) = 0;
+    // From the host's side (cgroups); a microVM's guest knows more of itself than this.
+    virtual ResourceUsage usage() { return {}; }
 
   protected:
     virtual void do_kill(const KillOptions& options) = 0;

@@ -411,6 +411,13 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
         if (snapshotted_)
             j["snapshot"] = {{"bytes", snapshot_bytes_}, {"saved_at", iso8601(snapshot_at_)}};
     }
+    auto u = usage();
+    nlohmann::json used = nlohmann::json::object();
+    if (u.pids) used["pids"] = *u.pids;
+    if (u.memory_bytes) used["memory_mb"] = *u.memory_bytes >> 20;
+    if (u.oom_kills) used["oom_kills"] = *u.oom_kills;
+    if (u.disk_bytes) used["disk_mb"] = *u.disk_bytes >> 20;
+    if (!used.empty()) j["usage"] = used;
     if (with_tokens) {
         j["view_token"] = view_token_;
         j["control_token"] = control_token_;
@@ -643,8 +650,18 @@ protocol::Reply Sandbox::call(const std::string& method, nlohmann::json params, 
     try {
         return client->call(method, std::move(params), std::move(body), timeout);
     } catch (const protocol::RpcError& e) {
+        // A command that cannot start, or an agent that cannot make a thread, is most
+        // often a sandbox at its limits: say which, and the way back.
+        if (e.code() == "resource_exhausted" || e.code() == "io_error" || e.code() == "internal")
+            if (auto exhausted = exhaustion(e.what())) throw *exhausted;
+        if (e.code() == "resource_exhausted")  // a microVM: only its guest sees its limits
+            throw ApiError(409, "sandbox_exhausted",
+                           std::string(e.what()) + "; POST /v1/sandboxes/" + config_.id +
+                               "/processes/kill ends every process but the desktop",
+                           "limits");
         throw from_agent_error(e);
     } catch (const protocol::TimeoutError& e) {
+        if (auto exhausted = exhaustion(std::string(method) + ": " + e.what())) throw *exhausted;
         throw ApiError(504, "agent_timeout", std::string(method) + ": " + e.what());
     } catch (const protocol::ProtocolError& e) {
         check_health();
@@ -652,6 +669,37 @@ protocol::Reply Sandbox::call(const std::string& method, nlohmann::json params, 
                        "the sandbox's agent is gone (" + std::string(e.what()) + ")" +
                            (error_reason().empty() ? "" : ": " + error_reason()));
     }
+}
+
+runtime::ResourceUsage Sandbox::usage() const {
+    return instance_ ? instance_->usage() : runtime::ResourceUsage{};
+}
+
+std::optional<ApiError> Sandbox::exhaustion(const std::string& what_failed) const {
+    auto u = usage();
+    const std::string way_back =
+        "; POST /v1/sandboxes/" + config_.id + "/processes/kill ends every process but the desktop";
+    // Threads count too, and the agent's own need a few slots: near the limit is at it.
+    if (u.pids && u.pids_max && *u.pids + 4 >= *u.pids_max)
+        return ApiError(409, "sandbox_exhausted",
+                        "the sandbox is at its process limit (" + std::to_string(*u.pids) +
+                            " of limits.pids " + std::to_string(*u.pids_max) +
+                            " processes and threads): " + what_failed + way_back,
+                        "limits.pids");
+    if (u.memory_bytes && u.memory_max_bytes && *u.memory_bytes >= *u.memory_max_bytes / 100 * 98)
+        return ApiError(409, "sandbox_exhausted",
+                        "the sandbox is at its memory limit (" +
+                            std::to_string(*u.memory_bytes >> 20) + " of limits.memory_mb " +
+                            std::to_string(*u.memory_max_bytes >> 20) + " MiB): " + what_failed +
+                            way_back,
+                        "limits.memory_mb");
+    return std::nullopt;
+}
+
+nlohmann::json Sandbox::kill_processes() {
+    auto reply = call("processes.kill", nlohmann::json::object(), {}, std::chrono::seconds(30));
+    audit("processes.kill", reply.result);
+    return reply.result;
 }
 
 void Sandbox::sync_screen(int settle_ms) {

@@ -129,6 +129,10 @@ class Sandbox {
                          nlohmann::json params = nlohmann::json::object(), std::string body = {},
                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
     streaming::FrameMirror& mirror() { return mirror_; }
+    // Ends every process but the desktop session (agent, X server, window manager): the way
+    // back for a sandbox at its process or memory limit. {"killed","refused","rounds"}.
+    nlohmann::json kill_processes();
+    runtime::ResourceUsage usage() const;
     // Live encoders of this sandbox's screen, shared by its viewers.
     streaming::StreamHub& streams() { return streams_; }
     // The loopback port of this sandbox's VNC server; nullopt if it has none.
@@ -161,6 +165,8 @@ class Sandbox {
     struct AnalysisState;
 
   private:
+    // 409 sandbox_exhausted naming the limit the sandbox is at, if it is at one.
+    std::optional<ApiError> exhaustion(const std::string& what_failed) const;
     // Asks the agent for what it has not sent yet and waits until the mirror has it.
     void sync_screen(int settle_ms);
     // The current frame at the size the client sees; `sync`: first ask the agent for what it

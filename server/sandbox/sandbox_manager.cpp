@@ -213,6 +213,7 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
     c.template_name = options_.default_template;
     c.runtime_name = options_.default_runtime;
     c.timeout = options_.default_timeout;
+    c.limits.disk_mb = options_.default_disk_mb;
     auto string_field = [&](const char* name, std::string& out) {
         if (!request.contains(name)) return;
         if (!request[name].is_string()) throw bad_request(name, "expected a string");
@@ -324,6 +325,11 @@ SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
                 if (!v.is_number_integer() || v.get<long long>() < 32 || v.get<long long>() > 65536)
                     throw bad_request("limits.pids", "expected an integer in 32..65536");
                 c.limits.pids = v;
+            } else if (k == "disk_mb") {
+                if (!v.is_number_integer() || v.get<long long>() < 64 ||
+                    v.get<long long>() > (1ll << 22))
+                    throw bad_request("limits.disk_mb", "expected an integer in 64..4194304 (MiB)");
+                c.limits.disk_mb = v;
             } else {
                 throw bad_request("limits." + k, "unknown field");
             }
@@ -415,6 +421,10 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
         }
     }
     for (auto& [k, v] : spec.env) spec.entry.insert(spec.entry.end(), {"--env", k + "=" + v});
+    // images/build.py checked the type; a hand-edited definition is read leniently.
+    if (auto security = definition.find("security");
+        security != definition.end() && security->is_object())
+        spec.nested_user_namespaces = security->value("nested_user_namespaces", false) == true;
 
     config.recordings_dir = recordings_dir();
     auto sandbox =

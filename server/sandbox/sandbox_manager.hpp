@@ -32,6 +32,8 @@ struct ManagerOptions {
     std::size_t max_sandboxes = 20;
     std::chrono::seconds default_timeout{300};
     std::chrono::seconds max_timeout{24 * 3600};
+    // limits.disk_mb of a create that does not say (--default-disk-mb; 0: no cap).
+    std::uint64_t default_disk_mb = 8192;
     std::chrono::milliseconds agent_timeout{30'000};
     // template -> how many microVM sandboxes of it to keep restored and ready: a create that
     // asks for nothing else than the template's defaults takes one instead of restoring.

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "server/runtime/cgroups.hpp"
 #include "server/runtime/container_runtime.hpp"
 #include "server/runtime/mounts.hpp"
@@ -182,9 +184,69 @@ TEST_F(ContainerRuntimeTest, SeccompDeniesDangerousCallsAndAgentDirIsReadOnly) {
     auto probe = read_file(home_file(*box, "probe")).value_or("");
     for (const char* denied :
          {"keyctl=EPERM", "add_key=EPERM", "bpf=EPERM", "perf_event_open=EPERM", "mount=EPERM",
-          "setns=EPERM", "getpid=ok", "write_opt_deskbox=EROFS"})
+          "setns=EPERM", "getpid=ok", "write_opt_deskbox=EROFS", "fork=ok", "clone_newuser=EPERM",
+          "clone3=ENOSYS", "unshare_newuser=EPERM"})
         EXPECT_NE(probe.find(std::string(denied) + "\n"), std::string::npos) << denied << " in\n"
                                                                              << probe;
+}
+
+// A template may allow nested user namespaces (Chromium's own sandbox needs them); weaker,
+// so only when its spec says so.
+TEST_F(ContainerRuntimeTest, NestedUserNamespacesOnlyWhenTheSpecAllows) {
+    auto s = spec(sh(kGuestHelper + " probe > /home/user/probe.tmp && "
+                                    "mv /home/user/probe.tmp /home/user/probe; exec sleep 1000"));
+    s.nested_user_namespaces = true;
+    auto box = runtime_->start_container(s);
+    ASSERT_TRUE(wait_for_file(home_file(*box, "probe"))) << box->log_tail();
+    auto probe = read_file(home_file(*box, "probe")).value_or("");
+    for (const char* line : {"fork=ok", "clone_newuser=ok", "clone3=ok", "unshare_newuser=ok",
+                             "mount=EPERM", "keyctl=EPERM"})
+        EXPECT_NE(probe.find(std::string(line) + "\n"), std::string::npos) << line << " in\n"
+                                                                           << probe;
+}
+
+// Loop devices whose backing file lies under `dir` (one per mounted capped disk).
+std::vector<std::string> loop_devices_under(const fs::path& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/sys/block", ec)) {
+        auto backing = read_file(e.path() / "loop" / "backing_file");
+        if (backing && backing->rfind(dir.string(), 0) == 0) out.push_back(e.path().filename());
+    }
+    return out;
+}
+
+// The writable layer has a size: past it, writes are ENOSPC inside, df there shows the cap,
+// the sandbox goes on, and the kill leaves no loop device behind.
+TEST_F(ContainerRuntimeTest, WritesStopAtTheDiskLimitAndTheKillLeavesNoLoopDevice) {
+    auto s =
+        spec(sh("dd if=/dev/zero of=/home/user/big bs=1M count=200 2>/run/deskbox/dd.err; "
+                "echo $? > /run/deskbox/dd.code; df -m / | tail -1 > /run/deskbox/df; "
+                "rm /home/user/big; echo after > /home/user/after; "
+                "touch /run/deskbox/done; exec sleep 1000"));
+    s.limits.disk_mb = 64;
+    auto box = runtime_->start_container(s);
+    ASSERT_TRUE(wait_for_file(box->paths().run_dir / "done")) << box->log_tail();
+    EXPECT_NE(trimmed(read_file(box->paths().run_dir / "dd.code")), "0");
+    EXPECT_NE(read_file(box->paths().run_dir / "dd.err").value_or("").find("No space left"),
+              std::string::npos);
+    // "overlay  <size> <used> <avail> ..." in MiB: the cap, not the host's disk.
+    std::istringstream df(read_file(box->paths().run_dir / "df").value_or(""));
+    std::string device;
+    long size_mb = -1;
+    df >> device >> size_mb;
+    EXPECT_GT(size_mb, 40);
+    EXPECT_LE(size_mb, 64);
+    EXPECT_EQ(trimmed(read_file(home_file(*box, "after"))), "after");
+    auto usage = box->usage();
+    ASSERT_TRUE(usage.disk_max_bytes && usage.disk_bytes);
+    EXPECT_LE(*usage.disk_max_bytes, 64ull << 20);
+    EXPECT_LT(*usage.disk_bytes, 16ull << 20);  // big is gone again
+    EXPECT_TRUE(box->alive());
+    EXPECT_EQ(loop_devices_under(state_.path()).size(), 1u);
+    box->kill();
+    // The kernel detaches an auto-clearing loop device from a work item after the unmount.
+    EXPECT_TRUE(eventually([&] { return loop_devices_under(state_.path()).empty(); }));
 }
 
 TEST_F(ContainerRuntimeTest, PauseFreezesAndResumeContinues) {
@@ -245,10 +307,13 @@ TEST_F(ContainerRuntimeTest, KillWhilePausedAndKeepState) {
     ASSERT_TRUE(wait_for_file(home_file(*box, "kept")));
     box->pause();
     box->kill({.keep_state = true});
-    // Processes, mounts and cgroups are gone; the upper dir stays for a post-mortem.
+    // Processes, mounts and cgroups are gone; the writes stay for a post-mortem, in the
+    // unmounted disk image (debugfs reads it without mounting).
     EXPECT_TRUE(existing_cgroup_dirs(box->cgroup_path()).empty());
     EXPECT_TRUE(mounts_under(state_.path()).empty());
-    EXPECT_EQ(trimmed(read_file(home_file(*box, "kept"))), "kept");
+    auto kept = run_process(
+        {"debugfs", "-R", "cat /upper/home/user/kept", box->paths().disk_image.string()});
+    EXPECT_EQ(kept.out, "kept\n") << kept.err;
     // A kept directory counts as a leftover for the next start of the server.
     auto leftovers = runtime_->list_leftovers(s.state_root);
     EXPECT_EQ(leftovers, std::vector<std::string>{s.id});

@@ -7,13 +7,16 @@
 #include <linux/bpf.h>
 #include <linux/keyctl.h>
 #include <linux/perf_event.h>
+#include <linux/sched.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -64,6 +67,24 @@ int probe() {
     report("setns", syscall(SYS_setns, 0, 0));
     report("getpid", getpid());
     report("write_opt_deskbox", open("/opt/deskbox/probe", O_WRONLY | O_CREAT, 0644));
+    // Nested user namespaces: refused unless the spec allows them. A plain fork must still
+    // work, and clone3 (whose flags a filter cannot read) says ENOSYS so libc falls back.
+    fflush(stdout);
+    long child = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (child == 0) _exit(0);
+    if (child > 0) waitpid(static_cast<pid_t>(child), nullptr, 0);
+    report("fork", child);
+    child = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+    if (child == 0) _exit(0);
+    if (child > 0) waitpid(static_cast<pid_t>(child), nullptr, 0);
+    report("clone_newuser", child);
+    clone_args args{};
+    args.exit_signal = SIGCHLD;
+    child = syscall(SYS_clone3, &args, sizeof args);
+    if (child == 0) _exit(0);
+    if (child > 0) waitpid(static_cast<pid_t>(child), nullptr, 0);
+    report("clone3", child);
+    report("unshare_newuser", unshare(CLONE_NEWUSER));  // last: it moves this process
     fflush(stdout);
     return 0;
 }
