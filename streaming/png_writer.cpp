@@ -4,9 +4,11 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace deskbox::streaming {
 namespace {
@@ -56,8 +58,8 @@ void filter_rows(const ImageView& image, std::uint8_t* out) {
     }
 }
 
-// Per-thread scratch that only grows: a fresh multi-megabyte buffer per screenshot costs page
-// faults and zero-filling comparable to the filter pass itself.
+// Scratch that only grows: a fresh multi-megabyte buffer per screenshot costs page faults and
+// zero-filling comparable to the filter pass itself.
 struct Scratch {
     std::unique_ptr<std::uint8_t[]> data;
     std::size_t size = 0;
@@ -70,6 +72,53 @@ struct Scratch {
     }
 };
 
+// What one encode needs besides its output: filtered rows, the zlib stream, and a compressor
+// per level (allocating one costs more than compressing a small crop; they are not
+// thread-safe).
+struct Workspace {
+    Scratch filtered, compressed;
+    Compressor compressors[13];
+};
+
+// A few workspaces shared by every thread. They were per-thread once, and deskboxd's handler
+// threads come and go and number in the hundreds at peaks: each pinned ~7 MB until it ended
+// (the server's memory grew with every burst of concurrent screenshots). More encodes at once
+// than kKept get a workspace of their own, freed after.
+class WorkspacePool {
+  public:
+    static constexpr std::size_t kKept = 4;
+
+    struct Lease {
+        WorkspacePool* pool;
+        std::unique_ptr<Workspace> workspace;
+        Lease(WorkspacePool* p, std::unique_ptr<Workspace> w) : pool(p), workspace(std::move(w)) {}
+        Lease(const Lease&) = delete;
+        Lease& operator=(const Lease&) = delete;
+        ~Lease() { pool->give_back(std::move(workspace)); }
+        Workspace* operator->() { return workspace.get(); }
+    };
+
+    static WorkspacePool& shared() {
+        static WorkspacePool pool;
+        return pool;
+    }
+    Lease take() {
+        std::lock_guard lock(mutex_);
+        if (free_.empty()) return Lease{this, std::make_unique<Workspace>()};
+        auto workspace = std::move(free_.back());
+        free_.pop_back();
+        return Lease{this, std::move(workspace)};
+    }
+
+  private:
+    void give_back(std::unique_ptr<Workspace> workspace) {
+        std::lock_guard lock(mutex_);
+        if (free_.size() < kKept) free_.push_back(std::move(workspace));
+    }
+    std::mutex mutex_;
+    std::vector<std::unique_ptr<Workspace>> free_;
+};
+
 }  // namespace
 
 std::vector<std::uint8_t> write_png(const ImageView& image, int level) {
@@ -78,18 +127,15 @@ std::vector<std::uint8_t> write_png(const ImageView& image, int level) {
         throw std::invalid_argument("write_png: level must be 0..12, got " + std::to_string(level));
     const std::size_t filtered_size =
         (static_cast<std::size_t>(image.width) * 3 + 1) * static_cast<std::size_t>(image.height);
-    thread_local Scratch filtered_scratch, compressed_scratch;
-    std::uint8_t* filtered = filtered_scratch.get(filtered_size);
+    auto workspace = WorkspacePool::shared().take();
+    std::uint8_t* filtered = workspace->filtered.get(filtered_size);
     filter_rows(image, filtered);
 
-    // One compressor per level and thread: allocating one costs more than compressing a
-    // small crop, and they are not thread-safe.
-    thread_local Compressor compressors[13];
-    Compressor& compressor = compressors[level];
+    Compressor& compressor = workspace->compressors[level];
     if (!compressor) compressor.reset(libdeflate_alloc_compressor(level));
     if (!compressor) throw std::bad_alloc();
     std::size_t bound = libdeflate_zlib_compress_bound(compressor.get(), filtered_size);
-    std::uint8_t* zlib = compressed_scratch.get(bound);
+    std::uint8_t* zlib = workspace->compressed.get(bound);
     std::size_t compressed =
         libdeflate_zlib_compress(compressor.get(), filtered, filtered_size, zlib, bound);
     if (compressed == 0) throw std::runtime_error("write_png: compression failed");

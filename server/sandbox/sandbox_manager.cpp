@@ -1,5 +1,7 @@
 #include "server/sandbox/sandbox_manager.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -622,6 +624,10 @@ void SandboxManager::kill(const std::string& id) {
     }
     sandbox->audit("kill", nlohmann::json::object());
     sandbox->kill();
+    sandbox.reset();
+    // Its frames and encoders were freed on whichever threads ran them; give the pages
+    // back, or a burst of sandboxes leaves the server holding their peak for good.
+    ::malloc_trim(0);
 }
 
 void SandboxManager::set_timeout(const std::string& id, const nlohmann::json& body) {
