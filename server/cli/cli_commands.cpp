@@ -63,7 +63,8 @@ const std::map<std::string, std::string> kUsage = {
     {"create",
      "usage: deskbox create [--template NAME] [--runtime container|microvm] [--size WxH]\n"
      "         [--timeout SECONDS] [--dpi N] [--api-size WxH] [--on-timeout kill|pause]\n"
-     "         [--memory MB] [--cpus N] [--pids N] [--env NAME=VALUE]... [--meta NAME=VALUE]...\n"
+     "         [--memory MB] [--cpus N] [--pids N] [--disk MB] [--env NAME=VALUE]...\n"
+     "         [--meta NAME=VALUE]...\n"
      "         [--network on|off] [--allow ENTRY]... [--deny ENTRY]... [--egress-kbps N] [--json]\n"
      "Creates a sandbox and prints its id (--json: the whole answer). Defaults: --template\n"
      "minimal --runtime container --size 1280x800 --timeout 300, the server's network default.\n"
@@ -131,6 +132,10 @@ const std::map<std::string, std::string> kUsage = {
      "       deskbox files rm ID PATH [-r]\n"
      "PATH is absolute, inside the sandbox; files get writes to stdout without -o."},
     {"windows", "usage: deskbox windows ID [--json]"},
+    {"kill-processes",
+     "usage: deskbox kill-processes ID\n"
+     "Ends every process in the sandbox but the desktop session (agent, X server, window\n"
+     "manager): the way back for a sandbox at its process or memory limit."},
     {"clipboard", "usage: deskbox clipboard get ID\n       deskbox clipboard set ID TEXT|-"},
     {"cursor", "usage: deskbox cursor ID [--json]\nPrints X Y."},
     {"health", "usage: deskbox health\nPrints the server's /healthz answer."},
@@ -229,6 +234,7 @@ int cmd_create(Context& context, const std::vector<std::string>& tokens) {
                {"--memory", ""},
                {"--cpus", ""},
                {"--pids", ""},
+               {"--disk", ""},
                {"--env", ""},
                {"--meta", ""},
                {"--network", ""},
@@ -463,6 +469,17 @@ int cmd_key(Context& context, const std::vector<std::string>& tokens) {
     return kExitOk;
 }
 
+int cmd_kill_processes(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "kill-processes", tokens, {});
+    c.expect(1, 1);
+    json answer =
+        context.client().post_json(sandbox_path(c.arg(0)) + "/processes/kill", json::object());
+    context.out << "killed " << answer.value("killed", 0) << " processes";
+    if (answer.value("refused", 0) > 0) context.out << " (" << answer["refused"] << " refused)";
+    context.out << "\n";
+    return kExitOk;
+}
+
 int cmd_windows(Context& context, const std::vector<std::string>& tokens) {
     Command c(context, "windows", tokens, {{"--json", "", false}});
     c.expect(1, 1);
@@ -691,6 +708,7 @@ const std::map<std::string, CommandFunction>& commands() {
         {"type", cmd_type},
         {"key", cmd_key},
         {"windows", cmd_windows},
+        {"kill-processes", cmd_kill_processes},
         {"cursor", cmd_cursor},
         {"clipboard", cmd_clipboard},
         {"exec", cmd_exec},
@@ -829,6 +847,8 @@ json create_request(const ParsedArgs& args) {
     if (auto cpus = args.get("--cpus")) limits["cpus"] = parse_number(*cpus, "--cpus", 0.01, 4096);
     if (auto pids = args.get("--pids"))
         limits["pids"] = parse_integer(*pids, "--pids", 1, 1LL << 22);
+    if (auto disk = args.get("--disk"))
+        limits["disk_mb"] = parse_integer(*disk, "--disk", 1, 1LL << 22);
     if (auto kbps = args.get("--egress-kbps"))
         limits["egress_kbps"] = parse_integer(*kbps, "--egress-kbps", 1, 1LL << 40);
     if (!limits.empty()) body["limits"] = limits;

@@ -193,7 +193,7 @@ TEST(Api, SandboxEndToEnd) {
     s.post(base + "/commands",
            {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /home/user/count; sleep 0.05; done"},
             {"background", true}});
-    auto count_file = s.state() / "sandboxes" / id / "upper" / "home" / "user" / "count";
+    auto count_file = s.state() / "sandboxes" / id / "disk" / "upper" / "home" / "user" / "count";
     auto read_count = [&] {
         std::ifstream in(count_file);
         long v = -1;

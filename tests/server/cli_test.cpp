@@ -308,22 +308,24 @@ TEST_F(CliTest, CreateWithEveryOptionAndJsonOutput) {
          "--size",     "1920x1080",  "--timeout",    "60",         "--dpi",    "120",
          "--api-size", "1024x768",   "--on-timeout", "pause",      "--memory", "2048",
          "--cpus",     "1.5",        "--pids",       "500",        "--env",    "LANG=pt_BR.UTF-8",
-         "--env",      "A=b=c",      "--meta",       "owner=ci",   "--json"});
+         "--env",      "A=b=c",      "--meta",       "owner=ci",   "--disk",   "4096",
+         "--json"});
     ASSERT_EQ(result.status.exit_code, 0) << result.err;
     EXPECT_EQ(json::parse(result.out), answer);
     RecordedRequest request = only_request();
     EXPECT_EQ(request.header("authorization"), "Bearer secret-key");
-    EXPECT_EQ(request.json_body(),
-              json({{"template", "desktop"},
-                    {"runtime", "microvm"},
-                    {"resolution", {1920, 1080}},
-                    {"timeout_s", 60},
-                    {"dpi", 120},
-                    {"api_resolution", {1024, 768}},
-                    {"on_timeout", "pause"},
-                    {"limits", {{"memory_mb", 2048}, {"cpus", 1.5}, {"pids", 500}}},
-                    {"env", {{"LANG", "pt_BR.UTF-8"}, {"A", "b=c"}}},
-                    {"metadata", {{"owner", "ci"}}}}));
+    EXPECT_EQ(
+        request.json_body(),
+        json({{"template", "desktop"},
+              {"runtime", "microvm"},
+              {"resolution", {1920, 1080}},
+              {"timeout_s", 60},
+              {"dpi", 120},
+              {"api_resolution", {1024, 768}},
+              {"on_timeout", "pause"},
+              {"limits", {{"memory_mb", 2048}, {"cpus", 1.5}, {"pids", 500}, {"disk_mb", 4096}}},
+              {"env", {{"LANG", "pt_BR.UTF-8"}, {"A", "b=c"}}},
+              {"metadata", {{"owner", "ci"}}}}));
 }
 
 TEST_F(CliTest, CreateTakesANetworkPolicy) {
@@ -680,6 +682,19 @@ TEST_F(CliTest, WindowsClipboardAndCursor) {
     EXPECT_EQ(requests[3].line(), "PUT /v1/sandboxes/sb/clipboard");
     EXPECT_EQ(requests[3].json_body(), json({{"text", "olá"}}));
     EXPECT_EQ(requests[4].json_body(), json({{"text", "from stdin\n"}}));
+}
+
+TEST_F(CliTest, KillProcessesPostsAndSaysHowMany) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"killed", 44}, {"refused", 0}, {"rounds", 2}});
+    });
+    RunResult killed = run({"kill-processes", "sb"});
+    ASSERT_EQ(killed.status.exit_code, 0) << killed.err;
+    EXPECT_EQ(killed.out, "killed 44 processes\n");
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].line(), "POST /v1/sandboxes/sb/processes/kill");
+    EXPECT_NE(run({"kill-processes"}).status.exit_code, 0);  // the id is required
 }
 
 // --- commands and files --------------------------------------------------------------------

@@ -163,6 +163,10 @@ class AsyncSandbox:
         """See `Sandbox.windows`."""
         return await asyncio.to_thread(self.sync.windows)
 
+    async def kill_processes(self) -> Dict[str, int]:
+        """See `Sandbox.kill_processes`."""
+        return await asyncio.to_thread(self.sync.kill_processes)
+
     async def act(self, actions: Union[Action, Iterable[Action]],
                   dialect: str = "native") -> List[Dict[str, Any]]:
         """See `Sandbox.act`."""

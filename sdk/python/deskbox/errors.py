@@ -85,6 +85,11 @@ class SandboxPausedError(ConflictError):
     """HTTP 409 ``sandbox_paused``: resume the sandbox first."""
 
 
+class SandboxExhaustedError(ConflictError):
+    """HTTP 409 ``sandbox_exhausted``: the sandbox is at its process or memory limit (``field``
+    names it, e.g. ``"limits.pids"``). `Sandbox.kill_processes` brings it back."""
+
+
 class TargetNotFoundError(DeskboxError):
     """HTTP 422 ``target_not_found``: what an action aimed at (``target`` text or image) did not
     appear on the screen within its ``timeout_ms``. ``field`` names the target (``"target"`` or
@@ -121,6 +126,7 @@ _BY_STATUS: Dict[int, Type[DeskboxError]] = {
 _BY_CODE: Dict[str, Type[DeskboxError]] = {
     "invalid_action": InvalidActionError,
     "sandbox_paused": SandboxPausedError,
+    "sandbox_exhausted": SandboxExhaustedError,
     "target_not_found": TargetNotFoundError,
 }
 

@@ -542,6 +542,12 @@ class Sandbox:
         j = self._http.json("GET", self._path("/windows"))
         return [Window.from_json(w) for w in j.get("windows", [])]
 
+    def kill_processes(self) -> Dict[str, int]:
+        """Ends every process but the desktop session (agent, X server, window manager): the
+        way back from a `SandboxExhaustedError` (409 ``sandbox_exhausted``) without a re-create.
+        Returns ``{"killed", "refused", "rounds"}``."""
+        return self._http.json("POST", self._path("/processes/kill"), json_body={})
+
     def stream_url(self, view_only: bool = True) -> str:
         """The web viewer's URL: watch only, or (``view_only=False``) take control too."""
         token = self._info.view_token if view_only else self._info.control_token

@@ -287,6 +287,35 @@ class SandboxTest(unittest.TestCase):
         r = self.sb.commands.run(r"printf '\377\376'")
         self.assertEqual(r.stdout_bytes, b"\xff\xfe")
 
+    def test_exhausted_sandbox_comes_back_with_kill_processes(self) -> None:
+        # A sandbox of its own: a fork bomb fills limits.pids, commands are refused with the
+        # typed error naming the limit, and kill_processes brings it back.
+        if RUNTIME != "container":
+            self.skipTest("limits.pids is a container's cgroup limit")
+        assert server is not None
+        sb = Sandbox.create(template=TEMPLATE, runtime=RUNTIME, network=False,
+                            limits={"pids": 64}, server=server.url)
+        try:
+            sb.commands.run(["bash", "-c", "bomb() { bomb & bomb & wait; }; bomb"],
+                            background=True)
+
+            def refused() -> Optional[deskbox.SandboxExhaustedError]:
+                try:
+                    sb.commands.run("true", timeout=5)
+                except deskbox.SandboxExhaustedError as e:
+                    return e
+                return None
+
+            error = wait_until(refused, 20)
+            self.assertIsNotNone(error)
+            self.assertEqual(error.field, "limits.pids")
+            self.assertIsInstance(error, deskbox.ConflictError)
+            swept = sb.kill_processes()
+            self.assertGreater(swept["killed"], 5)
+            self.assertEqual(sb.commands.run("echo back").stdout, "back\n")
+        finally:
+            sb.kill()
+
     def test_background_command(self) -> None:
         bg = self.sb.commands.run("sleep 0.3; echo done > /tmp/bg.txt", background=True)
         self.assertIsInstance(bg, deskbox.BackgroundCommand)

@@ -44,6 +44,11 @@ export class ConflictError extends DeskboxError {}
 /** 409 "sandbox_paused": resume it first. */
 export class SandboxPausedError extends ConflictError {}
 /**
+ * 409 "sandbox_exhausted": the sandbox is at its process or memory limit (`field` names it, e.g.
+ * "limits.pids"); `sandbox.killProcesses()` brings it back.
+ */
+export class SandboxExhaustedError extends ConflictError {}
+/**
  * 422 "target_not_found": what an action aimed at (its `target` text or image) did not appear
  * on the screen in time. `field` names it ("target", "actions[2].target"); the actions before it
  * in the batch have run.
@@ -67,6 +72,7 @@ type ErrorClass = new (message: string, options: ErrorOptions) => DeskboxError;
 const byCode: Record<string, ErrorClass> = {
   invalid_action: InvalidActionError,
   sandbox_paused: SandboxPausedError,
+  sandbox_exhausted: SandboxExhaustedError,
   target_not_found: TargetNotFoundError,
 };
 

@@ -12,6 +12,7 @@ export {
   ConnectionFailedError,
   InvalidActionError,
   PermissionDeniedError,
+  SandboxExhaustedError,
   SandboxPausedError,
   TargetNotFoundError,
   PayloadTooLargeError,

@@ -611,6 +611,18 @@ export class Sandbox {
     return this.http.url(`/view/${encodeURIComponent(this.id)}`, { token });
   }
 
+  /**
+   * Ends every process but the desktop session (agent, X server, window manager): the way back
+   * from a 409 `sandbox_exhausted` (a sandbox at its process or memory limit) without a re-create.
+   */
+  async killProcesses(): Promise<{ killed: number; refused: number; rounds: number }> {
+    return (await this.http.json("POST", this.path("/processes/kill"), { json: {} })) as {
+      killed: number;
+      refused: number;
+      rounds: number;
+    };
+  }
+
   /** Pauses the sandbox; `snapshot: true` saves a microVM to disk (it survives a server restart). */
   async pause(options: { snapshot?: boolean } = {}): Promise<SandboxInfo> {
     const body = options.snapshot !== undefined ? { snapshot: options.snapshot } : {};
