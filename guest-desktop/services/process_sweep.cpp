@@ -109,8 +109,9 @@ SweepResult kill_processes_under(pid_t root, const std::set<pid_t>& keep) {
     // caller's next command finds the slots free.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     for (pid_t pid : stopped)
-        while (state_of(pid) != 'Z' && state_of(pid) != 0 &&
-               std::chrono::steady_clock::now() < deadline)
+        for (char state = state_of(pid);
+             state != 'Z' && state != 0 && std::chrono::steady_clock::now() < deadline;
+             state = state_of(pid))
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
     return result;
 }

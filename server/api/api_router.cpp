@@ -158,13 +158,22 @@ std::string ApiRouter::egress_metrics() const {
     return connections + bytes + dns;
 }
 
+namespace {
+
+// One metric family in Prometheus' text format: HELP, TYPE, then its sample lines.
+std::string metric_family(const std::string& name, const std::string& help, const char* type,
+                          const std::string& samples) {
+    return "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + samples;
+}
+
+}  // namespace
+
 std::string ApiRouter::process_metrics() const {
     // What a leak or a fragmenting heap looks like from outside: resident memory, the heap's
     // own view of what is in use and what it holds free, fds and threads.
     std::string out;
-    auto gauge = [&](const char* name, const char* help, std::uint64_t value) {
-        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name +
-               " " + std::to_string(value) + "\n";
+    auto gauge = [&](const std::string& name, const char* help, std::uint64_t value) {
+        out += metric_family(name, help, "gauge", name + " " + std::to_string(value) + "\n");
     };
     std::ifstream statm("/proc/self/statm");
     std::uint64_t pages = 0, resident = 0;
@@ -191,8 +200,7 @@ std::string ApiRouter::process_metrics() const {
 std::string ApiRouter::usage_metrics() const {
     std::string out;
     auto family = [&](const char* name, const char* help, const std::string& lines) {
-        if (lines.empty()) return;
-        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + lines;
+        if (!lines.empty()) out += metric_family(name, help, "gauge", lines);
     };
     std::string pids, memory, disk;
     for (const auto& sandbox : manager_.list()) {
@@ -231,9 +239,9 @@ HttpResponse ApiRouter::route(HttpRequest& request, const std::string& path,
         text +=
             metrics_.command_seconds.render("deskbox_command_seconds", "Command request latency.");
         text += metrics_.render_counters();
-        auto counter = [&](const char* name, const char* help, const char* type, auto value) {
-            text += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type +
-                    "\n" + name + " " + std::to_string(value) + "\n";
+        auto counter = [&](const std::string& name, const char* help, const char* type,
+                           auto value) {
+            text += metric_family(name, help, type, name + " " + std::to_string(value) + "\n");
         };
         counter("deskbox_viewers", "Connected stream and VNC viewers.", "gauge",
                 viewers_.connected.load());

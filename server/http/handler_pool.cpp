@@ -20,7 +20,6 @@ void HandlerPool::submit(std::function<void()> job) {
     if (idle_ < jobs_.size() && threads_.size() < max_threads_) {
         std::thread thread([this] { work(); });
         threads_.emplace(thread.get_id(), std::move(thread));
-        peak_ = std::max(peak_, threads_.size());
     }
     ready_.notify_one();
 }
@@ -42,7 +41,6 @@ void HandlerPool::work() {
         }
         auto job = std::move(jobs_.front());
         jobs_.pop_front();
-        ++busy_;
         lock.unlock();
         try {
             job();
@@ -51,7 +49,6 @@ void HandlerPool::work() {
         }
         job = nullptr;  // whatever the job held goes now, not when the next one arrives
         lock.lock();
-        --busy_;
     }
 }
 
@@ -78,11 +75,6 @@ void HandlerPool::stop() {
     ready_.notify_all();
     for (auto& [id, t] : threads) t.join();
     for (auto& t : exited) t.join();
-}
-
-HandlerPoolStats HandlerPool::stats() const {
-    std::lock_guard lock(mutex_);
-    return {threads_.size(), busy_, jobs_.size(), peak_};
 }
 
 }  // namespace deskbox::server

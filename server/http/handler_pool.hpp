@@ -17,13 +17,6 @@
 
 namespace deskbox::server {
 
-struct HandlerPoolStats {
-    std::size_t threads = 0;  // alive now
-    std::size_t busy = 0;     // running a job now
-    std::size_t queued = 0;   // waiting for a thread (only once max_threads are busy)
-    std::size_t peak_threads = 0;
-};
-
 class HandlerPool {
   public:
     HandlerPool(std::size_t max_threads, std::chrono::milliseconds idle_timeout);
@@ -36,7 +29,6 @@ class HandlerPool {
     void submit(std::function<void()> job);
     // Drops queued jobs and joins every thread (the running jobs finish first).
     void stop();
-    HandlerPoolStats stats() const;
 
   private:
     void work();
@@ -50,8 +42,6 @@ class HandlerPool {
     std::map<std::thread::id, std::thread> threads_;
     std::vector<std::thread> exited_;  // threads that left on idle, joined by the next caller
     std::size_t idle_ = 0;
-    std::size_t busy_ = 0;
-    std::size_t peak_ = 0;
     bool stopping_ = false;
 };
 

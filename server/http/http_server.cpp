@@ -191,8 +191,4 @@ void HttpServer::stop() {
     impl_->pool.stop();  // handlers running now finish; their answers have nowhere to go
 }
 
-HandlerPoolStats HttpServer::handler_stats() const {
-    return impl_->pool.stats();
-}
-
 }  // namespace deskbox::server

@@ -51,7 +51,6 @@ class HttpServer {
     void start();
     void stop();  // stops accepting, closes connections, joins threads
     unsigned short port() const { return port_; }
-    HandlerPoolStats handler_stats() const;
     const std::string& address() const { return options_.address; }
 
   private:

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/parse_integer.hpp"
 #include "server/runtime/cgroups.hpp"
 #include "server/runtime/mounts.hpp"
 #include "server/runtime/oci_bundle.hpp"
@@ -358,9 +359,9 @@ ResourceUsage ContainerSandbox::usage() {
                      const char* file) -> std::optional<std::uint64_t> {
         if (!dir) return std::nullopt;
         auto line = read_first_line(*dir / file);
-        if (!line || line->empty() || line->find_first_not_of("0123456789") != std::string::npos)
-            return std::nullopt;  // missing, or "max"
-        return std::stoull(*line);
+        auto value = line ? parse_integer(*line) : std::nullopt;  // missing, or "max"
+        if (!value || *value < 0) return std::nullopt;
+        return static_cast<std::uint64_t>(*value);
     };
     if (spec_.limits.disk_mb > 0)
         if (auto disk = disk_usage(paths_.disk)) {

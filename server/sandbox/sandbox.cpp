@@ -655,10 +655,7 @@ protocol::Reply Sandbox::call(const std::string& method, nlohmann::json params, 
         if (e.code() == "resource_exhausted" || e.code() == "io_error" || e.code() == "internal")
             if (auto exhausted = exhaustion(e.what())) throw *exhausted;
         if (e.code() == "resource_exhausted")  // a microVM: only its guest sees its limits
-            throw ApiError(409, "sandbox_exhausted",
-                           std::string(e.what()) + "; POST /v1/sandboxes/" + config_.id +
-                               "/processes/kill ends every process but the desktop",
-                           "limits");
+            throw ApiError(409, "sandbox_exhausted", std::string(e.what()) + way_back(), "limits");
         throw from_agent_error(e);
     } catch (const protocol::TimeoutError& e) {
         if (auto exhausted = exhaustion(std::string(method) + ": " + e.what())) throw *exhausted;
@@ -675,23 +672,26 @@ runtime::ResourceUsage Sandbox::usage() const {
     return instance_ ? instance_->usage() : runtime::ResourceUsage{};
 }
 
+std::string Sandbox::way_back() const {
+    return "; POST /v1/sandboxes/" + config_.id +
+           "/processes/kill ends every process but the desktop";
+}
+
 std::optional<ApiError> Sandbox::exhaustion(const std::string& what_failed) const {
     auto u = usage();
-    const std::string way_back =
-        "; POST /v1/sandboxes/" + config_.id + "/processes/kill ends every process but the desktop";
     // Threads count too, and the agent's own need a few slots: near the limit is at it.
     if (u.pids && u.pids_max && *u.pids + 4 >= *u.pids_max)
         return ApiError(409, "sandbox_exhausted",
                         "the sandbox is at its process limit (" + std::to_string(*u.pids) +
                             " of limits.pids " + std::to_string(*u.pids_max) +
-                            " processes and threads): " + what_failed + way_back,
+                            " processes and threads): " + what_failed + way_back(),
                         "limits.pids");
     if (u.memory_bytes && u.memory_max_bytes && *u.memory_bytes >= *u.memory_max_bytes / 100 * 98)
         return ApiError(409, "sandbox_exhausted",
                         "the sandbox is at its memory limit (" +
                             std::to_string(*u.memory_bytes >> 20) + " of limits.memory_mb " +
                             std::to_string(*u.memory_max_bytes >> 20) + " MiB): " + what_failed +
-                            way_back,
+                            way_back(),
                         "limits.memory_mb");
     return std::nullopt;
 }

@@ -167,6 +167,7 @@ class Sandbox {
   private:
     // 409 sandbox_exhausted naming the limit the sandbox is at, if it is at one.
     std::optional<ApiError> exhaustion(const std::string& what_failed) const;
+    std::string way_back() const;  // "; POST .../processes/kill ...", for those answers
     // Asks the agent for what it has not sent yet and waits until the mirror has it.
     void sync_screen(int settle_ms);
     // The current frame at the size the client sees; `sync`: first ask the agent for what it
