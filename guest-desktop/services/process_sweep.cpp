@@ -102,8 +102,11 @@ SweepResult kill_processes_under(pid_t root, const std::set<pid_t>& keep) {
         }
         if (!found_new) break;
     }
-    for (pid_t pid : stopped)
-        if (::kill(pid, SIGKILL) == 0) ++result.killed;
+    // Every stopped process ends: by our SIGKILL or, a moment before it, on its own (a stopped
+    // child wakes its parent with SIGCHLD, and a shell whose fork retry is interrupted gives
+    // up and exits). So the count is of the processes stopped, whatever took the last step.
+    for (pid_t pid : stopped) (void)::kill(pid, SIGKILL);
+    result.killed = stopped.size();
     result.refused = refused.size();
     // Their parents (the exec service, init) reap them; answer once they have died, so the
     // caller's next command finds the slots free.

@@ -13,7 +13,7 @@
 namespace deskbox::services {
 
 struct SweepResult {
-    std::size_t killed = 0;
+    std::size_t killed = 0;   // processes stopped and ended
     std::size_t rounds = 0;   // stop rounds until nothing new was found
     std::size_t refused = 0;  // processes that would not take the signal (another user's)
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include <opencv2/core/utility.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "streaming/analysis/cv_view.hpp"
@@ -204,6 +205,74 @@ Prepared shrunk(const Prepared& t, int level) {
     return out;
 }
 
+// The coarse level is the screen shrunk by 2^level from its pixel 0. A template placed at an
+// x or y that is not on that grid shrinks differently: its thin detail (text, one-pixel
+// lines) blurs with another phase, and a perfect match scored below a hundred lookalikes (a
+// title bar's gradient strip). So the template is shrunk once per phase, cropped so that its
+// first kept pixel lands on the grid; phases 2 pixels apart leave at most 1 pixel of error,
+// as little as the half level's own.
+struct PhaseTemplate {
+    Prepared coarse;
+    cv::Point dropped;  // template pixels cropped off at the left and the top
+};
+
+std::vector<PhaseTemplate> phase_templates(const Prepared& t, int level) {
+    const int grid = 1 << level;
+    std::vector<PhaseTemplate> out;
+    for (int py = 0; py < grid; py += 2)
+        for (int px = 0; px < grid; px += 2) {
+            const cv::Point dropped((grid - px) % grid, (grid - py) % grid);
+            const int w = (t.image.cols - dropped.x) / grid * grid;
+            const int h = (t.image.rows - dropped.y) / grid * grid;
+            if (w < grid || h < grid) continue;
+            const cv::Rect keep(dropped.x, dropped.y, w, h);
+            Prepared cropped;
+            cropped.image = t.image(keep);
+            if (!t.mask.empty()) cropped.mask = t.mask(keep);
+            cropped.scale = t.scale;
+            out.push_back({shrunk(cropped, level), dropped});
+        }
+    return out;
+}
+
+// Every phase matched on the coarse level; per placement the best score, and where the whole
+// template's top-left corner would be on the full-size area.
+struct CoarseScores {
+    cv::Mat best;    // CV_32F, -1 where no phase fits
+    cv::Mat phase;   // CV_32S: index into the phase templates
+    cv::Size templ;  // the coarse template's size (for peak suppression)
+};
+
+CoarseScores coarse_scores(const cv::Mat& level_pixels, const std::vector<PhaseTemplate>& phases) {
+    CoarseScores out;
+    std::vector<cv::Mat> maps(phases.size());
+    // The phases are independent and OpenCV's matching uses little of a second core.
+    cv::parallel_for_(cv::Range(0, int(phases.size())), [&](const cv::Range& range) {
+        for (int i = range.start; i < range.end; ++i) {
+            const Prepared& t = phases[std::size_t(i)].coarse;
+            if (t.image.cols <= level_pixels.cols && t.image.rows <= level_pixels.rows)
+                maps[std::size_t(i)] = score_map(level_pixels, t);
+        }
+    });
+    cv::Size size(0, 0);
+    for (std::size_t i = 0; i < maps.size(); ++i) {
+        if (maps[i].empty()) continue;
+        size.width = std::max(size.width, maps[i].cols);
+        size.height = std::max(size.height, maps[i].rows);
+        out.templ = phases[i].coarse.image.size();
+    }
+    out.best = cv::Mat(size, CV_32F, cv::Scalar(-1));
+    out.phase = cv::Mat(size, CV_32S, cv::Scalar(0));
+    for (std::size_t i = 0; i < maps.size(); ++i) {
+        if (maps[i].empty()) continue;
+        const cv::Rect roi(0, 0, maps[i].cols, maps[i].rows);
+        cv::Mat better = maps[i] > out.best(roi);
+        maps[i].copyTo(out.best(roi), better);
+        out.phase(roi).setTo(int(i), better);
+    }
+    return out;
+}
+
 }  // namespace
 
 std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ,
@@ -242,24 +311,21 @@ std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ
             cv::pyrDown(levels.back(), smaller);
             levels.push_back(std::move(smaller));
         }
-        const Prepared coarse_template = shrunk(t, level);
+        const auto phases = phase_templates(t, level);
         const Prepared half_template = level >= 2 ? shrunk(t, 1) : Prepared{};
-        if (coarse_template.image.cols > levels[level].cols ||
-            coarse_template.image.rows > levels[level].rows)
-            continue;
-        cv::Mat coarse = score_map(levels[level], coarse_template);
+        CoarseScores coarse = coarse_scores(levels[level], phases);
+        if (coarse.best.empty()) continue;
         const double coarse_threshold = search.threshold - kCoarseSlackPerLevel * level;
-        for (const auto& peak : peaks(coarse, coarse_template.image.size(), coarse_threshold,
-                                      kAlwaysRefined, std::size_t(4 * search.max_results + 16))) {
+        for (const auto& peak : peaks(coarse.best, coarse.templ, coarse_threshold, kAlwaysRefined,
+                                      std::size_t(4 * search.max_results + 16))) {
             // Down the pyramid: half size first (cheap, drops most spots), then full size.
-            cv::Point guess = peak.at * (1 << level);
+            const PhaseTemplate& phase = phases[std::size_t(coarse.phase.at<int>(peak.at))];
+            cv::Point guess = peak.at * (1 << level) - phase.dropped;
             int margin = (1 << level) + 1;
             if (level >= 2) {
-                const int step = 1 << (level - 1);
                 auto half = best_in(levels[1],
-                                    {peak.at.x * step - step - 1, peak.at.y * step - step - 1,
-                                     half_template.image.cols + 2 * step + 2,
-                                     half_template.image.rows + 2 * step + 2},
+                                    {guess.x / 2 - 2, guess.y / 2 - 2, half_template.image.cols + 4,
+                                     half_template.image.rows + 4},
                                     half_template);
                 if (!half || half->score < search.threshold - kCoarseSlackPerLevel) continue;
                 guess = half->at * 2;

@@ -3,7 +3,7 @@
 // Fast by a coarse-to-fine search: the screen and the template are shrunk by 2^L (L so that the
 // template keeps at least 12 pixels a side, at most 8x), matched there, and every promising spot
 // is then matched again at full resolution in a small window around it. The score reported is
-// always the full-resolution one. bench/analysis/analysis_bench compares it with matching the
+// always the full-resolution one. bench/server/analysis_bench compares it with matching the
 // whole screenshot at full size, what pyautogui-style locators do.
 #pragma once
 
