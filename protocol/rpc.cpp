@@ -444,6 +444,7 @@ void RpcServer::enqueue(Job job) {
         return;
     }
     queue_.push_back(std::move(job));
+    join_exited_locked();
     // Grow the pool only when every worker is busy, so a long handler never holds up the next.
     if (queue_.size() > idle_workers_ && workers_.size() < options_.max_workers) {
         try {
@@ -473,9 +474,20 @@ void RpcServer::worker_loop(bool serial) {
     std::condition_variable& ready = serial ? serial_ready_ : work_ready_;
     std::unique_lock lock(mutex_);
     for (;;) {
-        if (!serial) ++idle_workers_;
-        ready.wait(lock, [&] { return stopping_ || !queue.empty(); });
-        if (!serial) --idle_workers_;
+        if (serial) {
+            ready.wait(lock, [&] { return stopping_ || !queue.empty(); });
+        } else {
+            ++idle_workers_;
+            const bool woken = ready.wait_for(lock, options_.idle_timeout,
+                                              [&] { return stopping_ || !queue.empty(); });
+            --idle_workers_;
+            // The last worker stays, so a lone request never waits for a thread.
+            if (!woken && workers_.size() - exited_.size() > 1) {
+                exited_.push_back(std::this_thread::get_id());
+                return;
+            }
+            if (!woken) continue;
+        }
         if (stopping_) return;
         Job job = std::move(queue.front());
         queue.pop_front();
@@ -483,6 +495,22 @@ void RpcServer::worker_loop(bool serial) {
         run(job);
         lock.lock();
     }
+}
+
+void RpcServer::join_exited_locked() {
+    for (auto id : exited_) {
+        auto it = std::find_if(workers_.begin(), workers_.end(),
+                               [&](const std::thread& t) { return t.get_id() == id; });
+        if (it == workers_.end()) continue;
+        it->join();  // it has left its loop: only its return is left
+        workers_.erase(it);
+    }
+    exited_.clear();
+}
+
+std::size_t RpcServer::worker_count() {
+    std::lock_guard lock(mutex_);
+    return workers_.size() - exited_.size();
 }
 
 void RpcServer::run(Job& job) {

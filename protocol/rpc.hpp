@@ -9,11 +9,13 @@
 //   Reply r = client.call("ping");              server.send_event(...); server.wait();
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -108,6 +110,8 @@ class RpcClient {
     void send_stream(std::uint64_t stream, std::string data, bool eof = false);
     void close();
     Channel& channel() { return *channel_; }
+    // Concurrent workers alive now (the serial one and the reader not counted).
+    std::size_t worker_count();
 
   private:
     struct Pending {
@@ -145,6 +149,9 @@ enum class Dispatch {
 
 struct RpcServerOptions {
     std::size_t max_workers = 8;  // concurrent handlers at once; more requests wait in a queue
+    // A worker idle this long ends (one stays): in a sandbox every thread holds one of its
+    // limits.pids slots, so a burst must not keep dozens of them for the agent's lifetime.
+    std::chrono::milliseconds idle_timeout{10000};
 };
 
 // Agent side: dispatches requests to handlers and sends events. Unknown methods get error
@@ -173,6 +180,8 @@ class RpcServer {
     void send_stream(std::uint64_t stream, std::string data, bool eof = false);
     void close();
     Channel& channel() { return *channel_; }
+    // Concurrent workers alive now (the serial one and the reader not counted).
+    std::size_t worker_count();
 
   private:
     struct Route {
@@ -208,7 +217,9 @@ class RpcServer {
     bool stopping_ = false;
     bool started_ = false;
     std::optional<std::string> close_reason_;
-    std::vector<std::thread> workers_;
+    void join_exited_locked();
+    std::list<std::thread> workers_;
+    std::vector<std::thread::id> exited_;  // workers that left on idle, to be joined
     std::thread serial_worker_;
     std::thread reader_;
 };

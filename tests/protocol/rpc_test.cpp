@@ -59,7 +59,7 @@ class ProtocolRpc : public ::testing::Test {
             std::async(std::launch::async, [&] { return handshake(*pair.b, "agent"); });
         handshake(*pair.a, "host");
         agent_hello.get();
-        server = std::make_unique<RpcServer>(std::move(pair.b));
+        server = std::make_unique<RpcServer>(std::move(pair.b), server_options);
         client = std::make_unique<RpcClient>(std::move(pair.a));
 
         server->handle("ping", [](const Request&) { return Reply{}; });
@@ -114,6 +114,7 @@ class ProtocolRpc : public ::testing::Test {
         client->start();
     }
 
+    RpcServerOptions server_options;
     Gate entered, serial_entered, release;
     std::promise<std::string> closed;
     std::atomic<int> in_flight{0}, max_in_flight{0};
@@ -220,6 +221,45 @@ TEST_F(ProtocolRpc, ALongHandlerDoesNotBlockAPing) {
     EXPECT_EQ(blocked.get().result["released"], true);
     ASSERT_TRUE(ready(serial_blocked));
     serial_blocked.get();
+}
+
+// Workers idle past the timeout leave (in a sandbox each thread holds a limits.pids slot);
+// the last one stays, and a later burst grows the pool again.
+class ProtocolRpcIdle : public ProtocolRpc {
+  protected:
+    void SetUp() override {
+        server_options.idle_timeout = 100ms;
+        ProtocolRpc::SetUp();
+        server->handle("nap", [](const Request&) {
+            std::this_thread::sleep_for(500ms);
+            return Reply{};
+        });
+    }
+    bool workers_become(std::size_t n) {
+        for (auto end = std::chrono::steady_clock::now() + kHangGuard;
+             std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(10ms))
+            if (server->worker_count() == n) return true;
+        return false;
+    }
+};
+
+TEST_F(ProtocolRpcIdle, IdleWorkersLeaveAndABurstBringsThemBack) {
+    start();
+    std::vector<std::future<Reply>> calls;
+    for (int i = 0; i < 6; ++i) calls.push_back(client->call_async("block"));
+    ASSERT_TRUE(workers_become(6)) << server->worker_count();
+    release.open();
+    for (auto& c : calls) {
+        ASSERT_TRUE(ready(c));
+        EXPECT_EQ(c.get().result["released"], true);
+    }
+    ASSERT_TRUE(workers_become(1)) << server->worker_count();
+    EXPECT_NO_THROW(client->call("ping", {}, {}, kHangGuard));
+    calls.clear();
+    for (int i = 0; i < 3; ++i) calls.push_back(client->call_async("nap"));
+    EXPECT_TRUE(workers_become(3)) << server->worker_count();
+    for (auto& c : calls) ASSERT_TRUE(ready(c));
+    EXPECT_TRUE(workers_become(1)) << server->worker_count();
 }
 
 TEST_F(ProtocolRpc, ACallTimesOutAndTheChannelStaysUsable) {
