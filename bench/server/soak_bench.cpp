@@ -1,0 +1,309 @@
+// Soak with injected faults: cycle after cycle a real deskboxd makes a `minimal` container,
+// uses it (screenshot, click, command), hurts it one way (SIGKILL of its agent, its X server,
+// its init, the runc monitor, or nothing), checks the answer is a clear one, kills it and
+// checks nothing of it is left (runc state, mounts, cgroups, directory). Every
+// --restart-every cycles deskboxd itself is SIGKILLed with sandboxes alive and started again on
+// the same state dir: the new server must remove everything the dead one left. Prints what
+// each fault led to, leaks (must be 0), and deskboxd's memory and fds early and late (flat).
+//
+//   soak_bench [--cycles N] [--seconds S] [--restart-every K]
+// Needs root, runc and the `minimal` template built (images/build.py minimal). Bounded by
+// count and time; touches only loopback.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/support/load_average.hpp"
+#include "bench/support/percentiles.hpp"
+#include "common/parse_integer.hpp"
+#include "common/temp_dir.hpp"
+#include "server/client/api_client.hpp"
+#include "server/runtime/container_runtime.hpp"
+#include "tests/support/deskboxd_process.hpp"
+
+namespace {
+
+using namespace deskbox;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Args {
+    int cycles = 200;
+    int seconds = 900;
+    int restart_every = 50;
+};
+
+Args parse_args(int argc, char** argv) {
+    Args a;
+    for (int i = 1; i < argc; ++i) {
+        std::string flag = argv[i];
+        if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+        auto value = parse_integer(argv[++i]);
+        if (!value || *value < 1 || *value > 1000000)
+            throw std::invalid_argument(flag + " needs a number from 1 to 1000000");
+        if (flag == "--cycles")
+            a.cycles = *value;
+        else if (flag == "--seconds")
+            a.seconds = *value;
+        else if (flag == "--restart-every")
+            a.restart_every = *value;
+        else
+            throw std::invalid_argument("unknown flag " + flag);
+    }
+    return a;
+}
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// "Field:   123 kB" from /proc/PID/status, in kB (0 if absent).
+long status_kb(pid_t pid, const std::string& field) {
+    std::istringstream in(read_file("/proc/" + std::to_string(pid) + "/status"));
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
+    return 0;
+}
+
+long open_fds(pid_t pid) {
+    std::error_code ec;
+    long n = 0;
+    for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec))
+        ++n;
+    return n;
+}
+
+pid_t parent_of(pid_t pid) {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) return -1;
+    std::istringstream rest(stat.substr(close + 1));
+    char state;
+    pid_t ppid = -1;
+    rest >> state >> ppid;
+    return ppid;
+}
+
+std::string comm_of(pid_t pid) {
+    std::string c = read_file("/proc/" + std::to_string(pid) + "/comm");
+    while (!c.empty() && c.back() == '\n') c.pop_back();
+    return c;
+}
+
+// Host pids of the sandbox's processes (its pids cgroup, v1 or v2).
+std::vector<pid_t> sandbox_pids(const std::string& cgroup) {
+    std::vector<pid_t> out;
+    for (const char* root : {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+        std::ifstream in(std::string(root) + cgroup + "/cgroup.procs");
+        if (!in) continue;
+        for (pid_t p; in >> p;) out.push_back(p);
+        if (!out.empty()) break;
+    }
+    return out;
+}
+
+// The `runc run` monitoring sandbox `id` (not in the sandbox's cgroup): argv "runc ... run
+// ... ID".
+pid_t runc_monitor(const std::string& id) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+        auto pid = parse_integer(it->path().filename().string());
+        if (!pid) continue;
+        std::vector<std::string> argv;
+        std::istringstream cmdline(read_file(it->path() / "cmdline"));
+        for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
+        if (argv.size() > 2 && fs::path(argv[0]).filename() == "runc" && argv.back() == id &&
+            std::find(argv.begin(), argv.end(), "run") != argv.end())
+            return pid_t(*pid);
+    }
+    return -1;
+}
+
+enum class Fault { none, agent, xserver, init, runc_monitor };
+const char* fault_name(Fault f) {
+    switch (f) {
+        case Fault::none:
+            return "none";
+        case Fault::agent:
+            return "SIGKILL agent";
+        case Fault::xserver:
+            return "SIGKILL Xvfb";
+        case Fault::init:
+            return "SIGKILL init";
+        case Fault::runc_monitor:
+            return "SIGKILL runc monitor";
+    }
+    return "?";
+}
+
+// The process the fault hits, or -1.
+pid_t target_of(Fault f, const std::string& id, const std::string& cgroup) {
+    if (f == Fault::runc_monitor) return runc_monitor(id);
+    auto pids = sandbox_pids(cgroup);
+    for (pid_t p : pids) {
+        const std::string comm = comm_of(p);
+        const bool in_sandbox_parent =
+            std::find(pids.begin(), pids.end(), parent_of(p)) != pids.end();
+        if (f == Fault::xserver && comm == "Xvfb") return p;
+        if (f == Fault::agent && comm == "deskbox-agent" && in_sandbox_parent) return p;
+        if (f == Fault::init && comm == "deskbox-agent" && !in_sandbox_parent) return p;
+    }
+    return -1;
+}
+
+class Server {
+  public:
+    explicit Server(const fs::path& dir) : dir_(dir) { start(); }
+    void start() {
+        process_.emplace(DESKBOXD_PATH, dir_ / "state", dir_ / "deskboxd.log",
+                         std::vector<std::string>{"--max-sandboxes", "100"});
+        client::ClientOptions options;
+        options.server = process_->url();
+        api_.emplace(options);
+    }
+    void crash_and_restart() {
+        process_->kill_hard();
+        process_.reset();
+        start();
+    }
+    client::ApiClient& api() { return *api_; }
+    pid_t pid() const { return process_->pid(); }
+    fs::path state() const { return dir_ / "state"; }
+
+  private:
+    fs::path dir_;
+    std::optional<test::DeskboxdProcess> process_;
+    std::optional<client::ApiClient> api_;
+};
+
+struct Footprint {
+    long rss_anon_kb = 0, fds = 0, threads = 0;
+};
+Footprint footprint(pid_t pid) {
+    return {status_kb(pid, "RssAnon"), open_fds(pid), status_kb(pid, "Threads")};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    const Args args = parse_args(argc, argv);
+    TempDir dir("deskbox-soak");
+    Server server(dir.path());
+    runtime::ContainerRuntimeOptions runtime_options;
+    runtime_options.cgroup_parent = runtime::ContainerRuntime::cgroup_parent_for(server.state());
+    runtime::ContainerRuntime inspector(runtime_options);  // for residue(); runs nothing
+
+    const auto deadline = Clock::now() + std::chrono::seconds(args.seconds);
+    const Fault faults[] = {Fault::none, Fault::agent, Fault::xserver, Fault::init,
+                            Fault::runc_monitor};
+    std::map<std::string, int> outcomes;  // "fault -> status / screenshot answer"
+    std::vector<std::string> leaks;
+    std::vector<double> cycle_ms;
+    std::vector<std::string> alive_across_crash;
+    int cycles = 0, restarts = 0, create_failures = 0;
+    // deskboxd's footprint per incarnation: after its 10th cycle and at its last.
+    std::vector<std::pair<Footprint, Footprint>> footprints;
+    std::optional<Footprint> early;
+    int in_incarnation = 0;
+    auto end_incarnation = [&] {
+        if (early) footprints.emplace_back(*early, footprint(server.pid()));
+        early.reset();
+        in_incarnation = 0;
+    };
+
+    auto check_gone = [&](const std::string& id, const char* when) {
+        for (const auto& r : inspector.residue(server.state(), id))
+            leaks.push_back(id + " (" + when + "): " + r);
+    };
+
+    for (; cycles < args.cycles && Clock::now() < deadline; ++cycles) {
+        const auto t0 = Clock::now();
+        json created;
+        try {
+            created = server.api().post_json("/v1/sandboxes",
+                                             {{"template", "minimal"}, {"timeout_s", 300}});
+        } catch (const std::exception& e) {
+            ++create_failures;
+            std::fprintf(stderr, "cycle %d: create failed: %s\n", cycles, e.what());
+            continue;
+        }
+        const std::string id = created["id"];
+        const std::string base = "/v1/sandboxes/" + id;
+        const std::string cgroup = "/" + runtime_options.cgroup_parent + "/" + id;
+        server.api().get_bytes(base + "/screenshot");
+        server.api().post_json(base + "/actions", {{"type", "click"}, {"x", 100}, {"y", 100}});
+        server.api().post_json(base + "/commands", {{"cmd", "echo soak"}});
+
+        const Fault fault = faults[cycles % std::size(faults)];
+        if (fault != Fault::none) {
+            pid_t target = target_of(fault, id, cgroup);
+            if (target <= 0) {
+                outcomes[std::string(fault_name(fault)) + " -> target not found"]++;
+            } else {
+                ::kill(target, SIGKILL);
+                // Give the server a moment to see it; then what a client gets.
+                std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            }
+        }
+        auto shot = server.api().send(client::Method::get, base + "/screenshot", {}, {}, "*/*");
+        std::string status = "?";
+        try {
+            status = server.api().get_json(base).value("status", "?");
+        } catch (const std::exception& e) {
+            status = std::string("inspect failed: ") + e.what();
+        }
+        outcomes[std::string(fault_name(fault)) + " -> status " + status + ", screenshot " +
+                 std::to_string(shot.status)]++;
+
+        // Every restart_every cycles: crash the server with this sandbox (and, after a fault,
+        // what is left of it) alive; the new server must clean it all.
+        if ((cycles + 1) % args.restart_every == 0) {
+            end_incarnation();
+            server.crash_and_restart();
+            ++restarts;
+            check_gone(id, "after the server's crash and restart");
+        } else {
+            try {
+                server.api().delete_json(base);
+            } catch (const std::exception& e) {
+                leaks.push_back(id + ": DELETE failed: " + e.what());
+            }
+            check_gone(id, "after DELETE");
+        }
+        cycle_ms.push_back(bench::ms_since(t0));
+        if (++in_incarnation == 10) early = footprint(server.pid());
+    }
+    end_incarnation();
+
+    auto p = bench::percentiles(cycle_ms);
+    std::printf("soak: %d cycles, %d server crashes+restarts, %d create failures, load %s\n",
+                cycles, restarts, create_failures, bench::load_average().c_str());
+    std::printf("cycle (create, use, fault, check, kill) p50 %.0f ms p95 %.0f ms\n", p.p50, p.p95);
+    for (const auto& [what, n] : outcomes) std::printf("  %4d x %s\n", n, what.c_str());
+    std::printf("leaks: %zu\n", leaks.size());
+    for (const auto& l : leaks) std::printf("  %s\n", l.c_str());
+    for (const auto& [first, last] : footprints)
+        std::printf(
+            "deskboxd after its 10th cycle: RssAnon %ld kB, %ld fds, %ld threads; at its last: "
+            "%ld kB, %ld fds, %ld threads\n",
+            first.rss_anon_kb, first.fds, first.threads, last.rss_anon_kb, last.fds, last.threads);
+    return leaks.empty() && create_failures == 0 ? 0 : 1;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "soak_bench: %s\n", e.what());
+    return 2;
+}
