@@ -218,11 +218,13 @@ int main(int argc, char** argv) try {
     int cycles = 0, restarts = 0, create_failures = 0;
     // deskboxd's footprint per incarnation: after its 10th cycle and at its last.
     std::vector<std::pair<Footprint, Footprint>> footprints;
-    std::optional<Footprint> early;
+    // Both taken right after a DELETE, with nothing alive.
+    std::optional<Footprint> early, last_idle;
     int in_incarnation = 0;
     auto end_incarnation = [&] {
-        if (early) footprints.emplace_back(*early, footprint(server.pid()));
+        if (early && last_idle) footprints.emplace_back(*early, *last_idle);
         early.reset();
+        last_idle.reset();
         in_incarnation = 0;
     };
 
@@ -263,7 +265,7 @@ int main(int argc, char** argv) try {
         auto shot = server.api().send(client::Method::get, base + "/screenshot", {}, {}, "*/*");
         std::string status = "?";
         try {
-            status = server.api().get_json(base).value("status", "?");
+            status = server.api().get_json(base).value("state", "?");
         } catch (const std::exception& e) {
             status = std::string("inspect failed: ") + e.what();
         }
@@ -284,9 +286,11 @@ int main(int argc, char** argv) try {
                 leaks.push_back(id + ": DELETE failed: " + e.what());
             }
             check_gone(id, "after DELETE");
+            last_idle = footprint(server.pid());
+            if (!early && in_incarnation + 1 >= 10) early = last_idle;
         }
         cycle_ms.push_back(bench::ms_since(t0));
-        if (++in_incarnation == 10) early = footprint(server.pid());
+        ++in_incarnation;
     }
     end_incarnation();
 
@@ -299,7 +303,8 @@ int main(int argc, char** argv) try {
     for (const auto& l : leaks) std::printf("  %s\n", l.c_str());
     for (const auto& [first, last] : footprints)
         std::printf(
-            "deskboxd after its 10th cycle: RssAnon %ld kB, %ld fds, %ld threads; at its last: "
+            "deskboxd idle after its 10th cycle: RssAnon %ld kB, %ld fds, %ld threads; at its "
+            "last: "
             "%ld kB, %ld fds, %ld threads\n",
             first.rss_anon_kb, first.fds, first.threads, last.rss_anon_kb, last.fds, last.threads);
     return leaks.empty() && create_failures == 0 ? 0 : 1;
