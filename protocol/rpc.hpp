@@ -110,8 +110,6 @@ class RpcClient {
     void send_stream(std::uint64_t stream, std::string data, bool eof = false);
     void close();
     Channel& channel() { return *channel_; }
-    // Concurrent workers alive now (the serial one and the reader not counted).
-    std::size_t worker_count();
 
   private:
     struct Pending {
@@ -199,6 +197,7 @@ class RpcServer {
     void run(Job& job);
     void send_response(Message&& response);
     void send_error(std::uint64_t id, const RpcError& error);
+    void join_exited_locked();  // joins the workers that left on idle
 
     std::unique_ptr<Channel> channel_;
     RpcServerOptions options_;
@@ -217,7 +216,6 @@ class RpcServer {
     bool stopping_ = false;
     bool started_ = false;
     std::optional<std::string> close_reason_;
-    void join_exited_locked();
     std::list<std::thread> workers_;
     std::vector<std::thread::id> exited_;  // workers that left on idle, to be joined
     std::thread serial_worker_;

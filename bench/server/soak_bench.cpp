@@ -29,6 +29,7 @@
 #include "common/parse_integer.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
+#include "server/runtime/cgroups.hpp"
 #include "server/runtime/container_runtime.hpp"
 #include "tests/support/deskboxd_process.hpp"
 
@@ -98,22 +99,10 @@ pid_t parent_of(pid_t pid) {
     return ppid;
 }
 
-std::string comm_of(pid_t pid) {
-    std::string c = read_file("/proc/" + std::to_string(pid) + "/comm");
-    while (!c.empty() && c.back() == '\n') c.pop_back();
-    return c;
-}
-
-// Host pids of the sandbox's processes (its pids cgroup, v1 or v2).
+// Host pids of the sandbox's processes (its pids cgroup).
 std::vector<pid_t> sandbox_pids(const std::string& cgroup) {
-    std::vector<pid_t> out;
-    for (const char* root : {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
-        std::ifstream in(std::string(root) + cgroup + "/cgroup.procs");
-        if (!in) continue;
-        for (pid_t p; in >> p;) out.push_back(p);
-        if (!out.empty()) break;
-    }
-    return out;
+    auto dir = runtime::controller_dir("pids", cgroup);
+    return dir ? runtime::cgroup_procs(*dir) : std::vector<pid_t>{};
 }
 
 // The `runc run` monitoring sandbox `id` (not in the sandbox's cgroup): argv "runc ... run
@@ -135,28 +124,23 @@ pid_t runc_monitor(const std::string& id) {
 }
 
 enum class Fault { none, agent, xserver, init, runc_monitor };
-const char* fault_name(Fault f) {
-    switch (f) {
-        case Fault::none:
-            return "none";
-        case Fault::agent:
-            return "SIGKILL agent";
-        case Fault::xserver:
-            return "SIGKILL Xvfb";
-        case Fault::init:
-            return "SIGKILL init";
-        case Fault::runc_monitor:
-            return "SIGKILL runc monitor";
-    }
-    return "?";
-}
+struct FaultKind {
+    Fault fault;
+    const char* name;
+};
+constexpr FaultKind kFaults[] = {{Fault::none, "none"},
+                                 {Fault::agent, "SIGKILL agent"},
+                                 {Fault::xserver, "SIGKILL Xvfb"},
+                                 {Fault::init, "SIGKILL init"},
+                                 {Fault::runc_monitor, "SIGKILL runc monitor"}};
 
 // The process the fault hits, or -1.
 pid_t target_of(Fault f, const std::string& id, const std::string& cgroup) {
     if (f == Fault::runc_monitor) return runc_monitor(id);
     auto pids = sandbox_pids(cgroup);
     for (pid_t p : pids) {
-        const std::string comm = comm_of(p);
+        const std::string comm =
+            runtime::read_first_line("/proc/" + std::to_string(p) + "/comm").value_or("");
         const bool in_sandbox_parent =
             std::find(pids.begin(), pids.end(), parent_of(p)) != pids.end();
         if (f == Fault::xserver && comm == "Xvfb") return p;
@@ -209,8 +193,6 @@ int main(int argc, char** argv) try {
     runtime::ContainerRuntime inspector(runtime_options);  // for residue(); runs nothing
 
     const auto deadline = Clock::now() + std::chrono::seconds(args.seconds);
-    const Fault faults[] = {Fault::none, Fault::agent, Fault::xserver, Fault::init,
-                            Fault::runc_monitor};
     std::map<std::string, int> outcomes;  // "fault -> status / screenshot answer"
     std::vector<std::string> leaks;
     std::vector<double> cycle_ms;
@@ -251,11 +233,11 @@ int main(int argc, char** argv) try {
         server.api().post_json(base + "/actions", {{"type", "click"}, {"x", 100}, {"y", 100}});
         server.api().post_json(base + "/commands", {{"cmd", "echo soak"}});
 
-        const Fault fault = faults[cycles % std::size(faults)];
-        if (fault != Fault::none) {
-            pid_t target = target_of(fault, id, cgroup);
+        const FaultKind& kind = kFaults[std::size_t(cycles) % std::size(kFaults)];
+        if (kind.fault != Fault::none) {
+            pid_t target = target_of(kind.fault, id, cgroup);
             if (target <= 0) {
-                outcomes[std::string(fault_name(fault)) + " -> target not found"]++;
+                outcomes[std::string(kind.name) + " -> target not found"]++;
             } else {
                 ::kill(target, SIGKILL);
                 // Give the server a moment to see it; then what a client gets.
@@ -269,7 +251,7 @@ int main(int argc, char** argv) try {
         } catch (const std::exception& e) {
             status = std::string("inspect failed: ") + e.what();
         }
-        outcomes[std::string(fault_name(fault)) + " -> status " + status + ", screenshot " +
+        outcomes[std::string(kind.name) + " -> status " + status + ", screenshot " +
                  std::to_string(shot.status)]++;
 
         // Every restart_every cycles: crash the server with this sandbox (and, after a fault,
