@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "streaming/analysis/cv_view.hpp"
+#include "streaming/analysis/shared_correlation.hpp"
 
 namespace deskbox::analysis {
 
@@ -210,7 +211,8 @@ Prepared shrunk(const Prepared& t, int level) {
 // lines) blurs with another phase, and a perfect match scored below a hundred lookalikes (a
 // title bar's gradient strip). So the template is shrunk once per phase, cropped so that its
 // first kept pixel lands on the grid; phases 2 pixels apart leave at most 1 pixel of error,
-// as little as the half level's own.
+// as little as the half level's own. Every phase keeps the same size, so they share the
+// screen's side of the correlation.
 struct PhaseTemplate {
     Prepared coarse;
     cv::Point dropped;  // template pixels cropped off at the left and the top
@@ -218,13 +220,14 @@ struct PhaseTemplate {
 
 std::vector<PhaseTemplate> phase_templates(const Prepared& t, int level) {
     const int grid = 1 << level;
+    const int most_dropped = grid - 2;
+    const int w = (t.image.cols - most_dropped) / grid * grid;
+    const int h = (t.image.rows - most_dropped) / grid * grid;
     std::vector<PhaseTemplate> out;
+    if (w < grid || h < grid) return out;
     for (int py = 0; py < grid; py += 2)
         for (int px = 0; px < grid; px += 2) {
             const cv::Point dropped((grid - px) % grid, (grid - py) % grid);
-            const int w = (t.image.cols - dropped.x) / grid * grid;
-            const int h = (t.image.rows - dropped.y) / grid * grid;
-            if (w < grid || h < grid) continue;
             const cv::Rect keep(dropped.x, dropped.y, w, h);
             Prepared cropped;
             cropped.image = t.image(keep);
@@ -246,12 +249,19 @@ struct CoarseScores {
 CoarseScores coarse_scores(const cv::Mat& level_pixels, const std::vector<PhaseTemplate>& phases) {
     CoarseScores out;
     std::vector<cv::Mat> maps(phases.size());
+    if (phases.empty()) return out;
+    const Prepared& first = phases.front().coarse;
+    if (first.image.cols > level_pixels.cols || first.image.rows > level_pixels.rows) return out;
+    // Opaque templates share the screen's spectrum and window sums (one transform instead of
+    // one per phase); masked ones need matchTemplate's masked formula.
+    std::optional<SharedCorrelation> shared;
+    if (first.mask.empty()) shared.emplace(level_pixels, first.image.size());
     // The phases are independent and OpenCV's matching uses little of a second core.
     cv::parallel_for_(cv::Range(0, int(phases.size())), [&](const cv::Range& range) {
         for (int i = range.start; i < range.end; ++i) {
             const Prepared& t = phases[std::size_t(i)].coarse;
-            if (t.image.cols <= level_pixels.cols && t.image.rows <= level_pixels.rows)
-                maps[std::size_t(i)] = score_map(level_pixels, t);
+            maps[std::size_t(i)] =
+                t.mask.empty() && shared ? shared->scores(t.image) : score_map(level_pixels, t);
         }
     });
     cv::Size size(0, 0);

@@ -2,6 +2,7 @@
 // which pixels were painted, what text was drawn.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include <opencv2/imgcodecs.hpp>
@@ -10,6 +11,7 @@
 #include "common/base64.hpp"
 #include "streaming/analysis/image_search.hpp"
 #include "streaming/analysis/screen_compare.hpp"
+#include "streaming/analysis/shared_correlation.hpp"
 #include "streaming/analysis/text_recognition.hpp"
 
 namespace deskbox::analysis {
@@ -70,6 +72,49 @@ TEST(ImageSearch, AWindowCornerIsFoundAtEveryPixelPhase) {
             EXPECT_EQ(found[0].box.y, corner.y + dy) << "shifted by " << dx << "," << dy;
             EXPECT_GT(found[0].score, 0.99);
         }
+}
+
+TEST(SharedCorrelation, ScoresAsMatchTemplateDoesWithNoContrastAsMinusOne) {
+    cv::Mat gray;
+    cv::cvtColor(busy_screen(), gray, cv::COLOR_BGRA2GRAY);
+    cv::pyrDown(gray, gray);
+    cv::pyrDown(gray, gray);                 // the coarse level of a 64x64 search
+    gray(cv::Rect(0, 0, 40, 30)).setTo(40);  // a plain patch: no contrast anywhere in a window
+    const cv::Size size(15, 15);
+    SharedCorrelation shared(gray, size);
+    for (const cv::Point at : {cv::Point(100, 60), cv::Point(13, 150), cv::Point(250, 120)}) {
+        const cv::Mat templ = gray(cv::Rect(at, size)).clone();
+        cv::Mat expected;
+        cv::matchTemplate(gray, templ, expected, cv::TM_CCOEFF_NORMED);
+        const cv::Mat got = shared.scores(templ);
+        ASSERT_EQ(got.size(), expected.size());
+        EXPECT_NEAR(got.at<float>(at), 1.0, 1e-4);
+        double worst = 0;
+        int undefined = 0;
+        for (int y = 0; y < got.rows; ++y)
+            for (int x = 0; x < got.cols; ++x) {
+                const bool plain = x <= 40 - size.width && y <= 30 - size.height;
+                if (got.at<float>(y, x) == -1) {
+                    // Only where the screen is (nearly) one colour under the template.
+                    cv::Scalar mean, deviation;
+                    cv::meanStdDev(gray(cv::Rect({x, y}, size)), mean, deviation);
+                    EXPECT_LT(deviation[0] * size.width, 1.0) << x << "," << y;
+                    ++undefined;
+                    continue;
+                }
+                EXPECT_FALSE(plain) << x << "," << y;
+                worst = std::max(worst,
+                                 std::abs(double(got.at<float>(y, x)) - expected.at<float>(y, x)));
+            }
+        EXPECT_GE(undefined, (40 - size.width + 1) * (30 - size.height + 1));
+        // Float transforms: within a hundredth (in low-contrast windows; the coarse level lets
+        // spots through 0.2 a level below the threshold, so this is far inside its slack).
+        EXPECT_LT(worst, 1e-2) << "template at " << at;
+    }
+    // A template with no contrast has no score anywhere.
+    const cv::Mat plain(size, CV_8UC1, cv::Scalar(90));
+    EXPECT_EQ(cv::countNonZero(shared.scores(plain) != -1), 0);
+    EXPECT_THROW(shared.scores(cv::Mat(16, 16, CV_8UC1)), std::invalid_argument);
 }
 
 TEST(ImageSearch, FindsTemplatesCutAtAnyOffsetExactlyWhereTheyWere) {
