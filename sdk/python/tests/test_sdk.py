@@ -176,7 +176,10 @@ class SandboxTest(unittest.TestCase):
         got = wait_until(lambda: self.sb.files.exists("/tmp/typed.txt")
                          and self.sb.files.read_text("/tmp/typed.txt"), 10)
         self.assertEqual(got, text + "\n")
-        self.assertNotEqual(self.sb.screenshot(), before)
+        # The shell wrote the file; xterm paints the echoed line on its own time (the pty
+        # hands it the echo after the shell read it), so the screen changes soon, not at once.
+        self.assertTrue(wait_until(lambda: self.sb.screenshot() != before, 10),
+                        "the screen never showed the typed line")
 
     def test_press_keys(self) -> None:
         # ctrl+u clears the line typed so far; only the second command runs.
