@@ -13,6 +13,7 @@
 #include <cstring>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -173,6 +174,15 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
         stderr_ = std::move(other.stderr_);
     }
     return *this;
+}
+
+pid_t ChildProcess::release() {
+    const pid_t pid = std::exchange(pid_, -1);
+    status_.reset();
+    stdin_.reset();
+    stdout_.reset();
+    stderr_.reset();
+    return pid;
 }
 
 void ChildProcess::reset() {

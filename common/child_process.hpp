@@ -62,6 +62,9 @@ class ChildProcess {
     // SIGTERM, wait up to `grace`, then SIGKILL; always reaps.
     ExitStatus terminate(std::chrono::milliseconds grace = std::chrono::milliseconds(500));
     std::optional<ExitStatus> status() const { return status_; }
+    // Lets the process run on untracked (it outlives us: a sandbox kept across a server
+    // restart); this object is empty afterwards. Returns its pid.
+    pid_t release();
 
     UniqueFd& stdin_fd() { return stdin_; }
     UniqueFd& stdout_fd() { return stdout_; }

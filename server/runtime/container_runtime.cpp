@@ -284,13 +284,18 @@ std::string ContainerSandbox::runc_errors() const {
     return trim(read_tail(paths_.console_log, 2048));
 }
 
+bool ContainerSandbox::entry_alive_locked() {
+    // The entry's pidfd decides, not the runc monitor: the desktop lives on if the monitor dies,
+    // and an adopted sandbox has no monitor of ours at all.
+    if (entry_pidfd_) return !pidfd_exited(entry_pidfd_.get());
+    return runc_.pid() > 0 && runc_.running();
+}
+
 bool ContainerSandbox::alive_locked() {
     if (exit_ || torn_down_) return false;
-    if (runc_.pid() > 0 && runc_.running()) {
-        if (!entry_pidfd_ || !pidfd_exited(entry_pidfd_.get())) return true;
-        // The entry is gone; runc is still cleaning up. Dead all the same.
-        runc_.wait(shared_->options.stop_timeout);
-    }
+    if (entry_alive_locked()) return true;
+    // The entry is gone; runc may still be cleaning up. Dead all the same: wait for its status.
+    if (runc_.pid() > 0 && runc_.running()) runc_.wait(shared_->options.stop_timeout);
     record_exit_locked();
     return false;
 }
@@ -300,11 +305,13 @@ void ContainerSandbox::record_exit_locked() {
     ExitInfo info;
     info.requested = kill_requested_;
     auto status = runc_.status();
-    if (!status) {
-        info.reason = kill_requested_ ? "killed on request" : "state unknown";
+    if (kill_requested_ && (!status || status->signal != 0)) {
+        info.reason = "killed on request";
+    } else if (!status) {
+        info.reason = "ended (no runc monitor to tell how)";
     } else if (status->signal != 0) {
         info.exit_code = status->exit_code;
-        info.reason = "the runc monitor died of " + signal_name(status->signal);
+        info.reason = "ended after its runc monitor died of " + signal_name(status->signal);
     } else {
         // runc reports an entry killed by a signal as 128 + signal, like a shell.
         info.exit_code = status->exit_code;
@@ -428,8 +435,9 @@ void ContainerSandbox::do_kill(const KillOptions& options) {
     std::lock_guard lock(mutex_);
     if (torn_down_) return;
     const auto& runtime_options = shared_->options;
-    if (runc_.pid() > 0 && runc_.running()) {
-        if (!exit_ && !(entry_pidfd_ && pidfd_exited(entry_pidfd_.get()))) kill_requested_ = true;
+    const bool monitor_running = runc_.pid() > 0 && runc_.running();
+    if (monitor_running || entry_alive_locked()) {
+        if (!exit_ && entry_alive_locked()) kill_requested_ = true;
         // A frozen task never handles SIGKILL (cgroup v1): thaw first.
         if (paused_) {
             if (auto freezer = controller_dir("freezer", cgroup_path()))
@@ -438,15 +446,27 @@ void ContainerSandbox::do_kill(const KillOptions& options) {
         }
         // Killing PID 1 of the sandbox's PID namespace ends every process in it; runc, its
         // parent, then reaps it, removes the cgroup and its state, and exits.
+        // Without a monitor (it died), init's new parent reaps it and teardown's `runc delete`
+        // removes what runc would have.
         if (entry_pidfd_)
-            ::syscall(SYS_pidfd_send_signal, entry_pidfd_.get(), SIGKILL, nullptr, 0);
+            pidfd_signal(entry_pidfd_.get(), SIGKILL);
         else
             (void)run_runc(runtime_options, paths_.runc_root, {"kill", spec_.id, "KILL"});
-        if (!runc_.wait(runtime_options.stop_timeout)) {
-            runc_.signal(SIGKILL);
-            runc_.wait();
+        if (monitor_running) {
+            if (!runc_.wait(runtime_options.stop_timeout)) {
+                runc_.signal(SIGKILL);
+                runc_.wait();
+            }
+        } else if (entry_pidfd_) {
+            pidfd_wait_exit(entry_pidfd_.get(), runtime_options.stop_timeout);
         }
     }
+    // An adopted sandbox's monitor reaps the entry and cleans up after it, as it would have for
+    // the server that started it: let it finish before teardown does the same.
+    if (orphan_monitor_pidfd_ &&
+        !pidfd_wait_exit(orphan_monitor_pidfd_.get(), runtime_options.stop_timeout))
+        pidfd_signal(orphan_monitor_pidfd_.get(), SIGKILL);
+    orphan_monitor_pidfd_.reset();
     record_exit_locked();
     final_log_tail_ = read_tail(paths_.console_log, 65536);
     entry_pidfd_.reset();
@@ -454,6 +474,39 @@ void ContainerSandbox::do_kill(const KillOptions& options) {
     torn_down_ = true;
     std::lock_guard live_lock(shared_->mutex);
     shared_->live.erase(Shared::live_key(spec_.state_root, spec_.id));
+}
+
+bool ContainerSandbox::release() {
+    std::lock_guard lock(mutex_);
+    if (torn_down_ || !alive_locked()) return false;
+    // runc's monitor and the entry run on; the next server finds them by the pid file and
+    // the process table (ContainerRuntime::adopt).
+    runc_.release();
+    orphan_monitor_pidfd_.reset();
+    entry_pidfd_.reset();
+    torn_down_ = true;
+    std::lock_guard live_lock(shared_->mutex);
+    shared_->live.erase(Shared::live_key(spec_.state_root, spec_.id));
+    return true;
+}
+
+pid_t find_runc_monitor(const fs::path& runc_root, const std::string& id) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+        const auto pid = parse_integer(it->path().filename().string());
+        if (!pid || *pid <= 0) continue;
+        std::ifstream in(it->path() / "cmdline", std::ios::binary);
+        std::vector<std::string> argv;
+        for (std::string arg; std::getline(in, arg, '\0');) argv.push_back(arg);
+        if (argv.size() < 4 || fs::path(argv[0]).filename() != "runc" || argv.back() != id)
+            continue;
+        const auto root = std::find(argv.begin(), argv.end(), "--root");
+        if (root == argv.end() || root + 1 == argv.end() || fs::path(root[1]) != runc_root)
+            continue;
+        if (std::find(argv.begin(), argv.end(), "run") != argv.end()) return pid_t(*pid);
+    }
+    return -1;
 }
 
 // ---------------------------------------------------------------- ContainerRuntime
@@ -551,6 +604,50 @@ std::unique_ptr<ContainerSandbox> ContainerRuntime::start_container(const Sandbo
         shared_->live.insert(key);
     }
     sandbox->launch();
+    return sandbox;
+}
+
+std::unique_ptr<ContainerSandbox> ContainerRuntime::adopt(const SandboxSpec& spec) {
+    validate_id(spec.id);
+    const std::string key = ContainerSandbox::Shared::live_key(spec.state_root, spec.id);
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (shared_->live.count(key))
+            throw RuntimeError("sandbox " + spec.id + " is already live in this server");
+    }
+    auto sandbox = std::make_unique<ContainerSandbox>(ContainerSandbox::Key(), shared_, spec);
+    // Until it is adopted for real, the destructor must not tear down what we only looked at.
+    sandbox->torn_down_ = true;
+    const ContainerPaths& paths = sandbox->paths_;
+    auto result = run_runc(shared_->options, paths.runc_root, {"state", spec.id});
+    check_runc(result, "state " + spec.id);
+    const auto state = json::parse(result.out, nullptr, false);
+    const std::string status = state.is_object() ? state.value("status", "") : "";
+    if (status != "running" && status != "paused")
+        throw RuntimeError("runc says sandbox " + spec.id + " is " +
+                           (status.empty() ? "unknown" : status));
+    const pid_t pid = state.value("pid", -1);
+    UniqueFd pidfd(pid > 0 ? pidfd_open(pid) : -1);
+    if (!pidfd) throw RuntimeError("the entry of sandbox " + spec.id + " is gone");
+    // The pid must still be that sandbox's init (not a reused pid): it sits in its cgroup.
+    const std::string cgroup = "/" + shared_->options.cgroup_parent + "/" + spec.id;
+    std::ifstream cgroup_file("/proc/" + std::to_string(pid) + "/cgroup");
+    const std::string memberships((std::istreambuf_iterator<char>(cgroup_file)), {});
+    if (memberships.find(":" + cgroup + "\n") == std::string::npos)
+        throw RuntimeError("pid " + std::to_string(pid) + " is not in sandbox " + spec.id +
+                           "'s cgroup " + cgroup);
+    if (pidfd_exited(pidfd.get())) throw RuntimeError("the entry of sandbox " + spec.id + " ended");
+    if (pid_t monitor = find_runc_monitor(paths.runc_root, spec.id); monitor > 0)
+        sandbox->orphan_monitor_pidfd_.reset(pidfd_open(monitor));
+    sandbox->entry_pid_ = pid;
+    sandbox->entry_pidfd_ = std::move(pidfd);
+    sandbox->paused_ = status == "paused";
+    {
+        std::lock_guard lock(shared_->mutex);
+        if (!shared_->live.insert(key).second)
+            throw RuntimeError("sandbox " + spec.id + " is already live in this server");
+    }
+    sandbox->torn_down_ = false;
     return sandbox;
 }
 

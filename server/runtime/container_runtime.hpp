@@ -67,6 +67,7 @@ class ContainerSandbox : public SandboxInstance {
     std::optional<ExitInfo> exit_info() override;
     std::string log_tail(std::size_t max_bytes = 4096) override;
     ResourceUsage usage() override;
+    bool release() override;
 
     const ContainerPaths& paths() const { return paths_; }
     std::string cgroup_path() const;
@@ -87,6 +88,7 @@ class ContainerSandbox : public SandboxInstance {
   private:
     friend class ContainerRuntime;
     void launch();  // mounts, writes the bundle, runs runc; throws
+    bool entry_alive_locked();
     bool alive_locked();
     void record_exit_locked();
     std::string runc_errors() const;
@@ -95,7 +97,8 @@ class ContainerSandbox : public SandboxInstance {
     SandboxSpec spec_;
     ContainerPaths paths_;
     std::mutex mutex_;
-    ChildProcess runc_;
+    ChildProcess runc_;              // none in an adopted sandbox
+    UniqueFd orphan_monitor_pidfd_;  // an adopted sandbox's `runc run`, our predecessor's child
     UniqueFd entry_pidfd_;
     pid_t entry_pid_ = -1;
     bool paused_ = false;
@@ -119,6 +122,11 @@ class ContainerRuntime : public Runtime {
     std::unique_ptr<SandboxInstance> start(const SandboxSpec& spec) override;
     // Same as start(), typed, for callers (tests, tools) that need container details.
     std::unique_ptr<ContainerSandbox> start_container(const SandboxSpec& spec);
+    // Takes over sandbox `spec.id` that a previous server left running under `spec.state_root`
+    // (its entry alive in its own cgroup, runc saying running or paused); only id, state_root
+    // and limits of `spec` are used. Throws RuntimeError if it is not in a state to adopt (then
+    // it is a leftover to clean).
+    std::unique_ptr<ContainerSandbox> adopt(const SandboxSpec& spec);
     std::vector<std::string> list_leftovers(const std::filesystem::path& state_root) override;
     void cleanup_leftover(const std::filesystem::path& state_root, const std::string& id) override;
 
@@ -132,5 +140,9 @@ class ContainerRuntime : public Runtime {
   private:
     std::shared_ptr<ContainerSandbox::Shared> shared_;
 };
+
+// The `runc run` process (argv "runc ... --root RUNC_ROOT ... run ... ID") monitoring sandbox
+// `id`, whoever's child it is; -1 if there is none.
+pid_t find_runc_monitor(const std::filesystem::path& runc_root, const std::string& id);
 
 }  // namespace deskbox::runtime

@@ -171,21 +171,16 @@ void kill_recorded_qemu(const fs::path& dir, std::chrono::milliseconds timeout) 
     pid_t pid = read_pid_file(dir / "qemu.pid");
     if (!is_our_qemu(pid, dir)) return;
     UniqueFd pidfd(pidfd_open(pid));
-    if (!pidfd) {
-        if (errno == ESRCH) return;
-        ::kill(pid, SIGKILL);
-    } else {
-        ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    if (pidfd) {
+        pidfd_signal(pidfd.get(), SIGKILL);
+        pidfd_wait_exit(pidfd.get(), timeout);
+        return;
     }
-    auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-        if (pidfd) {
-            pollfd p{pidfd.get(), POLLIN, 0};
-            if (::poll(&p, 1, 50) > 0) return;
-        } else {
-            if (!is_our_qemu(pid, dir)) return;
-            std::this_thread::sleep_for(20ms);
-        }
+    if (errno == ESRCH) return;
+    ::kill(pid, SIGKILL);
+    for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
+        if (!is_our_qemu(pid, dir)) return;
+        std::this_thread::sleep_for(20ms);
     }
 }
 

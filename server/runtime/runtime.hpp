@@ -147,6 +147,10 @@ class SandboxInstance {
     virtual std::string log_tail(std::size_t max_bytes = 4096) = 0;
     // From the host's side (cgroups); a microVM's guest knows more of itself than this.
     virtual ResourceUsage usage() { return {}; }
+    // The server exits but the sandbox runs on for the next server to adopt: forget it without
+    // killing it (this object is inert afterwards). False: this runtime cannot leave its
+    // sandboxes running (they are killed as usual).
+    virtual bool release() { return false; }
 
   protected:
     virtual void do_kill(const KillOptions& options) = 0;

@@ -67,6 +67,22 @@ bool pidfd_exited(int pidfd) {
     return ::poll(&p, 1, 0) > 0;
 }
 
+bool pidfd_wait_exit(int pidfd, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        pollfd p{pidfd, POLLIN, 0};
+        const int ready = ::poll(&p, 1, int(std::max<long>(0, left.count())));
+        if (ready > 0) return true;
+        if (ready == 0 || errno != EINTR) return false;
+    }
+}
+
+bool pidfd_signal(int pidfd, int sig) {
+    return ::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0) == 0;
+}
+
 std::string signal_name(int sig) {
     const char* abbrev = ::sigabbrev_np(sig);
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -31,6 +32,11 @@ void make_dir(const std::filesystem::path& dir, mode_t mode);
 int pidfd_open(pid_t pid);
 // True once the process behind `pidfd` has exited (zombie or reaped).
 bool pidfd_exited(int pidfd);
+// Waits up to `timeout` for the process behind `pidfd` to exit; true if it did. Works for
+// processes that are not our children (a sandbox's init after its runc monitor died).
+bool pidfd_wait_exit(int pidfd, std::chrono::milliseconds timeout);
+// pidfd_send_signal(2); false with errno on failure.
+bool pidfd_signal(int pidfd, int sig);
 // "SIGKILL", or "signal N" for one without a name.
 std::string signal_name(int sig);
 

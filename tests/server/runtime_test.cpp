@@ -301,6 +301,95 @@ TEST_F(ContainerRuntimeTest, KillLeavesNothingBehind) {
     EXPECT_THROW(box->pause(), RuntimeError);
 }
 
+TEST_F(ContainerRuntimeTest, TheSandboxOutlivesItsRuncMonitorAndStillDiesOnKill) {
+    // The desktop is the entry's, not runc's: a crashed monitor must not turn a working sandbox
+    // into an "exited" one, and the kill must still end every process and leave nothing.
+    auto s = spec(sh("sleep 1000 & echo up > /home/user/up; exec sleep 1000"));
+    auto box = runtime_->start_container(s);
+    ASSERT_TRUE(wait_for_file(home_file(*box, "up")));
+    auto pids_dir = controller_dir("pids", box->cgroup_path());
+    ASSERT_TRUE(pids_dir);
+    std::vector<pid_t> pids;
+    ASSERT_TRUE(eventually([&] { return (pids = cgroup_procs(*pids_dir)).size() >= 2; }));
+    const pid_t monitor = box->runc_pid();
+    ASSERT_GT(monitor, 0);
+    UniqueFd monitor_fd(pidfd_open(monitor));
+    ASSERT_TRUE(monitor_fd.valid());
+    ASSERT_EQ(::kill(monitor, SIGKILL), 0);
+    ASSERT_TRUE(pidfd_wait_exit(monitor_fd.get(), 10s));
+
+    EXPECT_TRUE(box->alive());
+    EXPECT_EQ(box->state(), SandboxState::running);
+    EXPECT_FALSE(box->exit_info());
+    for (pid_t pid : pids) EXPECT_TRUE(fs::exists("/proc/" + std::to_string(pid))) << pid;
+
+    box->kill();
+    EXPECT_FALSE(box->alive());
+    ASSERT_TRUE(box->exit_info());
+    EXPECT_TRUE(box->exit_info()->requested);
+    EXPECT_EQ(box->exit_info()->reason, "killed on request");
+    for (pid_t pid : pids)
+        EXPECT_TRUE(eventually([&] { return !fs::exists("/proc/" + std::to_string(pid)); })) << pid;
+    EXPECT_TRUE(runtime_->residue(s.state_root, s.id).empty());
+    EXPECT_TRUE(existing_cgroup_dirs(box->cgroup_path()).empty());
+}
+
+TEST_F(ContainerRuntimeTest, AReleasedSandboxRunsOnAndIsAdoptedByTheNextRuntime) {
+    // A server that exits for an upgrade releases its sandboxes; the next one adopts them:
+    // same processes, same agent socket, and its kill still leaves nothing.
+    auto s = spec({kGuestHelper, "echo-server", "/run/deskbox/agent.sock"});
+    auto box = runtime_->start_container(s);
+    ASSERT_TRUE(box->connect_agent(20s).valid()) << box->log_tail();
+    const pid_t entry = box->entry_pid();
+    const pid_t monitor = box->runc_pid();
+    ASSERT_TRUE(box->release());
+    box.reset();  // must not kill it
+    ASSERT_TRUE(fs::exists("/proc/" + std::to_string(entry)));
+
+    ContainerRuntime next(options_);
+    EXPECT_EQ(next.list_leftovers(s.state_root), std::vector<std::string>{s.id});
+    std::unique_ptr<ContainerSandbox> adopted;
+    ASSERT_NO_THROW(adopted = next.adopt(s));
+    EXPECT_TRUE(next.list_leftovers(s.state_root).empty());  // live again
+    EXPECT_THROW(next.adopt(s), RuntimeError);               // and only once
+    EXPECT_EQ(adopted->entry_pid(), entry);
+    EXPECT_TRUE(adopted->alive());
+    EXPECT_EQ(adopted->state(), SandboxState::running);
+    UniqueFd conn = adopted->connect_agent(20s);
+    ASSERT_TRUE(conn.valid());
+    const std::string message = "still here";
+    ASSERT_TRUE(write_all(conn.get(), message.data(), message.size()));
+    char buf[64];
+    std::string echoed;
+    while (echoed.size() < message.size()) {
+        ssize_t n = ::read(conn.get(), buf, sizeof buf);
+        ASSERT_GT(n, 0);
+        echoed.append(buf, std::size_t(n));
+    }
+    EXPECT_EQ(echoed, message);
+    conn.reset();
+
+    adopted->pause();
+    adopted.reset();  // not released: the adopted sandbox is killed like any other
+    EXPECT_FALSE(fs::exists("/proc/" + std::to_string(entry)));
+    EXPECT_TRUE(next.residue(s.state_root, s.id).empty());
+    int status = 0;
+    EXPECT_EQ(::waitpid(monitor, &status, 0), monitor);  // the monitor ended (it was our child)
+    EXPECT_THROW(next.adopt(s), RuntimeError);           // nothing left to adopt
+}
+
+TEST_F(ContainerRuntimeTest, OnlyARunningSandboxOfItsOwnIsAdopted) {
+    auto s = spec(sh("exec sleep 1000"));
+    EXPECT_THROW(runtime_->adopt(s), RuntimeError);  // never started
+    auto box = runtime_->start_container(s);
+    EXPECT_THROW(runtime_->adopt(s), RuntimeError);  // live in this runtime
+    auto other = spec(sh("exec sleep 1000"));
+    other.id = s.id + "x";
+    EXPECT_THROW(runtime_->adopt(other), RuntimeError);
+    box->kill();
+    EXPECT_THROW(runtime_->adopt(s), RuntimeError);  // ended
+}
+
 TEST_F(ContainerRuntimeTest, KillWhilePausedAndKeepState) {
     auto s = spec(sh("echo kept > /home/user/kept; exec sleep 1000"));
     auto box = runtime_->start_container(s);
