@@ -25,7 +25,7 @@ mkdir -p "$state"
 log="$state/deskboxd.log"
 build/server/deskboxd --listen "$listen" --state-dir "$state" >"$log.out" 2>"$log" &
 server=$!
-if ((!detach)); then trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT INT TERM; fi
+if ((!detach)); then trap 'kill -INT $server 2>/dev/null; wait $server 2>/dev/null' EXIT INT TERM; fi
 url="http://$listen"
 for _ in $(seq 100); do
   curl -fsS "$url/healthz" >/dev/null 2>&1 && break
@@ -35,7 +35,8 @@ done
 echo "deskboxd is up at $url (log: $log)"
 build/server/deskbox --server "$url" demo --keep -o "$PWD/demo.png"
 if ((detach)); then
-  echo "deskboxd runs in the background (pid $server); stop it with: kill $server"
+  echo "deskboxd runs in the background (pid $server). kill $server stops it and keeps its"
+  echo "sandboxes for the next start (it adopts them); kill -INT $server stops them too."
 else
   echo "Ctrl-C stops deskboxd and its sandboxes."
   wait $server

@@ -24,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def start_server():
     binary = os.environ.get("DESKBOXD", os.path.join(ROOT, "build", "server", "deskboxd"))
     state = tempfile.mkdtemp(prefix="deskbox-mcp-bench-")
-    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--state-dir", state + "/state"],
+    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--state-dir", state + "/state",
+                             "--on-exit", "kill"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     return proc, state, "http://127.0.0.1:" + line.strip().rsplit(":", 1)[1]

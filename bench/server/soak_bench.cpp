@@ -3,7 +3,8 @@
 // its init, the runc monitor, or nothing), checks the answer is a clear one, kills it and
 // checks nothing of it is left (runc state, mounts, cgroups, directory). Every
 // --restart-every cycles deskboxd itself is SIGKILLed with sandboxes alive and started again on
-// the same state dir: the new server must remove everything the dead one left. Prints what
+// the same state dir: the new server adopts a sandbox that still works and removes one that
+// does not, and either's kill leaves nothing. Prints what
 // each fault led to, leaks (must be 0), and deskboxd's memory and fds early and late (flat).
 //
 //   soak_bench [--cycles N] [--seconds S] [--restart-every K]
@@ -105,24 +106,6 @@ std::vector<pid_t> sandbox_pids(const std::string& cgroup) {
     return dir ? runtime::cgroup_procs(*dir) : std::vector<pid_t>{};
 }
 
-// The `runc run` monitoring sandbox `id` (not in the sandbox's cgroup): argv "runc ... run
-// ... ID".
-pid_t runc_monitor(const std::string& id) {
-    std::error_code ec;
-    for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator();
-         it.increment(ec)) {
-        auto pid = parse_integer(it->path().filename().string());
-        if (!pid) continue;
-        std::vector<std::string> argv;
-        std::istringstream cmdline(read_file(it->path() / "cmdline"));
-        for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
-        if (argv.size() > 2 && fs::path(argv[0]).filename() == "runc" && argv.back() == id &&
-            std::find(argv.begin(), argv.end(), "run") != argv.end())
-            return pid_t(*pid);
-    }
-    return -1;
-}
-
 enum class Fault { none, agent, xserver, init, runc_monitor };
 struct FaultKind {
     Fault fault;
@@ -135,8 +118,9 @@ constexpr FaultKind kFaults[] = {{Fault::none, "none"},
                                  {Fault::runc_monitor, "SIGKILL runc monitor"}};
 
 // The process the fault hits, or -1.
-pid_t target_of(Fault f, const std::string& id, const std::string& cgroup) {
-    if (f == Fault::runc_monitor) return runc_monitor(id);
+pid_t target_of(Fault f, const fs::path& runc_root, const std::string& id,
+                const std::string& cgroup) {
+    if (f == Fault::runc_monitor) return runtime::find_runc_monitor(runc_root, id);
     auto pids = sandbox_pids(cgroup);
     for (pid_t p : pids) {
         const std::string comm =
@@ -235,7 +219,7 @@ int main(int argc, char** argv) try {
 
         const FaultKind& kind = kFaults[std::size_t(cycles) % std::size(kFaults)];
         if (kind.fault != Fault::none) {
-            pid_t target = target_of(kind.fault, id, cgroup);
+            pid_t target = target_of(kind.fault, server.state() / "runc", id, cgroup);
             if (target <= 0) {
                 outcomes[std::string(kind.name) + " -> target not found"]++;
             } else {
@@ -255,11 +239,26 @@ int main(int argc, char** argv) try {
                  std::to_string(shot.status)]++;
 
         // Every restart_every cycles: crash the server with this sandbox (and, after a fault,
-        // what is left of it) alive; the new server must clean it all.
+        // what is left of it) alive; the new server adopts it if it still works (then it must
+        // answer), else removes all of it. Either way its kill then leaves nothing.
         if ((cycles + 1) % args.restart_every == 0) {
             end_incarnation();
             server.crash_and_restart();
             ++restarts;
+            auto after = server.api().send(client::Method::get, base, {}, {}, "*/*");
+            std::string fate = "removed";
+            if (after.status == 200) {
+                const auto command =
+                    server.api().send(client::Method::post, base + "/commands",
+                                      json{{"cmd", "echo adopted"}}.dump(), {}, "*/*");
+                fate = "adopted, command " + std::to_string(command.status);
+                try {
+                    server.api().delete_json(base);
+                } catch (const std::exception& e) {
+                    leaks.push_back(id + ": DELETE after adoption failed: " + e.what());
+                }
+            }
+            outcomes[std::string(kind.name) + ", then deskboxd SIGKILLed -> " + fate]++;
             check_gone(id, "after the server's crash and restart");
         } else {
             try {

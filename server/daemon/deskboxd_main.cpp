@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
         for (auto& id : manager.adopt_snapshots())
             std::fprintf(stderr, "deskboxd: adopted sandbox %s (saved to a snapshot; resume it)\n",
                          id.c_str());
+        for (auto& id : manager.adopt_running())
+            std::fprintf(stderr, "deskboxd: adopted running sandbox %s\n", id.c_str());
         auto cleaned = manager.clean_leftovers();
         for (auto& id : cleaned)
             std::fprintf(stderr, "deskboxd: removed leftover sandbox %s\n", id.c_str());
@@ -59,7 +61,11 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         int sig = 0;
         sigwait(&signals, &sig);
-        std::fprintf(stderr, "deskboxd: signal %d, stopping\n", sig);
+        const bool keep = sig == SIGTERM && config.keep_sandboxes_on_sigterm;
+        std::fprintf(stderr, "deskboxd: signal %d, stopping (%s)\n", sig,
+                     keep ? "running container sandboxes stay for the next deskboxd"
+                          : "killing every sandbox");
+        manager.keep_sandboxes_on_exit(keep);
         // Live encoders post to viewer sockets' executors: stop them before those go away.
         for (const auto& sandbox : manager.list()) sandbox->streams().stop_all();
         http.stop();

@@ -33,6 +33,9 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --max-handlers N        requests handled at once, each on its own thread so a long
                           command never holds up a stream (default 256; more queue)
   --max-body-mb N         request body limit (default 64)
+  --on-exit keep|kill     what SIGTERM does with running container sandboxes: keep them for
+                          the next deskboxd on this state dir to adopt (default), or kill
+                          them; SIGINT (^C) always kills them
 )";
 
 bool is_loopback(const std::string& address) {
@@ -122,6 +125,10 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.http.max_handlers = static_cast<std::size_t>(number(1, 4096));
     } else if (key == "max-body-mb" || key == "max_body_mb") {
         c.http.max_body_bytes = static_cast<std::size_t>(number(1, 4096)) << 20;
+    } else if (key == "on-exit" || key == "on_exit") {
+        if (value != "keep" && value != "kill")
+            throw std::invalid_argument("--on-exit: keep or kill, got '" + value + "'");
+        c.keep_sandboxes_on_sigterm = value == "keep";
     } else {
         throw std::invalid_argument("unknown option '--" + key + "'");
     }

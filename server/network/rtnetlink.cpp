@@ -120,6 +120,15 @@ void RtNetlink::set_up(const std::string& ifname) {
     request(r.header, ("set " + ifname + " up").c_str());
 }
 
+void RtNetlink::delete_link(const std::string& ifname) {
+    const unsigned index = ::if_nametoindex(ifname.c_str());
+    if (index == 0) return;
+    Request<ifinfomsg> r(RTM_DELLINK, 0);
+    r.body->ifi_family = AF_UNSPEC;
+    r.body->ifi_index = static_cast<int>(index);
+    request(r.header, ("delete " + ifname).c_str());
+}
+
 void RtNetlink::add_address(const std::string& ifname, const std::string& local, int prefix,
                             const std::string& peer) {
     Request<ifaddrmsg> r(RTM_NEWADDR, kCreate);

@@ -23,6 +23,8 @@ class RtNetlink {
     // A veth pair: `name` here, `peer_name` in the namespace of `peer_netns_fd`.
     void add_veth(const std::string& name, const std::string& peer_name, int peer_netns_fd);
     void set_up(const std::string& ifname);
+    // Removes `ifname` (a veth's peer goes with it); no such interface is not an error.
+    void delete_link(const std::string& ifname);
     // `local`/`prefix` on `ifname`; with `peer`, a point-to-point address (the other end).
     void add_address(const std::string& ifname, const std::string& local, int prefix,
                      const std::string& peer = {});

@@ -41,6 +41,10 @@ class SandboxNetwork {
         Kind kind = Kind::container;
         std::uint64_t egress_kbps = 0;  // 0: no limit
         AuditSink audit;                // egress and DNS decisions (kind, detail)
+        // Container: the namespace of a sandbox that outlived the server that made this (an
+        // adopted one, e.g. /proc/PID/ns/net of its init) instead of a new one. Its veth went
+        // with the old router; a new router and link replace them.
+        std::string existing_netns;
     };
 
     SandboxNetwork(NetworkCore& core, Options options);  // throws NetworkError

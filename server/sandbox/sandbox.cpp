@@ -96,17 +96,31 @@ Sandbox::~Sandbox() {
     kill();
 }
 
-void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
+namespace {
+std::string audit_line(const std::string& id, const std::string& kind,
+                       const nlohmann::json& detail) {
     nlohmann::json line = {{"ts", iso8601(SystemClock::now())},
                            {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                                          SystemClock::now().time_since_epoch())
                                          .count()},
-                           {"sandbox", config_.id},
+                           {"sandbox", id},
                            {"kind", kind},
                            {"detail", detail}};
+    return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
+}
+}  // namespace
+
+void Sandbox::append_audit(const std::filesystem::path& audit_path, const std::string& id,
+                           const std::string& kind, const nlohmann::json& detail) {
+    std::error_code ec;
+    std::filesystem::create_directories(audit_path.parent_path(), ec);
+    std::ofstream(audit_path, std::ios::app) << audit_line(id, kind, detail);
+}
+
+void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
     {
         std::lock_guard lock(audit_mutex_);
-        audit_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+        audit_ << audit_line(config_.id, kind, detail);
         audit_.flush();
     }
     // The recording's actions track carries the same events on the video's clock.
@@ -135,8 +149,20 @@ void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent
                        std::string("sandbox did not start: ") + e.what() +
                            (tail.empty() ? "" : "; console: " + tail));
     }
-    std::lock_guard lock(mutex_);
-    status_ = SandboxStatus::running;
+    {
+        std::lock_guard lock(mutex_);
+        status_ = SandboxStatus::running;
+    }
+    save_record_or_audit();
+}
+
+void Sandbox::save_record_or_audit() {
+    // Without it a restarted server cannot adopt this sandbox, but it still serves now.
+    try {
+        save_record();
+    } catch (const std::exception& e) {
+        audit("record", {{"error", e.what()}});
+    }
 }
 
 void Sandbox::attach_agent(std::chrono::milliseconds timeout) {
@@ -253,10 +279,9 @@ void Sandbox::save_record() {
     std::filesystem::rename(temp, path);
 }
 
-std::shared_ptr<Sandbox> Sandbox::adopt(const nlohmann::json& r,
-                                        std::unique_ptr<runtime::SandboxInstance> instance,
-                                        const std::filesystem::path& audit_path,
-                                        std::chrono::milliseconds agent_timeout) {
+namespace {
+
+SandboxConfig config_from_record(const nlohmann::json& r) {
     SandboxConfig c;
     c.id = r.at("id");
     c.template_name = r.at("template");
@@ -275,20 +300,62 @@ std::shared_ptr<Sandbox> Sandbox::adopt(const nlohmann::json& r,
     c.vnc = r.at("vnc");
     if (r.contains("api_resolution"))
         c.api_resolution = input::Size{r["api_resolution"][0], r["api_resolution"][1]};
-    auto sandbox = std::make_shared<Sandbox>(c, audit_path);
+    return c;
+}
+
+}  // namespace
+
+std::shared_ptr<Sandbox> Sandbox::from_record(const nlohmann::json& r,
+                                              std::unique_ptr<runtime::SandboxInstance> instance,
+                                              const std::filesystem::path& audit_path,
+                                              std::chrono::milliseconds agent_timeout) {
+    auto sandbox = std::make_shared<Sandbox>(config_from_record(r), audit_path);
     sandbox->view_token_ = r.at("view_token");
     sandbox->control_token_ = r.at("control_token");
     sandbox->created_at_ = from_ms(r.at("created_at_ms"));
     sandbox->expires_at_ = from_ms(r.at("expires_at_ms"));
-    sandbox->snapshot_bytes_ = r.at("snapshot_bytes");
-    sandbox->snapshot_at_ = from_ms(r.at("snapshot_at_ms"));
     sandbox->agent_timeout_ = agent_timeout;
     sandbox->instance_ = std::move(instance);
+    return sandbox;
+}
+
+std::shared_ptr<Sandbox> Sandbox::adopt(const nlohmann::json& r,
+                                        std::unique_ptr<runtime::SandboxInstance> instance,
+                                        const std::filesystem::path& audit_path,
+                                        std::chrono::milliseconds agent_timeout) {
+    auto sandbox = from_record(r, std::move(instance), audit_path, agent_timeout);
+    sandbox->snapshot_bytes_ = r.at("snapshot_bytes");
+    sandbox->snapshot_at_ = from_ms(r.at("snapshot_at_ms"));
     sandbox->snapshotted_ = true;
     sandbox->status_ = SandboxStatus::paused;
-    sandbox->mirror_.reset(c.width, c.height, 0);  // black until resumed
+    sandbox->mirror_.reset(sandbox->config_.width, sandbox->config_.height,
+                           0);  // black until resumed
     sandbox->attached_once_ = true;
     return sandbox;
+}
+
+std::shared_ptr<Sandbox> Sandbox::adopt_running(const nlohmann::json& record,
+                                                std::unique_ptr<runtime::SandboxInstance> instance,
+                                                const std::filesystem::path& audit_path,
+                                                std::chrono::milliseconds agent_timeout) {
+    const bool paused = instance->state() == runtime::SandboxState::paused;
+    auto sandbox = from_record(record, std::move(instance), audit_path, agent_timeout);
+    sandbox->status_ = paused ? SandboxStatus::paused : SandboxStatus::starting;
+    // A frozen agent cannot answer: a paused sandbox is attached on resume.
+    if (paused) sandbox->mirror_.reset(sandbox->config_.width, sandbox->config_.height, 0);
+    return sandbox;
+}
+
+void Sandbox::reattach(std::chrono::milliseconds timeout) {
+    if (status() == SandboxStatus::paused) return;
+    try {
+        attach_agent(timeout);
+        if (config_.vnc) start_vnc();
+    } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("its agent does not answer: ") + e.what());
+    }
+    std::lock_guard lock(mutex_);
+    status_ = SandboxStatus::running;
 }
 
 void Sandbox::kill() {
@@ -337,7 +404,17 @@ void Sandbox::attach_network(std::shared_ptr<network::SandboxNetwork> network) {
     network_ = std::move(network);
 }
 
+bool Sandbox::agent_connected() const {
+    std::lock_guard lock(mutex_);
+    return agent_ != nullptr;
+}
+
 void Sandbox::claim(const SandboxConfig& request) {
+    claim_locked(request);
+    save_record_or_audit();
+}
+
+void Sandbox::claim_locked(const SandboxConfig& request) {
     std::lock_guard lock(mutex_);
     config_.metadata = request.metadata;
     config_.timeout = request.timeout;
@@ -351,16 +428,31 @@ void Sandbox::claim(const SandboxConfig& request) {
     expires_at_ = created_at_ + config_.timeout;
 }
 
-void Sandbox::shutdown() {
+void Sandbox::shutdown(bool keep_running) {
     {
         std::lock_guard lifecycle(lifecycle_mutex_);
         auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
         if (vm && snapshotted() && vm->release_snapshot()) {
             audit("shutdown", {{"kept", "snapshot"}});
             instance_.reset();
+        } else if (keep_running && instance_) {
+            const auto status = this->status();
+            if (status == SandboxStatus::running || status == SandboxStatus::paused) {
+                // The recording ends here (its encoder is ours); the desktop runs on.
+                stop_streams();
+                try {
+                    save_record();
+                    if (instance_->release()) {
+                        audit("shutdown", {{"kept", "running"}});
+                        instance_.reset();
+                    }
+                } catch (const std::exception& e) {
+                    audit("shutdown", {{"error", e.what()}});
+                }
+            }
         }
     }
-    kill();
+    kill();  // what is left: the agent session, the host side of the network, or everything
 }
 
 SandboxStatus Sandbox::status() const {
@@ -379,8 +471,11 @@ SystemClock::time_point Sandbox::expires_at() const {
 }
 
 void Sandbox::set_timeout(std::chrono::seconds from_now) {
-    std::lock_guard lock(mutex_);
-    expires_at_ = SystemClock::now() + from_now;
+    {
+        std::lock_guard lock(mutex_);
+        expires_at_ = SystemClock::now() + from_now;
+    }
+    save_record_or_audit();
 }
 
 nlohmann::json Sandbox::describe(bool with_tokens) const {
@@ -588,6 +683,16 @@ void Sandbox::resume() {
     auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
     if (!from_snapshot) {
         if (vm) sync_guest(/*new_identity=*/false);  // a container shares the host's clock
+        if (!agent_connected()) {
+            // Adopted while paused: its agent gets its session now.
+            try {
+                attach_agent(agent_timeout_);
+                if (config_.vnc) start_vnc();
+            } catch (const std::exception& e) {
+                fail(std::string("its agent does not answer after the resume: ") + e.what());
+                throw ApiError(502, "agent_unreachable", error_reason());
+            }
+        }
         return;
     }
     try {

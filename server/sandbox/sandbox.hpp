@@ -81,7 +81,18 @@ class Sandbox {
                                           std::unique_ptr<runtime::SandboxInstance> instance,
                                           const std::filesystem::path& audit_path,
                                           std::chrono::milliseconds agent_timeout);
-    // Where this sandbox's server-side record lives while it is saved to a snapshot.
+    // A running (or paused) sandbox a previous server left to its successor (shutdown with
+    // keep_running, or a crash): `record` is what save_record wrote. Then reattach() connects
+    // its agent, frame mirror and VNC. Throws std::exception on a bad record.
+    static std::shared_ptr<Sandbox> adopt_running(
+        const nlohmann::json& record, std::unique_ptr<runtime::SandboxInstance> instance,
+        const std::filesystem::path& audit_path, std::chrono::milliseconds agent_timeout);
+    // After adopt_running and attach_network: running again (a paused one waits for resume).
+    // Throws std::exception if its agent does not answer within `timeout` (a running agent
+    // answers at once: it waits for the next host session).
+    void reattach(std::chrono::milliseconds timeout);
+    // Where this sandbox's server-side record lives (written once it runs, kept up to date
+    // with its deadline; what adopt and adopt_running read).
     static std::filesystem::path record_path(const std::filesystem::path& state_root,
                                              const std::string& id);
     // A sandbox made ahead (the pool) is handed to a client: its lifetime, metadata and API
@@ -93,8 +104,9 @@ class Sandbox {
     std::shared_ptr<network::SandboxNetwork> network() const;
     void kill();  // idempotent; leaves nothing behind
     // The server stops: a sandbox saved to a snapshot keeps its files for the next server
-    // (adopt); any other is killed.
-    void shutdown();
+    // (adopt); with `keep_running`, a running or paused one whose runtime can leave it running
+    // does too (adopt_running); any other is killed.
+    void shutdown(bool keep_running = false);
 
     const SandboxConfig& config() const { return config_; }
     const std::string& id() const { return config_.id; }
@@ -149,6 +161,9 @@ class Sandbox {
     bool queue_input(std::vector<input::Action> actions, const std::string& source);
 
     void audit(const std::string& kind, const nlohmann::json& detail);
+    // One line in the audit log of a sandbox there is no object for (one that is cleaned up).
+    static void append_audit(const std::filesystem::path& audit_path, const std::string& id,
+                             const std::string& kind, const nlohmann::json& detail);
 
     // ---- screen analysis (sandbox_analysis.cpp): on the mirror's frames, in API pixels ----
     // The bodies and answers are in server/api/openapi.json; each throws ApiError.
@@ -193,6 +208,13 @@ class Sandbox {
     // also its hostname, and failing is fatal (a template copy must not keep another's name).
     void sync_guest(bool new_identity);
     void save_record();  // what adopt() needs, next to the runtime's files
+    void save_record_or_audit();
+    void claim_locked(const SandboxConfig& request);
+    bool agent_connected() const;
+    static std::shared_ptr<Sandbox> from_record(const nlohmann::json& record,
+                                                std::unique_ptr<runtime::SandboxInstance> instance,
+                                                const std::filesystem::path& audit_path,
+                                                std::chrono::milliseconds agent_timeout);
     void on_event(protocol::RpcClient& client, protocol::Message&& message);
     void on_close(protocol::RpcClient& client, const std::string& reason);
     void fail(const std::string& reason);

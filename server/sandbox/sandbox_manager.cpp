@@ -80,16 +80,67 @@ SandboxManager::~SandboxManager() {
     pool_wake_.notify_all();
     reaper_.join();
     if (pool_filler_.joinable()) pool_filler_.join();
-    std::map<std::string, std::shared_ptr<Sandbox>> all;
+    std::map<std::string, std::shared_ptr<Sandbox>> all, pooled;
     {
         std::lock_guard lock(mutex_);
         all.swap(sandboxes_);
         for (auto& [name, ready] : pool_)
-            for (auto& sandbox : ready) all[sandbox->id()] = sandbox;
+            for (auto& sandbox : ready) pooled[sandbox->id()] = sandbox;
         pool_.clear();
     }
-    // Sandboxes saved to snapshots stay on disk for the next server; the rest end.
-    for (auto& [id, sandbox] : all) sandbox->shutdown();
+    // Sandboxes saved to snapshots stay on disk for the next server; so do running ones when
+    // asked (and their runtime can); the rest end. Nobody claimed the pool's: they end.
+    for (auto& [id, sandbox] : all) sandbox->shutdown(keep_on_exit_);
+    for (auto& [id, sandbox] : pooled) sandbox->shutdown(false);
+}
+
+std::vector<std::string> SandboxManager::adopt_running() {
+    auto& containers = static_cast<runtime::ContainerRuntime&>(*container_runtime_);
+    std::vector<std::string> adopted;
+    for (const auto& id : containers.list_leftovers(options_.state_dir)) {
+        const auto record_file = Sandbox::record_path(options_.state_dir, id);
+        const auto audit_path = options_.state_dir / "audit" / (id + ".jsonl");
+        nlohmann::json record;
+        {
+            std::ifstream in(record_file);
+            if (!in) continue;  // never ran (a crash during its start): a plain leftover
+            record = nlohmann::json::parse(in, nullptr, false);
+        }
+        try {
+            if (!record.is_object() || record.value("runtime", "") != "container")
+                throw std::runtime_error("its server record is not a container's");
+            runtime::SandboxSpec spec;
+            spec.id = id;
+            spec.state_root = options_.state_dir;
+            spec.limits = runtime::limits_from_json(record.at("limits"));
+            auto instance = containers.adopt(spec);
+            SandboxConfig net_config;
+            net_config.id = id;
+            net_config.runtime_name = "container";
+            net_config.network = network::NetworkPolicy::parse(record.at("network"));
+            net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
+            const pid_t entry = instance->entry_pid();
+            auto net = make_network(net_config, "/proc/" + std::to_string(entry) + "/ns/net");
+            auto sandbox = Sandbox::adopt_running(record, std::move(instance), audit_path,
+                                                  options_.agent_timeout);
+            sandbox->attach_network(std::move(net));
+            sandbox->set_max_saved_lifetime(options_.max_timeout);
+            // A working agent answers at once; a dead one must not hold up the start for long.
+            // On failure the sandbox's destructor kills it: nothing is left to clean.
+            sandbox->reattach(std::min(options_.agent_timeout, std::chrono::milliseconds(5000)));
+            sandbox->audit("adopt",
+                           {{"reason", "server restart"}, {"state", to_string(sandbox->status())}});
+            std::lock_guard lock(mutex_);
+            sandboxes_[id] = std::move(sandbox);
+            adopted.push_back(id);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "deskboxd: cannot adopt sandbox %s, removing it: %s\n", id.c_str(),
+                         e.what());
+            Sandbox::append_audit(audit_path, id, "cleanup",
+                                  {{"reason", std::string("cannot adopt: ") + e.what()}});
+        }
+    }
+    return adopted;
 }
 
 std::vector<std::string> SandboxManager::adopt_snapshots() {
@@ -471,7 +522,8 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     return sandbox;
 }
 
-std::shared_ptr<network::SandboxNetwork> SandboxManager::make_network(const SandboxConfig& config) {
+std::shared_ptr<network::SandboxNetwork> SandboxManager::make_network(
+    const SandboxConfig& config, const std::string& existing_netns) {
     const bool microvm = config.runtime_name == "microvm";
     // A microVM without a network has no NIC and nothing on the host; a container always has
     // a namespace of ours (loopback only when off), which exposed ports reach it through.
@@ -482,6 +534,7 @@ std::shared_ptr<network::SandboxNetwork> SandboxManager::make_network(const Sand
     o.kind =
         microvm ? network::SandboxNetwork::Kind::microvm : network::SandboxNetwork::Kind::container;
     o.egress_kbps = config.egress_kbps;
+    o.existing_netns = existing_netns;
     try {
         return network_->create(std::move(o));
     } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 // reports.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -47,13 +48,21 @@ struct ManagerOptions {
 class SandboxManager {
   public:
     explicit SandboxManager(ManagerOptions options);
-    ~SandboxManager();  // kills every sandbox
+    ~SandboxManager();  // kills every sandbox (see keep_sandboxes_on_exit)
     SandboxManager(const SandboxManager&) = delete;
     SandboxManager& operator=(const SandboxManager&) = delete;
 
     // Takes over the microVM sandboxes a previous server saved to snapshots (paused; a
     // resume restores them); returns their ids. Unusable ones are removed.
     std::vector<std::string> adopt_snapshots();
+    // Takes over the container sandboxes a previous server left running (it exited keeping
+    // them, or crashed): same ids, tokens and deadlines; agent, mirror, VNC and network are
+    // connected anew. Returns their ids; one that cannot be adopted is left for
+    // clean_leftovers, with an audit line saying why. Call before clean_leftovers.
+    std::vector<std::string> adopt_running();
+    // What the destructor does with running sandboxes: kill them (the default), or leave the
+    // ones the runtime can keep running for the next server (an upgrade's SIGTERM).
+    void keep_sandboxes_on_exit(bool keep) { keep_on_exit_ = keep; }
     // Removes what a crashed predecessor left; returns the ids it cleaned. Saved snapshots
     // are not leftovers: call adopt_snapshots first.
     std::vector<std::string> clean_leftovers();
@@ -87,7 +96,9 @@ class SandboxManager {
                                          const SandboxConfig& config);
     void pool_loop();
     // The host side of a sandbox's network and what its runtime needs from it.
-    std::shared_ptr<network::SandboxNetwork> make_network(const SandboxConfig& config);
+    // `existing_netns`: an adopted container's namespace (SandboxNetwork::Options).
+    std::shared_ptr<network::SandboxNetwork> make_network(const SandboxConfig& config,
+                                                          const std::string& existing_netns = {});
     static runtime::NetworkAttachment attachment_for(
         const std::shared_ptr<network::SandboxNetwork>& network);
     // For a microVM template snapshot: a network that reaches nothing, made on first use.
@@ -107,6 +118,7 @@ class SandboxManager {
     mutable std::map<std::string, std::filesystem::path> rootfs_cache_;  // template -> rootfs
     std::condition_variable reaper_wake_;
     bool stopping_ = false;
+    std::atomic<bool> keep_on_exit_{false};
     std::thread reaper_;
     std::map<std::string, std::vector<std::shared_ptr<Sandbox>>> pool_;  // template -> ready
     std::condition_variable pool_wake_;

@@ -22,7 +22,7 @@ let stateDir;
 
 before(async () => {
   stateDir = mkdtempSync(join(tmpdir(), 'deskbox-mcp-test-'));
-  server = spawn(DESKBOXD, ['--listen', '127.0.0.1:0', '--state-dir', join(stateDir, 'state')], {
+  server = spawn(DESKBOXD, ['--listen', '127.0.0.1:0', '--state-dir', join(stateDir, 'state'), '--on-exit', 'kill'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const firstLine = await new Promise((resolve, reject) => {
@@ -224,7 +224,7 @@ test('auth: a control token opens only its sandbox; with --api-key the key is ne
   }
 
   const keyed = spawn(DESKBOXD, ['--listen', '127.0.0.1:0', '--state-dir', join(stateDir, 'keyed'),
-    '--api-key', 'sekret-key-1'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    '--api-key', 'sekret-key-1', '--on-exit', 'kill'], { stdio: ['ignore', 'pipe', 'ignore'] });
   try {
     const line = await new Promise((resolve, reject) => {
       createInterface({ input: keyed.stdout }).once('line', resolve);

@@ -266,9 +266,10 @@ TEST(Api, TimeoutKillsAndAgentDeathIsReported) {
     EXPECT_FALSE(std::filesystem::exists(s.state() / "sandboxes" / id));
 }
 
-// Restart safety: a crashed server's sandbox is removed by its successor on the same state
-// dir, completely; a server with another state dir (running meanwhile) is not touched.
-TEST(Api, RestartRemovesLeftoversAndSparesOtherServers) {
+// Restart safety: a crashed server's sandbox that died with it (its init is gone) is removed by
+// its successor on the same state dir, completely, with an audit line saying why; a server with
+// another state dir (running meanwhile) is not touched.
+TEST(Api, RestartRemovesBrokenLeftoversAndSparesOtherServers) {
     REQUIRE_TEMPLATE();
     Server bystander;
     auto kept = bystander.post("/v1/sandboxes", json::object());
@@ -284,11 +285,26 @@ TEST(Api, RestartRemovesLeftoversAndSparesOtherServers) {
         crashed_id = a.js()["id"];
         crashed.kill_hard();
     }
-    ASSERT_TRUE(std::filesystem::exists(shared_state.path() / "state" / "sandboxes" / crashed_id));
+    const auto crashed_dir = shared_state.path() / "state" / "sandboxes" / crashed_id;
+    ASSERT_TRUE(std::filesystem::exists(crashed_dir));
+    {
+        // Broken while no server watched: its init is killed (runc's monitor then ends too).
+        std::ifstream pid_file(crashed_dir / "container.pid");
+        pid_t init = 0;
+        ASSERT_TRUE(pid_file >> init);
+        ASSERT_EQ(::kill(init, SIGKILL), 0);
+        for (int i = 0; i < 200 && std::filesystem::exists("/proc/" + std::to_string(init)); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     {
         Server successor({}, shared_state.path() / "state");
+        EXPECT_NE(successor.log().find("cannot adopt sandbox " + crashed_id), std::string::npos)
+            << successor.log();
         EXPECT_NE(successor.log().find("removed leftover sandbox " + crashed_id), std::string::npos)
             << successor.log();
+        std::ifstream audit(shared_state.path() / "state" / "audit" / (crashed_id + ".jsonl"));
+        std::string audit_text((std::istreambuf_iterator<char>(audit)), {});
+        EXPECT_NE(audit_text.find("\"kind\":\"cleanup\""), std::string::npos) << audit_text;
         EXPECT_EQ(successor.get("/v1/sandboxes/" + crashed_id).status, 404u);
         EXPECT_FALSE(
             std::filesystem::exists(shared_state.path() / "state" / "sandboxes" / crashed_id));
@@ -306,6 +322,74 @@ TEST(Api, RestartRemovesLeftoversAndSparesOtherServers) {
     EXPECT_EQ(bystander.get("/v1/sandboxes/" + kept_id).js().value("state", ""), "running");
     EXPECT_EQ(run(bystander, kept_id, "echo alive"), "alive\n");
     EXPECT_EQ(bystander.del("/v1/sandboxes/" + kept_id).status, 200u);
+}
+
+// Adoption: a deskboxd that crashes (SIGKILL) or stops for an upgrade (SIGTERM, --on-exit keep)
+// leaves its container sandboxes running, and the next one on the same state dir takes them
+// over: ids, tokens, deadlines, files, processes, network, the screen; a paused one stays
+// paused until resumed. Its kill then leaves nothing.
+TEST(Api, RestartsAdoptRunningAndPausedSandboxes) {
+    REQUIRE_TEMPLATE();
+    TempDir shared_state("deskboxd-adopt");
+    const auto state = shared_state.path() / "state";
+    const std::vector<std::string> keep = {"--on-exit", "keep"};
+    std::string id, paused_id, xterm;
+    json before;
+    {
+        Server first(keep, state);
+        auto a = first.post("/v1/sandboxes", {{"timeout_s", 900}});
+        ASSERT_EQ(a.status, 201u) << a.body << first.log();
+        before = a.js();
+        id = before["id"];
+        EXPECT_EQ(run(first, id, "echo kept > /tmp/mark"), "");
+        xterm = run(first, id, "pgrep -x xterm");
+        EXPECT_FALSE(xterm.empty());
+        auto b = first.post("/v1/sandboxes", json::object());
+        ASSERT_EQ(b.status, 201u) << b.body;
+        paused_id = b.js()["id"];
+        EXPECT_EQ(run(first, paused_id, "echo mine > /tmp/mark"), "");
+        ASSERT_EQ(first.post("/v1/sandboxes/" + paused_id + "/pause", json::object()).status, 200u);
+        first.kill_hard();  // a crash: nothing is told
+    }
+    {
+        Server second(keep, state);
+        EXPECT_NE(second.log().find("adopted running sandbox " + id), std::string::npos)
+            << second.log();
+        auto got = second.get("/v1/sandboxes/" + id);
+        ASSERT_EQ(got.status, 200u) << got.body << second.log();
+        json info = got.js();
+        EXPECT_EQ(info["state"], "running") << info;
+        EXPECT_EQ(info["view_token"], before["view_token"]);
+        EXPECT_EQ(info["expires_at"], before["expires_at"]);
+        EXPECT_EQ(run(second, id, "cat /tmp/mark"), "kept\n");
+        EXPECT_EQ(run(second, id, "pgrep -x xterm"), xterm);  // the same desktop, not a new one
+        // Its network is back: the link and the default route through the new router.
+        EXPECT_EQ(run(second, id, "ls /sys/class/net | grep -c eth0"), "1\n");
+        EXPECT_EQ(run(second, id, "grep -c '^eth0\t00000000' /proc/net/route"), "1\n");
+        auto shot = second.get("/v1/sandboxes/" + id + "/screenshot");
+        EXPECT_EQ(shot.status, 200u);
+        EXPECT_EQ(shot.headers["Content-Type"], "image/png");
+        EXPECT_TRUE(info.contains("vnc")) << info;
+        auto paused = second.get("/v1/sandboxes/" + paused_id).js();
+        EXPECT_EQ(paused["state"], "paused") << paused;
+        ASSERT_EQ(second.post("/v1/sandboxes/" + paused_id + "/resume", json::object()).status,
+                  200u)
+            << second.log();
+        EXPECT_EQ(run(second, paused_id, "cat /tmp/mark"), "mine\n");
+    }  // SIGTERM with --on-exit keep: an upgrade
+    {
+        Server third({}, state);  // the fixture's --on-exit kill: its exit ends what is left
+        EXPECT_NE(third.log().find("adopted running sandbox " + id), std::string::npos)
+            << third.log();
+        EXPECT_EQ(run(third, id, "pgrep -x xterm"), xterm);
+        EXPECT_EQ(run(third, paused_id, "cat /tmp/mark"), "mine\n");
+        EXPECT_EQ(third.del("/v1/sandboxes/" + id).status, 200u);
+        EXPECT_FALSE(std::filesystem::exists(state / "sandboxes" / id));
+    }
+    // The test server's exit killed the other: nothing of either is left.
+    auto runc = run_process({"runc", "--root", (state / "runc").string(), "list", "-q"});
+    EXPECT_EQ(runc.out, "");
+    EXPECT_FALSE(std::filesystem::exists(state / "sandboxes" / paused_id));
 }
 
 // The `desktop` template: XFCE comes up, Firefox ESR starts and shows its window, and the

@@ -401,7 +401,8 @@ TEST(MicrovmApi, NothingOfTheNetworkOutlivesAKilledServer) {
         Server again({}, state.path());
         auto live = live_network_namespaces();
         for (auto inode : held) EXPECT_FALSE(live.count(inode)) << "router namespace " << inode;
-        EXPECT_TRUE(run_process({"pgrep", "-f", "qemu-system-x86_64.*" + state.path().string()}).out.empty());
+        EXPECT_TRUE(run_process({"pgrep", "-f", "qemu-system-x86_64.*" + state.path().string()})
+                        .out.empty());
     }
     EXPECT_EQ(host_interfaces(), interfaces);
     EXPECT_EQ(host_nft_ruleset(), ruleset);

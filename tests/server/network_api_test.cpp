@@ -329,16 +329,20 @@ TEST_F(NetworkApi, ExposedPortsOverHttpAndWebSocketNeedTheControlToken) {
     EXPECT_TRUE(namespaces_held_by(s.pid()).empty());
 }
 
-TEST_F(NetworkApi, NothingIsLeftAfterKillOrAfterAKilledServerRestarts) {
+// A killed sandbox's namespaces go at once; a crashed server's sandbox keeps its own namespace
+// (its processes hold it) and the next server adopts it with a new router: its egress works
+// again, and its kill then leaves nothing on the host.
+TEST_F(NetworkApi, NothingIsLeftAfterKillOrAfterARestartAdoptsTheSandbox) {
     auto interfaces = host_interfaces();
     auto ruleset = host_nft_ruleset();
     TempDir state_dir("deskbox-network-restart");
     std::set<ino_t> held;
     std::set<std::string> in_them;  // processes in or holding the namespaces
+    std::string b;
     {
         Server s(server_flags(), state_dir.path());
         std::string a = create(s, {{"network", {{"allow", {"allowed.test"}}}}});
-        std::string b = create(s, {{"network", true}});
+        b = create(s, {{"network", {{"allow", {"allowed.test"}}}}});
         EXPECT_EQ(curl(s, a, "http://allowed.test/").exit_code, 0);
         held = namespaces_held_by(s.pid());
         EXPECT_EQ(held.size(), 4u) << "a sandbox and a router namespace for each sandbox";
@@ -356,10 +360,17 @@ TEST_F(NetworkApi, NothingIsLeftAfterKillOrAfterAKilledServerRestarts) {
         s.kill_hard();  // b's container runs on; its router namespace went with deskboxd
     }
     {
-        Server again(server_flags(), state_dir.path());  // cleans up b
+        Server again(server_flags(), state_dir.path());
+        EXPECT_NE(again.log().find("adopted running sandbox " + b), std::string::npos)
+            << again.log();
+        EXPECT_EQ(curl(again, b, "http://allowed.test/").exit_code, 0)
+            << "b's egress after the restart";
+        EXPECT_NE(curl(again, b, "http://other.test/").exit_code, 0) << "and its policy";
+        EXPECT_EQ(namespaces_held_by(again.pid()).size(), 2u) << "b's own and its new router";
+        EXPECT_EQ(again.del("/v1/sandboxes/" + b).status, 200u);
         EXPECT_TRUE(namespaces_held_by(again.pid()).empty());
         EXPECT_TRUE(eventually([&] { return still_running(in_them).empty(); }, 10s))
-            << "b's processes outlived the restart's cleanup";
+            << "b's processes outlived its kill";
         EXPECT_EQ(again.get("/v1/sandboxes").js()["sandboxes"].size(), 0u);
     }
     EXPECT_EQ(host_interfaces(), interfaces);

@@ -24,7 +24,9 @@ class DeskboxdProcess {
                     const std::vector<std::string>& extra = {})
         : log_file_(log_file) {
         SpawnOptions o;
-        o.argv = {binary, "--listen", "127.0.0.1:0", "--state-dir", state_dir.string()};
+        // --on-exit kill: a test owns its state dir; nothing may outlive the server there.
+        o.argv = {binary,      "--listen", "127.0.0.1:0", "--state-dir", state_dir.string(),
+                  "--on-exit", "kill"};
         o.argv.insert(o.argv.end(), extra.begin(), extra.end());
         o.pipe_stdout = true;
         o.stderr_file = log_file.string();

@@ -10,7 +10,7 @@
 namespace deskbox::testing {
 
 class XvfbTest : public ::testing::Test {
-protected:
+  protected:
     // Override to change the screen before SetUp starts the server.
     virtual desktop::XvfbOptions xvfb_options() const { return {}; }
 
@@ -26,7 +26,7 @@ protected:
     Display* display() const { return display_.get(); }
     desktop::XvfbServer& xvfb() { return *xvfb_; }
 
-private:
+  private:
     std::unique_ptr<desktop::XvfbServer> xvfb_;
     desktop::DisplayPtr display_;
 };

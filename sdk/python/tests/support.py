@@ -34,7 +34,8 @@ class DeskboxdProcess:
         self.dir = tempfile.mkdtemp(prefix="deskbox-sdk-test-")
         self.stdout_path = os.path.join(self.dir, "stdout")
         self.log_path = os.path.join(self.dir, "deskboxd.log")
-        argv = [DESKBOXD, "--listen", "127.0.0.1:0", "--state-dir", os.path.join(self.dir, "state")]
+        argv = [DESKBOXD, "--listen", "127.0.0.1:0", "--state-dir", os.path.join(self.dir, "state"),
+                "--on-exit", "kill"]  # the temp state dir goes with the server
         argv += extra or []
         try:
             with open(self.stdout_path, "wb") as out, open(self.log_path, "wb") as err:

@@ -22,7 +22,7 @@ export async function startDeskboxd(extraArgs = []) {
   const dir = await mkdtemp(join(tmpdir(), "deskbox-ts-sdk-"));
   const logPath = join(dir, "deskboxd.log");
   const logFd = openSync(logPath, "w");
-  const child = spawn(DESKBOXD, ["--listen", "127.0.0.1:0", "--state-dir", join(dir, "state"), ...extraArgs], {
+  const child = spawn(DESKBOXD, ["--listen", "127.0.0.1:0", "--state-dir", join(dir, "state"), "--on-exit", "kill", ...extraArgs], {
     stdio: ["ignore", "pipe", logFd],
   });
   closeSync(logFd);
