@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "common/utf8.hpp"
 #include "guest-desktop/services/params.hpp"
 #include "guest-desktop/services/text.hpp"
 #include "guest-desktop/services/x11_connection.hpp"
@@ -481,8 +482,7 @@ json ClipboardService::get(const json& params) {
             throw ServiceError(
                 error_code::too_large,
                 "the clipboard holds more than " + std::to_string(options_.max_bytes) + " bytes");
-        std::string out =
-            type == XA_STRING ? text::latin1_to_utf8(data) : text::to_valid_utf8(data);
+        std::string out = type == XA_STRING ? text::latin1_to_utf8(data) : utf8::to_valid(data);
         return {{"text", std::move(out)}};
     }
     if (conn.broken()) throw lost();

@@ -22,10 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/base64.hpp"
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
+#include "common/utf8.hpp"
 #include "guest-desktop/services/params.hpp"
-#include "guest-desktop/services/text.hpp"
 
 namespace deskbox::services {
 
@@ -224,12 +225,12 @@ ChildProcess spawn_command(const CommandSpec& spec, const std::map<std::string, 
 }
 
 void put_output(json& result, const std::string& name, std::string& bytes, bool truncated) {
-    if (truncated) bytes.resize(text::trim_partial_utf8(bytes));
-    if (text::is_valid_utf8(bytes)) {
+    if (truncated) bytes.resize(utf8::trim_partial(bytes));
+    if (utf8::is_valid(bytes)) {
         result[name] = bytes;
     } else {
-        result[name] = text::to_valid_utf8(bytes);
-        result[name + "_b64"] = text::base64_encode(bytes);
+        result[name] = utf8::to_valid(bytes);
+        result[name + "_b64"] = base64_encode(bytes);
     }
     if (truncated) result[name + "_truncated"] = true;
 }

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "common/utf8.hpp"
 #include "guest-desktop/services/params.hpp"
-#include "guest-desktop/services/text.hpp"
 
 namespace deskbox::services {
 
@@ -97,7 +97,7 @@ json describe(const struct stat& st) {
 std::string read_link(const std::string& path) {
     std::error_code ec;
     fs::path target = fs::read_symlink(path, ec);
-    return ec ? std::string() : text::to_valid_utf8(target.string());
+    return ec ? std::string() : utf8::to_valid(target.string());
 }
 
 struct DirCloser {
@@ -263,7 +263,7 @@ json FileService::list(const json& params) const {
         if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
         json entry = describe(st);
         // Names are bytes on Linux; JSON needs UTF-8 (a rare non-UTF-8 name shows with U+FFFD).
-        entry["name"] = text::to_valid_utf8(name);
+        entry["name"] = utf8::to_valid(name);
         if (S_ISLNK(st.st_mode)) entry["target"] = read_link(path + "/" + name);
         entries.push_back(std::move(entry));
     }

@@ -1,4 +1,4 @@
-// Byte-string helpers the services need to put arbitrary bytes into JSON (which must be UTF-8).
+// Text encodings the X services meet (X STRING is Latin-1); UTF-8 checks are in common/utf8.hpp.
 #pragma once
 
 #include <cstddef>
@@ -6,18 +6,6 @@
 #include <string_view>
 
 namespace deskbox::services::text {
-
-// Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
-bool is_valid_utf8(std::string_view bytes);
-
-// Valid UTF-8 copy: each maximal invalid subsequence becomes U+FFFD.
-std::string to_valid_utf8(std::string_view bytes);
-
-// Length of `bytes` without a trailing incomplete (but so far valid) UTF-8 sequence, so a
-// buffer cut at a size limit does not end in a broken character.
-std::size_t trim_partial_utf8(std::string_view bytes);
-
-std::string base64_encode(std::string_view bytes);
 
 // ISO 8859-1 (the X STRING encoding) <-> UTF-8. Characters outside Latin-1 become '?'.
 std::string latin1_to_utf8(std::string_view latin1);

@@ -8,8 +8,8 @@
 #include <set>
 #include <vector>
 
+#include "common/utf8.hpp"
 #include "guest-desktop/services/params.hpp"
-#include "guest-desktop/services/text.hpp"
 #include "guest-desktop/services/x11_connection.hpp"
 
 namespace deskbox::services {
@@ -77,7 +77,7 @@ Window find_client(Display* d, Window w, const Atoms& atoms, int depth) {
 
 std::string window_title(Display* d, Window w, const Atoms& atoms) {
     if (auto v = get_property(d, w, atoms.wm_name_utf8, atoms.utf8_string); v && v->format == 8)
-        return text::to_valid_utf8(v->bytes);
+        return utf8::to_valid(v->bytes);
     XTextProperty prop{};
     std::string title;
     if (XGetWMName(d, w, &prop) && prop.value) {
@@ -90,7 +90,7 @@ std::string window_title(Display* d, Window w, const Atoms& atoms) {
         }
         XFree(prop.value);
     }
-    return text::to_valid_utf8(title);
+    return utf8::to_valid(title);
 }
 
 std::optional<json> describe(Display* d, Window root, Window w, const Atoms& atoms) {
@@ -111,8 +111,8 @@ std::optional<json> describe(Display* d, Window root, Window w, const Atoms& ato
                  {"visible", attrs.map_state == IsViewable}};
     XClassHint hint{};
     if (XGetClassHint(d, w, &hint)) {
-        if (hint.res_class) info["class"] = text::to_valid_utf8(hint.res_class);
-        if (hint.res_name) info["instance"] = text::to_valid_utf8(hint.res_name);
+        if (hint.res_class) info["class"] = utf8::to_valid(hint.res_class);
+        if (hint.res_name) info["instance"] = utf8::to_valid(hint.res_name);
         if (hint.res_class) XFree(hint.res_class);
         if (hint.res_name) XFree(hint.res_name);
     }

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <nlohmann/json.hpp>
 
+#include "common/utf8.hpp"
+
 namespace deskbox::server {
 
 namespace beast = boost::beast;
@@ -17,8 +19,10 @@ using tcp = net::ip::tcp;
 
 HttpResponse json_error(unsigned status, const std::string& code, const std::string& message,
                         const std::string& field, unsigned version) {
-    nlohmann::json error = {{"code", code}, {"message", message}};
-    if (!field.empty()) error["field"] = field;
+    // Messages and fields may quote what a client sent: bytes that are not UTF-8 are kept as
+    // \xHH text, so writing the answer can't fail.
+    nlohmann::json error = {{"code", code}, {"message", utf8::escape_invalid(message)}};
+    if (!field.empty()) error["field"] = utf8::escape_invalid(field);
     HttpResponse res{static_cast<http::status>(status), version};
     res.set(http::field::content_type, "application/json");
     res.body() = nlohmann::json{{"error", error}}.dump();

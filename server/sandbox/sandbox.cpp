@@ -1,6 +1,7 @@
 #include "server/sandbox/sandbox.hpp"
 
 #include "common/base64.hpp"
+#include "common/utf8.hpp"
 
 #include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/runtime_util.hpp"
@@ -105,7 +106,8 @@ std::string audit_line(const std::string& id, const std::string& kind,
                                          .count()},
                            {"sandbox", id},
                            {"kind", kind},
-                           {"detail", detail}};
+                           {"detail", utf8::escape_invalid_in(detail)}};
+    // Bytes that are not UTF-8 (a guest's DNS name, a client's text) stay in the line as \xHH.
     return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
 }
 }  // namespace

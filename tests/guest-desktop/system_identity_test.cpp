@@ -31,11 +31,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/base64.hpp"
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
 #include "common/unique_fd.hpp"
 #include "guest-desktop/services/system_service.hpp"
-#include "guest-desktop/services/text.hpp"
 #include "protocol/rpc.hpp"
 #include "tests/support/processes.hpp"
 
@@ -69,7 +69,7 @@ std::string random_bytes(std::size_t n) {
 
 // The host's seed: fresh random bytes, so crediting them to this host's pool is honest.
 std::string random_seed(std::size_t n) {
-    return services::text::base64_encode(random_bytes(n));
+    return deskbox::base64_encode(random_bytes(n));
 }
 
 std::int64_t realtime_ns() {
@@ -290,7 +290,7 @@ TEST_F(SystemIdentity, BadParamsAreRejectedBeforeAnythingIsApplied) {
     std::string unpadded = seed16.substr(0, seed16.find('='));
     std::string with_newline = random_seed(48);
     with_newline.insert(32, "\n");
-    std::string url_safe = services::text::base64_encode(std::string(18, '\xfb'));  // "+7++..."
+    std::string url_safe = deskbox::base64_encode(std::string(18, '\xfb'));  // "+7++..."
     for (char& c : url_safe)
         if (c == '+') c = '-';
     const std::vector<BadCase> cases = {
