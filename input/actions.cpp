@@ -12,6 +12,9 @@ template <typename... Ts>
 struct Overloaded : Ts... {
     using Ts::operator()...;
 };
+// clang before 17 does not deduce aggregate templates by itself (the fuzz build is clang).
+template <typename... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
 
 const char* axis_name(int axis) {
     return axis == 0 ? "x" : "y";

@@ -15,6 +15,27 @@ namespace deskbox::server {
 
 using nlohmann::json;
 
+namespace {
+// 400 invalid_utf8 naming where: the path, a query parameter or a header. Cookie is left out:
+// a browser sends every cookie of the host name, also those of other programs on it.
+void check_request_utf8(const HttpRequest& request, const std::string& path,
+                        const std::map<std::string, std::string>& query,
+                        const std::string& query_key) {
+    check_utf8(path, "path", "the path");
+    check_utf8(query_key, "key", "query parameter key");
+    for (const auto& [name, value] : query) {
+        check_utf8(name, "query", "a query parameter name");
+        check_utf8(value, name, "query parameter " + name);
+    }
+    for (const auto& header : request) {
+        if (header.name() == http::field::cookie) continue;
+        std::string name(header.name_string());
+        check_utf8(std::string_view(header.value().data(), header.value().size()), name,
+                   "header " + name);
+    }
+}
+}  // namespace
+
 ApiRouter::ApiRouter(SandboxManager& manager, ApiOptions options)
     : manager_(manager), options_(std::move(options)) {}
 
@@ -59,10 +80,12 @@ McpAccess ApiRouter::mcp_access(const HttpRequest& request,
 HttpResponse ApiRouter::handle(HttpExchange& exchange) {
     HttpRequest& request = exchange.request;
     metrics_.count_request();
+    bool mcp = false;  // its clients read JSON-RPC errors, also for what fails before it
     try {
         std::string target(request.target());
         auto qmark = target.find('?');
         std::string path = url_decode(target.substr(0, qmark), false);
+        mcp = path == "/mcp";
         auto query = qmark == std::string::npos
                          ? std::map<std::string, std::string>{}
                          : parse_query(std::string_view(target).substr(qmark + 1));
@@ -73,7 +96,9 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
             query_key = it->second;
             query.erase(it);
         }
+        // An exposed port's program gets the request as sent; our own routes are UTF-8 only.
         if (auto port = port_route(exchange, path, query, query_key)) return std::move(*port);
+        check_request_utf8(request, path, query, query_key);
         const ApiRoute* known = match_api_route(path);
         if (!known) throw ApiError(404, "not_found", "no such endpoint: " + path.substr(0, 256));
         bool allowed = false;
@@ -82,9 +107,11 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
             std::string list;
             for (auto method : known->methods)
                 list += (list.empty() ? "" : ", ") + std::string(http::to_string(method));
-            auto answer = json_error(405, "method_not_allowed",
-                                     std::string(request.method_string()) + " is not allowed on " +
-                                         std::string(known->path) + " (allowed: " + list + ")");
+            const ApiError refusal(405, "method_not_allowed",
+                                   std::string(request.method_string()) + " is not allowed on " +
+                                       std::string(known->path) + " (allowed: " + list + ")");
+            auto answer = mcp ? McpServer::error_answer(refusal)
+                              : json_error(405, refusal.code(), refusal.what());
             answer.set(http::field::allow, list);
             metrics_.count_error("method_not_allowed");
             return answer;
@@ -103,6 +130,7 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
         return route(request, path, query);
     } catch (const ApiError& e) {
         metrics_.count_error(e.code());
+        if (mcp) return McpServer::error_answer(e);
         return json_error(e.status(), e.code(), e.what(), e.field());
     } catch (const std::exception& e) {
         metrics_.count_error("internal");

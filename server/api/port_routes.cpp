@@ -140,6 +140,8 @@ std::optional<HttpResponse> ApiRouter::port_route(HttpExchange& exchange, const 
         res.prepare_payload();
         return res;
     }
+    if (!exchange.stream)  // in-process callers (the HTTP fuzzer)
+        throw ApiError(400, "no_connection", "this request has no connection to forward");
     network::PortRequest forward;
     forward.request = std::move(request);
     forward.port = t->port;

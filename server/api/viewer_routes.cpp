@@ -101,6 +101,9 @@ std::optional<HttpResponse> ApiRouter::viewer_route(HttpExchange& exchange, cons
     if (viewers_.connected.load() >= kMaxViewers)
         throw ApiError(503, "too_many_viewers",
                        "the server has " + std::to_string(kMaxViewers) + " viewers already");
+    // In-process callers (the HTTP fuzzer) have no connection to hand to a session.
+    if (!exchange.stream)
+        throw ApiError(400, "no_connection", "this request has no connection to upgrade");
     if (what == "vnc") {
         allow_only(query, {"token"});
         start_vnc_proxy(exchange, sandbox, viewers_);

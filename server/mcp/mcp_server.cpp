@@ -4,6 +4,8 @@
 #include <set>
 
 #include "common/base64.hpp"
+#include "common/utf8.hpp"
+#include "server/api/http_util.hpp"
 #include "server/sandbox/api_error.hpp"
 
 namespace deskbox::server {
@@ -31,15 +33,6 @@ std::string unbase64(const std::string& text) {
     auto bytes = base64_decode(text);
     if (!bytes) throw ApiError(400, "invalid_request", "not base64", "content");
     return std::move(*bytes);
-}
-
-bool is_utf8(const std::string& bytes) {
-    try {
-        (void)json(bytes).dump();
-        return true;
-    } catch (const json::type_error&) {
-        return false;
-    }
 }
 
 json text_content(const std::string& text) {
@@ -295,6 +288,13 @@ void McpServer::evict_locked() {
     }
 }
 
+HttpResponse McpServer::error_answer(const ApiError& e, int rpc_code) {
+    json error = rpc_error(nullptr, rpc_code, e.what());
+    error["error"]["data"] = {{"code", e.code()}};
+    if (!e.field().empty()) error["error"]["data"]["field"] = e.field();
+    return rpc_answer(e.status(), error);
+}
+
 HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& access) {
     const std::string session_id = header(request, "Mcp-Session-Id");
     if (request.method() == http::verb::get) {
@@ -318,9 +318,12 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
                           rpc_error(nullptr, kInvalidRequest,
                                     "unsupported MCP-Protocol-Version " + version.substr(0, 40) +
                                         " (this server speaks " + kProtocolVersion + ")"));
-    json message = json::parse(request.body(), nullptr, false);
-    if (message.is_discarded())
-        return rpc_answer(400, rpc_error(nullptr, kParseError, "the body is not JSON"));
+    json message;
+    try {
+        message = parse_body(request);
+    } catch (const ApiError& e) {  // not JSON, too deep, or not UTF-8 (the member named)
+        return error_answer(e, kParseError);
+    }
     if (message.is_array())
         return rpc_answer(400, rpc_error(nullptr, kInvalidRequest,
                                          "JSON-RPC batches are not part of MCP since 2025-06-18; "
@@ -592,7 +595,7 @@ json McpServer::call_tool(Session& session, const std::string& name, const json&
         auto sandbox = target(session, arguments);
         const std::string path = string_argument(arguments, "path");
         auto reply = sandbox->call("files.read", {{"path", path}}, {}, std::chrono::minutes(5));
-        if (is_utf8(reply.body))
+        if (utf8::is_valid(reply.body))
             return {{"content", json::array({text_content(reply.body)})}, {"isError", false}};
         return {{"content", json::array({{{"type", "resource"},
                                           {"resource",

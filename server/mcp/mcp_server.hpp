@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/http/http_server.hpp"
+#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server {
@@ -35,6 +36,9 @@ class McpServer {
 
     explicit McpServer(SandboxManager& manager);
     HttpResponse handle(const HttpRequest& request, const McpAccess& access);
+    // A request refused before it is a JSON-RPC message (bad bytes, no access): a JSON-RPC
+    // error with the HTTP status of `e`; `error.data` carries its code and field.
+    static HttpResponse error_answer(const ApiError& e, int rpc_code = -32600);
     std::size_t session_count() const;
 
   private:

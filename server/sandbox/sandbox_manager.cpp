@@ -62,10 +62,14 @@ SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(opti
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
     network_ = std::make_unique<network::NetworkService>(options_.network);
-    runtime::ContainerRuntimeOptions runtime_options;
-    runtime_options.cgroup_parent =
-        runtime::ContainerRuntime::cgroup_parent_for(options_.state_dir);
-    container_runtime_ = std::make_unique<runtime::ContainerRuntime>(runtime_options);
+    if (options_.container_runtime) {
+        container_runtime_ = options_.container_runtime();
+    } else {
+        runtime::ContainerRuntimeOptions runtime_options;
+        runtime_options.cgroup_parent =
+            runtime::ContainerRuntime::cgroup_parent_for(options_.state_dir);
+        container_runtime_ = std::make_unique<runtime::ContainerRuntime>(runtime_options);
+    }
     microvm_runtime_ = std::make_unique<runtime::MicrovmRuntime>();
     reaper_ = std::thread([this] { reaper_loop(); });
     if (!options_.microvm_pool.empty()) pool_filler_ = std::thread([this] { pool_loop(); });
@@ -95,8 +99,10 @@ SandboxManager::~SandboxManager() {
 }
 
 std::vector<std::string> SandboxManager::adopt_running() {
-    auto& containers = static_cast<runtime::ContainerRuntime&>(*container_runtime_);
     std::vector<std::string> adopted;
+    auto* runc = dynamic_cast<runtime::ContainerRuntime*>(container_runtime_.get());
+    if (!runc) return adopted;  // only runc containers outlive their server
+    auto& containers = *runc;
     for (const auto& id : containers.list_leftovers(options_.state_dir)) {
         const auto record_file = Sandbox::record_path(options_.state_dir, id);
         const auto audit_path = options_.state_dir / "audit" / (id + ".jsonl");

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,8 @@ struct ManagerOptions {
     network::NetworkPolicy default_network = network::NetworkPolicy::open();
     // The egress proxy and DNS filter (--dns-upstream, --public-range).
     network::NetworkOptions network;
+    // What runs "container" sandboxes; unset: runc. The HTTP fuzzer sets a FakeRuntime.
+    std::function<std::unique_ptr<runtime::Runtime>()> container_runtime;
 };
 
 class SandboxManager {

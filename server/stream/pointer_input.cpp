@@ -75,6 +75,8 @@ std::vector<input::Action> PointerInput::key(std::uint32_t keysym, bool down) {
     if (keysym == 0 || keysym > 0x1fffffff) return out;
     auto it = std::find(held_keys_.begin(), held_keys_.end(), keysym);
     if (down) {
+        // More keys than hands hold is a flood: not remembered, not pressed.
+        if (it == held_keys_.end() && held_keys_.size() >= kMaxHeldKeys) return out;
         if (it == held_keys_.end()) held_keys_.push_back(keysym);
         out.push_back(input::KeyDown{keysym});
     } else if (it != held_keys_.end()) {

@@ -27,6 +27,7 @@ const ButtonMap& dom_buttons();
 
 class PointerInput {
   public:
+    static constexpr std::size_t kMaxHeldKeys = 32;  // distinct keys down at once
     PointerInput(const ButtonMap& map, int screen_width, int screen_height)
         : map_(map), width_(screen_width), height_(screen_height) {}
 

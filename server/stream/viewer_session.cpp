@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "input/keynames.hpp"
 #include "server/stream/pointer_input.hpp"
+#include "server/stream/viewer_messages.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -114,7 +114,9 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
 
     void send_text(const json& message) {
         if (texts_.size() >= kMaxQueuedTexts) return;  // a viewer not reading its pongs
-        texts_.push_back(std::make_shared<const std::string>(message.dump()));
+        // Error texts quote the viewer's message, cut to a length that may split a character.
+        texts_.push_back(std::make_shared<const std::string>(
+            message.dump(-1, ' ', false, json::error_handler_t::replace)));
         write_next();
     }
 
@@ -179,13 +181,20 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
                     return self->close(websocket::close_code::too_big, "message too big");
                 return self->fail();
             }
-            if (!self->ws_.got_text()) {
+            if (self->closing_) {
+                // Closing waits for our queued writes; what the viewer still sends is read and
+                // dropped meanwhile, so a viewer blocked writing to us is never a deadlock.
+            } else if (!self->rate_.allow(MessageRate::Clock::now())) {
+                self->close(websocket::close_code::policy_error,
+                            "over " + std::to_string(int(MessageRate::kPerSecond)) +
+                                " messages per second");
+            } else if (!self->ws_.got_text()) {
                 self->bad_message("binary messages are not accepted; send JSON text");
             } else {
                 self->on_message(beast::buffers_to_string(self->buffer_.data()));
             }
             self->buffer_.consume(self->buffer_.size());
-            if (!self->closed_ && !self->closing_) self->read();
+            if (!self->closed_) self->read();
         });
     }
 
@@ -196,31 +205,16 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
         send_text({{"type", "error"}, {"code", "bad_message"}, {"message", why}});
     }
 
-    static int int_field(const json& m, const char* name) {
-        auto it = m.find(name);
-        if (it == m.end() || !it->is_number())
-            throw std::invalid_argument(std::string("'") + name + "' must be a number");
-        double v = it->get<double>();
-        if (!(v > -1e9 && v < 1e9))
-            throw std::invalid_argument(std::string("'") + name + "' is out of range");
-        return static_cast<int>(v);
-    }
-
     void on_message(const std::string& text) {
-        json m = json::parse(text, nullptr, false);
-        if (!m.is_object() || !m.contains("type") || !m["type"].is_string())
-            return bad_message("expected a JSON object with a string \"type\"");
-        const std::string type = m["type"];
-        try {
-            if (type == "ping") {
-                json pong = {{"type", "pong"}};
-                if (m.contains("t")) pong["t"] = m["t"];
-                return send_text(pong);
-            }
-            if (type == "keyframe") return encoder_->request_keyframe();
-            if (type != "pointer" && type != "wheel" && type != "key" && type != "text")
-                return bad_message("unknown message type '" + type.substr(0, 32) + "'");
-            if (!control_) {
+        ViewerRequest r = decode_viewer_message(text, pointer_, control_);
+        switch (r.kind) {
+            case ViewerRequest::Kind::pong:
+                return send_text(r.reply);
+            case ViewerRequest::Kind::keyframe:
+                return encoder_->request_keyframe();
+            case ViewerRequest::Kind::bad:
+                return bad_message(r.error);
+            case ViewerRequest::Kind::view_only:
                 ++counters_.input_ignored;
                 if (!told_view_only_) {
                     told_view_only_ = true;
@@ -229,48 +223,12 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
                                {"message", "this token can only watch; input is ignored"}});
                 }
                 return;
-            }
-            std::vector<input::Action> actions;
-            if (type == "pointer") {
-                int buttons = m.contains("buttons") ? int_field(m, "buttons") : 0;
-                actions = pointer_.pointer(int_field(m, "x"), int_field(m, "y"),
-                                           static_cast<unsigned>(buttons));
-            } else if (type == "wheel") {
-                actions = pointer_.wheel(int_field(m, "x"), int_field(m, "y"),
-                                         m.contains("dx") ? int_field(m, "dx") : 0,
-                                         m.contains("dy") ? int_field(m, "dy") : 0);
-            } else if (type == "key") {
-                if (!m.contains("down") || !m["down"].is_boolean())
-                    throw std::invalid_argument("'down' must be true or false");
-                std::uint32_t keysym = 0;
-                if (m.contains("keysym")) {
-                    keysym = static_cast<std::uint32_t>(int_field(m, "keysym"));
-                } else if (m.contains("key") && m["key"].is_string()) {
-                    auto resolved = input::keysym_from_name(m["key"].get<std::string>());
-                    if (!resolved)
-                        throw std::invalid_argument(
-                            "unknown key '" + m["key"].get<std::string>().substr(0, 32) + "'");
-                    keysym = *resolved;
-                } else {
-                    throw std::invalid_argument("a key message needs 'keysym' or 'key'");
-                }
-                actions = pointer_.key(keysym, m["down"].get<bool>());
-            } else {
-                if (!m.contains("text") || !m["text"].is_string())
-                    throw std::invalid_argument("'text' must be a string");
-                std::string typed = m["text"];
-                if (typed.size() > input::kMaxTextBytes)
-                    throw std::invalid_argument("'text' is too long");
-                if (!input::decode_utf8(typed))
-                    throw std::invalid_argument("'text' is not valid UTF-8");
-                actions.push_back(input::Type{std::move(typed)});
-            }
-            if (!sandbox_->queue_input(std::move(actions), "viewer"))
-                send_text({{"type", "error"},
-                           {"code", "input_dropped"},
-                           {"message", "the sandbox is not taking input now"}});
-        } catch (const std::invalid_argument& e) {
-            bad_message(type + ": " + e.what());
+            case ViewerRequest::Kind::input:
+                if (!sandbox_->queue_input(std::move(r.actions), "viewer"))
+                    send_text({{"type", "error"},
+                               {"code", "input_dropped"},
+                               {"message", "the sandbox is not taking input now"}});
+                return;
         }
     }
 
@@ -291,6 +249,7 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
     bool writing_ = false, closing_ = false, closed_ = false, told_view_only_ = false;
     websocket::close_reason close_reason_;
     std::uint64_t bad_messages_ = 0;
+    MessageRate rate_;
 };
 
 }  // namespace

@@ -382,7 +382,9 @@ def main(argv):
                 if status not in (404, 405):
                     fail("$", f"{why}, but the answer is {status} (only 404/405 are allowed)")
                 elif isinstance(body, dict) and is_json(rec.get("content_type")):
-                    for p, m in v.errors(body, {"$ref": "#/components/schemas/Error"}):
+                    # /mcp's clients read JSON-RPC: its refusals are JSON-RPC errors too.
+                    shape = "JsonRpcMessage" if template == "/mcp" else "Error"
+                    for p, m in v.errors(body, {"$ref": f"#/components/schemas/{shape}"}):
                         fail(p, f"error answer: {m}")
                 continue
             op = item[method]

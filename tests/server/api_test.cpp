@@ -56,7 +56,60 @@ TEST(Api, HealthAndBadRequestsNeedNoSandbox) {
     EXPECT_EQ(a.status, 404u);
     a = s.call(http::verb::post, "/v1/sandboxes", std::string(2 << 20, 'x'));
     EXPECT_EQ(a.status, 413u);
+    EXPECT_EQ(a.js()["error"]["code"], "payload_too_large");
+    a = s.call(http::verb::get, "/v1/sandboxes", {}, {{"X-Padding", std::string(20 << 10, 'p')}});
+    EXPECT_EQ(a.status, 431u);
+    EXPECT_EQ(a.js()["error"]["code"], "headers_too_large");
     EXPECT_EQ(s.get("/healthz").status, 200u);  // still serving
+}
+
+// Bytes that are not UTF-8 and bodies nested too deep get a 400 that says where, never a 500.
+TEST(Api, RefusesBadUtf8AndDeepNestingNamingWhere) {
+    Server s({"--max-body-mb", "1"});
+    struct Case {
+        std::string target, body, code, field;
+    };
+    const std::vector<Case> cases = {
+        {"/v1/sandboxes", "{\"template\":\"min\xffimal\"}", "invalid_utf8", "template"},
+        {"/v1/sandboxes", "{\"network\":{\"allow\":[\"a.test\",\"b\xc0\xaf\"]}}", "invalid_utf8",
+         "network.allow[1]"},
+        {"/v1/sandboxes", "{\"env\":{\"A\":\"1\",\"B\xed\xa0\x80\":\"2\"}}", "invalid_utf8", "env"},
+        {"/v1/sandboxes", "\xfe{}", "invalid_utf8", ""},
+        {"/v1/sandboxes", std::string(100, '[') + std::string(100, ']'), "too_deep", ""},
+        {"/v1/sandboxes", "{\"metadata\":" + std::string(70, '[') + std::string(70, ']') + "}",
+         "too_deep", ""},
+        {"/v1/sandboxes", "{\"timeout_s\":1e999}", "malformed_json", ""},
+        {"/v1/sandboxes?x=%FF", "{}", "invalid_utf8", "x"},
+        {"/v1/sandboxes?%E6%97=1", "{}", "invalid_utf8", "query"},
+        {"/v1/sandboxes/sb-%FF/screenshot", "", "invalid_utf8", "path"},
+    };
+    for (const auto& c : cases) {
+        auto a = s.call(c.body.empty() ? http::verb::get : http::verb::post, c.target, c.body);
+        EXPECT_EQ(a.status, 400u) << c.target << " " << a.body;
+        json e = a.js();
+        ASSERT_TRUE(e.is_object()) << "answer is not JSON: " << a.body;
+        EXPECT_EQ(e["error"]["code"], c.code) << a.body;
+        EXPECT_EQ(e["error"].value("field", ""), c.field) << a.body;
+    }
+    auto h = s.call(http::verb::get, "/v1/sandboxes", {}, {{"X-Client", "caf\xe9"}});
+    EXPECT_EQ(h.status, 400u) << h.body;
+    EXPECT_EQ(h.js()["error"]["code"], "invalid_utf8") << h.body;
+    EXPECT_EQ(h.js()["error"]["field"], "X-Client") << h.body;
+    // The key in a member name is named by the object holding it, and the message keeps the
+    // bad byte visible as \xHH instead of dropping it.
+    auto a = s.call(http::verb::post, "/v1/sandboxes", "{\"env\":{\"K\xff\":\"v\"}}");
+    EXPECT_NE(a.js()["error"]["message"].get<std::string>().find("a member name in env"),
+              std::string::npos)
+        << a.body;
+    // A body of nothing but '[' up to the size limit: refused at depth 65, not parsed to the end.
+    a = s.call(http::verb::post, "/v1/sandboxes", std::string((1 << 20) - 64, '['));
+    EXPECT_EQ(a.js()["error"]["code"], "too_deep") << a.body;
+    // Well-formed Unicode is fine: the same field answers with its own error, not invalid_utf8.
+    a = s.post("/v1/sandboxes", {{"template", "n\u00e4mlich-\u65e5\u672c"}});
+    EXPECT_EQ(a.js()["error"]["code"], "bad_request") << a.body;
+    EXPECT_EQ(a.js()["error"]["field"], "template") << a.body;
+    EXPECT_EQ(s.get("/healthz").status, 200u);
+    EXPECT_EQ(s.log().find("internal"), std::string::npos) << s.log();
 }
 
 TEST(Api, ApiKeyIsRequiredWhenConfigured) {
@@ -492,7 +545,11 @@ TEST(OpenApi, DocumentsEveryRouteAndEveryRouteAnswers) {
                 EXPECT_NE(error.value("code", json()).dump(), "\"method_not_allowed\"") << what;
             } else {
                 EXPECT_EQ(a.status, 405u) << what;
-                EXPECT_EQ(error.value("code", ""), "method_not_allowed") << what;
+                // /mcp answers JSON-RPC errors: the API's code is in error.data.
+                const json& code = route.path == std::string_view("/mcp")
+                                       ? error.value("data", json::object()).value("code", json())
+                                       : error.value("code", json());
+                EXPECT_EQ(code, "method_not_allowed") << what;
                 EXPECT_TRUE(a.headers.count("Allow")) << what;
             }
         }

@@ -11,8 +11,7 @@
 
 #include "server/network/dns_message.hpp"
 #include "server/network/sniff.hpp"
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+#include "tests/support/corpus_replay.hpp"
 
 namespace deskbox::network {
 namespace {
@@ -27,15 +26,7 @@ std::string seed(const std::string& name) {
 }
 
 TEST(EgressCorpus, EverySeedPassesTheFuzzChecks) {
-    std::size_t count = 0;
-    for (const auto& entry : fs::directory_iterator(DESKBOX_NETWORK_CORPUS_DIR)) {
-        std::ifstream in(entry.path(), std::ios::binary);
-        std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-        SCOPED_TRACE(entry.path().filename().string());
-        LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
-        ++count;
-    }
-    EXPECT_GE(count, 15u);
+    EXPECT_GE(test::replay_corpus(DESKBOX_NETWORK_CORPUS_DIR), 15u);
 }
 
 TEST(EgressCorpus, SeedsFromRealClientsReadAsTheyShould) {

@@ -195,6 +195,38 @@ TEST_F(StreamTest, MalformedMessagesGetErrorsAndTheStreamGoesOn) {
     EXPECT_EQ(pong->json()["t"], 42);
 }
 
+TEST_F(StreamTest, AMessageOverTheSizeLimitIsClosedWith1009) {
+    WsClient ws(s().port(), stream_target(sandbox_, sandbox_.control_token));
+    ASSERT_TRUE(ws.connected());
+    try {
+        ws.send_text(json{{"type", "text"}, {"text", std::string(300 << 10, 'a')}}.dump());
+    } catch (const boost::system::system_error&) {
+        // The server may hang up before all of it is written.
+    }
+    while (ws.read(20s)) {
+    }
+    EXPECT_EQ(ws.close_code(), 1009);
+}
+
+TEST_F(StreamTest, AViewerFloodingMessagesIsClosedWith1008) {
+    WsClient ws(s().port(), stream_target(sandbox_, sandbox_.view_token));
+    ASSERT_TRUE(ws.connected());
+    // Far over the burst and a second's rate however slowly the server reads them; the server
+    // discards what comes after its close frame.
+    const std::string ping = json{{"type", "ping"}, {"t", 1}}.dump();
+    try {
+        for (int i = 0; i < 30000; ++i) ws.send_text(ping);
+    } catch (const boost::system::system_error&) {
+        // The server may hang up while the last ones are on their way.
+    }
+    while (ws.read(20s)) {
+    }
+    EXPECT_EQ(ws.close_code(), 1008);
+    EXPECT_EQ(s().get("/healthz").status, 200u);
+    WsClient again(s().port(), stream_target(sandbox_, sandbox_.view_token));
+    EXPECT_TRUE(again.connected());  // the limit is per connection
+}
+
 TEST_F(StreamTest, AStalledViewerCostsOtherViewersNothing) {
     // A viewer that upgrades and then never reads, with a tiny receive buffer.
     WsClient stalled(s().port(),

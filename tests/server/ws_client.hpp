@@ -81,7 +81,10 @@ class WsClient {
         }
         if (result) {
             connected_ = false;
-            if (result == boost::beast::websocket::error::closed) close_code_ = ws_.reason().code;
+            // A close frame read is a close, also when answering it failed (the peer, having
+            // refused a message, may hang up at once: the answer then meets a broken pipe).
+            if (result == boost::beast::websocket::error::closed || ws_.reason().code != 0)
+                close_code_ = ws_.reason().code;
             return std::nullopt;
         }
         out = Message{ws_.got_text(), boost::beast::buffers_to_string(buffer_.data())};

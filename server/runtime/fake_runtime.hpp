@@ -1,0 +1,36 @@
+// A runtime without a guest, for the HTTP fuzzer and its corpus replay: a "sandbox" is an
+// in-process agent on a socketpair that does the handshake, answers screen.sync and refuses
+// every other method (the server answers those 502, as for any agent that cannot). Everything
+// between a request and the agent (parsing, routing, validation) runs as it does for real.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "common/temp_dir.hpp"
+#include "server/runtime/runtime.hpp"
+
+namespace deskbox::runtime {
+
+class FakeRuntime : public Runtime {
+  public:
+    const char* name() const override { return "fake"; }
+    std::unique_ptr<SandboxInstance> start(const SandboxSpec& spec) override;
+    std::vector<std::string> list_leftovers(const std::filesystem::path&) override { return {}; }
+    void cleanup_leftover(const std::filesystem::path&, const std::string&) override {}
+};
+
+// A template named "fake" for a SandboxManager to create fake sandboxes from: a definition
+// (320x200 screen), a "built" rootfs and the images/build.py --print-path that finds it.
+// Use images_dir() as ManagerOptions::images_dir; removed with this object.
+class FakeTemplate {
+  public:
+    FakeTemplate();
+    std::filesystem::path images_dir() const { return dir_.path() / "images"; }
+    std::filesystem::path scratch() const { return dir_.path(); }  // for state dirs and caches
+
+  private:
+    TempDir dir_{"deskbox-fake-template"};
+};
+
+}  // namespace deskbox::runtime
