@@ -1,7 +1,10 @@
 #include "streaming/vnc/vnc_server.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "common/unique_fd.hpp"
+#include "common/utf8.hpp"
 
 namespace deskbox::streaming {
 
@@ -150,10 +154,19 @@ bool constant_time_equal(const unsigned char* a, const unsigned char* b, std::si
     return difference == 0;
 }
 
-std::string latin1_to_utf8(const char* text, int length) {
+// Cut text ends at its first NUL: the extended clipboard's text is NUL-terminated (TigerVNC
+// counts the terminator in the size), and in classic cut text a NUL would end the text for the
+// guest's C-string consumers anyway.
+std::size_t cut_text_size(const char* text, int length) {
+    auto size = static_cast<std::size_t>(std::max(0, length));
+    const void* nul = std::memchr(text, '\0', size);
+    return nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - text) : size;
+}
+
+std::string latin1_to_utf8(const char* text, std::size_t length) {
     std::string out;
-    out.reserve(static_cast<std::size_t>(length));
-    for (int i = 0; i < length; ++i) {
+    out.reserve(length);
+    for (std::size_t i = 0; i < length; ++i) {
         auto c = static_cast<unsigned char>(text[i]);
         if (c < 0x80) {
             out.push_back(static_cast<char>(c));
@@ -267,6 +280,7 @@ struct VncServer::Impl {
     // ---- the server thread ----
     void run();
     void accept_clients();
+    void hand_over(UniqueFd connection);
     void apply(const FrameUpdate& update);
     void apply_frame(const FrameSnapshot& snapshot, const FrameChanges& changes);
     void resize_framebuffer(const Frame& frame);
@@ -556,8 +570,60 @@ void VncServer::Impl::accept_clients() {
             continue;  // closed here: the client sees the connection end at once
         }
         counters.accepted.fetch_add(1);
-        // Sends the protocol version and registers the client (or closes the socket).
-        rfbNewClient(screen, connection.release());
+        hand_over(std::move(connection));
+    }
+}
+
+// libvncserver 0.9.14's rfbNewClient first peeks at 4 bytes of the client's socket (WebSocket
+// and TLS detection, waiting up to 100 ms), and that peek spins forever when 1 to 3 bytes are
+// buffered: it takes the short read for EAGAIN (a stale errno) and select() says readable
+// again. A client that sent "RFB" and nothing more, or closed after it, held the server thread
+// at full CPU for good, and stop() with it (found by streaming/vnc/fuzz). So rfbNewClient never
+// sees the client's socket: it gets one end of a socketpair that already holds "RFB " (plain RFB,
+// no wait) and writes its ProtocolVersion there. That goes on to the client, and dup3 then puts
+// the client's socket in place of that end, so the client record uses the real connection from
+// its first read on. WebSocket and TLS on the RFB port go away with the peek (deskboxd's own
+// WebSocket proxy speaks plain RFB to this port), and so does the 100 ms wait per connection.
+void VncServer::Impl::hand_over(UniqueFd connection) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
+        accept_paused_until = std::chrono::steady_clock::now() + kAcceptBackoff;
+        return;  // out of descriptors: the client sees the connection end
+    }
+    UniqueFd stand_in(pair[0]), server_side(pair[1]);
+    constexpr char kPeek[] = "RFB ";
+    if (stand_in.get() >= FD_SETSIZE || ::send(server_side.get(), kPeek, 4, MSG_NOSIGNAL) != 4) {
+        counters.refused.fetch_add(1);
+        return;
+    }
+    // Registers the client and writes the ProtocolVersion, or closes the descriptor it got.
+    rfbClientPtr client = rfbNewClient(screen, stand_in.release());
+    if (!client) return;
+
+    // The stand-in's buffer holds the 4 peek bytes, the other direction libvncserver's output.
+    std::array<char, 64> greeting;
+    ssize_t greeting_size = ::recv(server_side.get(), greeting.data(), greeting.size(), 0);
+    int one = 1;
+    ::setsockopt(connection.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // A fresh socket's send buffer always takes these few bytes at once.
+    if (greeting_size <= 0 ||
+        ::send(connection.get(), greeting.data(), static_cast<std::size_t>(greeting_size),
+               MSG_NOSIGNAL) != greeting_size ||
+        ::dup3(connection.get(), client->sock, O_CLOEXEC) < 0) {
+        rfbCloseClient(client);  // freed by the next rfbProcessEvents
+        return;
+    }
+    // libvncserver read its peer's name from the stand-in; give it the real one for its log.
+    sockaddr_storage peer{};
+    socklen_t peer_size = sizeof(peer);
+    char host[NI_MAXHOST] = "";
+    if (::getpeername(connection.get(), reinterpret_cast<sockaddr*>(&peer), &peer_size) == 0 &&
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&peer), peer_size, host, sizeof(host), nullptr, 0,
+                      NI_NUMERICHOST) == 0) {
+        if (char* copy = ::strdup(host)) {
+            std::free(client->host);
+            client->host = copy;
+        }
     }
 }
 
@@ -825,15 +891,18 @@ void VncServer::Impl::on_cut_text(char* text, int length, rfbClientPtr client) {
     Impl& self = of(client);
     if (!self.accept_input(client)) return;
     if (self.input.cut_text)
-        self.deliver([&] { self.input.cut_text(latin1_to_utf8(text, std::max(0, length))); });
+        self.deliver(
+            [&] { self.input.cut_text(latin1_to_utf8(text, cut_text_size(text, length))); });
 }
 
 void VncServer::Impl::on_cut_text_utf8(char* text, int length, rfbClientPtr client) {
     Impl& self = of(client);
     if (!self.accept_input(client)) return;
     if (self.input.cut_text)
-        self.deliver([&] {
-            self.input.cut_text(std::string(text, static_cast<std::size_t>(std::max(0, length))));
+        self.deliver([&] {  // UTF-8 only by the client's word: JSON on the way to the guest refuses
+                            // anything else.
+            self.input.cut_text(
+                utf8::to_valid(std::string_view(text, cut_text_size(text, length))));
         });
 }
 

@@ -15,9 +15,12 @@
 //   RFB is pull-based (a client is sent an update only after it asked for one), so a client that
 //   stops reading holds the thread only while one update does not fit in its socket buffers;
 //   then libvncserver's write timeout (set to 5 s, process-wide) drops it and the others go on.
-//   And every new connection pauses the sandbox's updates for 100 ms (libvncserver waits that
-//   long for a WebSocket handshake before it starts RFB; 0.9.14 cannot turn that off). Other
-//   sandboxes are unaffected.
+// - New connections: libvncserver 0.9.14 peeks at a new socket's first 4 bytes to tell RFB
+//   from WebSocket or TLS, and spins forever on a client that sent 1-3 bytes (any client could
+//   stall the server; found by the fuzzer). So libvncserver gets one end of a socketpair that
+//   already holds "RFB ", writes its version there, and we forward it and dup3 the real socket
+//   into the same descriptor (hand_over): no peek on the client, no 100 ms wait per connection,
+//   and no WebSocket or TLS on the RFB port (deskboxd's VNC WebSocket is vnc_proxy.cpp).
 // - Pixels: the framebuffer is BGRX like the mirror (serverFormat red shift 16, green 8,
 //   blue 0), so damage is a plain row copy and clients with that format get it untranslated. A
 //   new mirror generation or size reallocates it (rfbNewFramebuffer; clients that understand
@@ -38,9 +41,8 @@
 //   optional view-only password. VNC authentication only uses the first 8 characters of a
 //   password; longer ones are accepted, the rest is ignored (every VNC client does the same).
 //   Input from view-only clients never reaches the InputHandler: it is dropped and counted.
-// - Only plain TCP RFB on the given address: libvncserver's HTTP server stays off. (0.9.14 also
-//   accepts a WebSocket upgrade on the RFB port itself; it still requires the same VNC
-//   authentication.) Every client is treated as shared, so a client asking for exclusive access
+// - Only plain TCP RFB on the given address: libvncserver's HTTP server stays off. Every client is
+// treated as shared, so a client asking for exclusive access
 //   cannot disconnect the others.
 // - Closing the mirror disconnects every client and refuses new ones; stop() or the destructor
 //   disconnects clients, ends the thread and frees everything.
@@ -89,8 +91,8 @@ class VncServer {
         std::function<void(int x, int y, int button_mask)> pointer;
         // RFB KeyEvent: an X keysym, pressed or released.
         std::function<void(std::uint32_t keysym, bool down)> key;
-        // ClientCutText, converted to UTF-8 (classic cut text is ISO 8859-1; the extended
-        // clipboard's UTF-8 text is passed on as sent).
+        // ClientCutText as valid UTF-8, ending at its first NUL (classic cut text is ISO
+        // 8859-1, converted; the extended clipboard's bytes that are not UTF-8 become U+FFFD).
         std::function<void(std::string utf8)> cut_text;
     };
 
