@@ -51,6 +51,21 @@ bool is_valid(std::string_view bytes) {
     return !first_invalid(bytes);
 }
 
+std::string from_latin1(std::string_view latin1) {
+    std::string out;
+    out.reserve(latin1.size());
+    for (char c : latin1) {
+        auto b = static_cast<std::uint8_t>(c);
+        if (b < 0x80) {
+            out += c;
+        } else {
+            out += static_cast<char>(0xC0 | (b >> 6));
+            out += static_cast<char>(0x80 | (b & 0x3F));
+        }
+    }
+    return out;
+}
+
 std::string to_valid(std::string_view bytes) {
     std::string out;
     out.reserve(bytes.size());

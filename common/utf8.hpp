@@ -17,6 +17,9 @@ bool is_valid(std::string_view bytes);
 // Offset of the first byte that does not start a valid sequence; nullopt when all are valid.
 std::optional<std::size_t> first_invalid(std::string_view bytes);
 
+// ISO 8859-1 (X's STRING, RFB's classic cut text) as UTF-8.
+std::string from_latin1(std::string_view latin1);
+
 // Valid UTF-8 copy: each maximal invalid subsequence becomes U+FFFD.
 std::string to_valid(std::string_view bytes);
 

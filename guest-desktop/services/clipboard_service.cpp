@@ -482,7 +482,7 @@ json ClipboardService::get(const json& params) {
             throw ServiceError(
                 error_code::too_large,
                 "the clipboard holds more than " + std::to_string(options_.max_bytes) + " bytes");
-        std::string out = type == XA_STRING ? text::latin1_to_utf8(data) : utf8::to_valid(data);
+        std::string out = type == XA_STRING ? utf8::from_latin1(data) : utf8::to_valid(data);
         return {{"text", std::move(out)}};
     }
     if (conn.broken()) throw lost();

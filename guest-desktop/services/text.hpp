@@ -1,4 +1,5 @@
-// Text encodings the X services meet (X STRING is Latin-1); UTF-8 checks are in common/utf8.hpp.
+// Text encodings the X services meet (X STRING is Latin-1); UTF-8 checks and Latin-1 to UTF-8
+// are in common/utf8.hpp.
 #pragma once
 
 #include <cstddef>
@@ -7,8 +8,7 @@
 
 namespace deskbox::services::text {
 
-// ISO 8859-1 (the X STRING encoding) <-> UTF-8. Characters outside Latin-1 become '?'.
-std::string latin1_to_utf8(std::string_view latin1);
+// UTF-8 -> ISO 8859-1 (the X STRING encoding). Characters outside Latin-1 become '?'.
 std::string utf8_to_latin1(std::string_view utf8);
 
 }  // namespace deskbox::services::text

@@ -98,17 +98,24 @@ Sandbox::~Sandbox() {
 }
 
 namespace {
-std::string audit_line(const std::string& id, const std::string& kind,
-                       const nlohmann::json& detail) {
+// The line for the audit log. Bytes that are not UTF-8 (a guest's DNS name, a client's text)
+// stay in it as \xHH: only then is the detail walked and escaped (into `escaped`, if given).
+std::string audit_line(const std::string& id, const std::string& kind, const nlohmann::json& detail,
+                       nlohmann::json* escaped = nullptr) {
     nlohmann::json line = {{"ts", iso8601(SystemClock::now())},
                            {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                                          SystemClock::now().time_since_epoch())
                                          .count()},
                            {"sandbox", id},
                            {"kind", kind},
-                           {"detail", utf8::escape_invalid_in(detail)}};
-    // Bytes that are not UTF-8 (a guest's DNS name, a client's text) stay in the line as \xHH.
-    return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
+                           {"detail", detail}};
+    try {
+        return line.dump() + '\n';
+    } catch (const nlohmann::json::type_error&) {
+        line["detail"] = utf8::escape_invalid_in(detail);
+        if (escaped) *escaped = line["detail"];
+        return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
+    }
 }
 }  // namespace
 
@@ -120,14 +127,16 @@ void Sandbox::append_audit(const std::filesystem::path& audit_path, const std::s
 }
 
 void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
+    nlohmann::json escaped;  // set when `detail` holds bytes that are not UTF-8
     {
         std::lock_guard lock(audit_mutex_);
-        audit_ << audit_line(config_.id, kind, detail);
+        audit_ << audit_line(config_.id, kind, detail, &escaped);
         audit_.flush();
     }
     // The recording's actions track carries the same events on the video's clock.
     std::lock_guard lock(streams_mutex_);
-    if (recorder_ && recording_actions_) recorder_->add_event({{"kind", kind}, {"detail", detail}});
+    if (recorder_ && recording_actions_)
+        recorder_->add_event({{"kind", kind}, {"detail", escaped.is_null() ? detail : escaped}});
 }
 
 void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent_timeout,

@@ -114,7 +114,7 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
 
     void send_text(const json& message) {
         if (texts_.size() >= kMaxQueuedTexts) return;  // a viewer not reading its pongs
-        // Error texts quote the viewer's message, cut to a length that may split a character.
+        // decode_viewer_message escapes what it quotes; replace is the net under that.
         texts_.push_back(std::make_shared<const std::string>(
             message.dump(-1, ' ', false, json::error_handler_t::replace)));
         write_next();

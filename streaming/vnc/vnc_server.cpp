@@ -163,21 +163,6 @@ std::size_t cut_text_size(const char* text, int length) {
     return nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - text) : size;
 }
 
-std::string latin1_to_utf8(const char* text, std::size_t length) {
-    std::string out;
-    out.reserve(length);
-    for (std::size_t i = 0; i < length; ++i) {
-        auto c = static_cast<unsigned char>(text[i]);
-        if (c < 0x80) {
-            out.push_back(static_cast<char>(c));
-        } else {
-            out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-            out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-        }
-    }
-    return out;
-}
-
 struct CursorDeleter {
     void operator()(rfbCursor* cursor) const { rfbFreeCursor(cursor); }
 };
@@ -891,8 +876,10 @@ void VncServer::Impl::on_cut_text(char* text, int length, rfbClientPtr client) {
     Impl& self = of(client);
     if (!self.accept_input(client)) return;
     if (self.input.cut_text)
-        self.deliver(
-            [&] { self.input.cut_text(latin1_to_utf8(text, cut_text_size(text, length))); });
+        self.deliver([&] {
+            self.input.cut_text(
+                utf8::from_latin1(std::string_view(text, cut_text_size(text, length))));
+        });
 }
 
 void VncServer::Impl::on_cut_text_utf8(char* text, int length, rfbClientPtr client) {

@@ -58,6 +58,9 @@ TEST(Utf8, RepairsEscapesAndTrims) {
     EXPECT_EQ(utf8::trim_partial("ab\xF0\x9F\x98"), 2u);
     EXPECT_EQ(utf8::trim_partial("ab\xFF"), 3u);  // invalid, not unfinished: left to the checks
     EXPECT_EQ(utf8::trim_partial(""), 0u);
+
+    EXPECT_EQ(utf8::from_latin1("caf\xe9 \xff!"), "caf\xc3\xa9 \xc3\xbf!");
+    EXPECT_TRUE(utf8::is_valid(utf8::from_latin1(std::string("\x80\x00\xa0", 3))));
 }
 
 }  // namespace

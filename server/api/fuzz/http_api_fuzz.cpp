@@ -165,8 +165,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     request.target(fill(std::string(request.target())));
     std::vector<std::pair<std::string, std::string>> filled;
     for (const auto& field : request)
-        if (std::string value(field.value()); fill(value) != value)
-            filled.emplace_back(std::string(field.name_string()), fill(value));
+        if (std::string value(field.value()), done = fill(value); done != value)
+            filled.emplace_back(std::string(field.name_string()), std::move(done));
     for (const auto& [name, value] : filled) request.set(name, value);
     request.body() = fill(std::move(request.body()));
     if (request.has_content_length()) request.content_length(request.body().size());
