@@ -1,6 +1,7 @@
 // Soak with injected faults: cycle after cycle a real deskboxd makes a `minimal` container,
 // uses it (screenshot, click, command), hurts it one way (SIGKILL of its agent, its X server,
-// its init, the runc monitor, or nothing), checks the answer is a clear one, kills it and
+// its init, the runc monitor, a fork bomb, a memory bomb, or nothing), checks a client sees
+// what is documented for that fault (counted: "reported as documented"), kills it and
 // checks nothing of it is left (runc state, mounts, cgroups, directory). Every
 // --restart-every cycles deskboxd itself is SIGKILLed with sandboxes alive and started again on
 // the same state dir: the new server adopts a sandbox that still works and removes one that
@@ -23,6 +24,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench/support/load_average.hpp"
@@ -106,16 +108,28 @@ std::vector<pid_t> sandbox_pids(const std::string& cgroup) {
     return dir ? runtime::cgroup_procs(*dir) : std::vector<pid_t>{};
 }
 
-enum class Fault { none, agent, xserver, init, runc_monitor };
+enum class Fault { none, agent, xserver, init, runc_monitor, fork_bomb, memory_bomb };
 struct FaultKind {
     Fault fault;
     const char* name;
+    // What a client must see after it: the sandbox's state and the screenshot's status. A
+    // dead session part ends the sandbox (error, 503); a dead runc monitor does not (the
+    // entry's pidfd decides); exhaustion is survived (after processes/kill for pids).
+    const char* expected_state;
+    unsigned expected_screenshot;
 };
-constexpr FaultKind kFaults[] = {{Fault::none, "none"},
-                                 {Fault::agent, "SIGKILL agent"},
-                                 {Fault::xserver, "SIGKILL Xvfb"},
-                                 {Fault::init, "SIGKILL init"},
-                                 {Fault::runc_monitor, "SIGKILL runc monitor"}};
+constexpr FaultKind kFaults[] = {{Fault::none, "none", "running", 200},
+                                 {Fault::agent, "SIGKILL agent", "error", 503},
+                                 {Fault::xserver, "SIGKILL Xvfb", "error", 503},
+                                 {Fault::init, "SIGKILL init", "error", 503},
+                                 {Fault::runc_monitor, "SIGKILL runc monitor", "running", 200},
+                                 {Fault::fork_bomb, "fork bomb", "running", 200},
+                                 {Fault::memory_bomb, "memory bomb", "running", 200}};
+bool exhausts(Fault f) {
+    return f == Fault::fork_bomb || f == Fault::memory_bomb;
+}
+// Small limits for the exhaustion cycles, so a bomb fills them in about a second.
+const json kExhaustionLimits = {{"pids", 96}, {"memory_mb", 256}};
 
 // The process the fault hits, or -1.
 pid_t target_of(Fault f, const fs::path& runc_root, const std::string& id,
@@ -132,6 +146,58 @@ pid_t target_of(Fault f, const fs::path& runc_root, const std::string& id,
         if (f == Fault::init && comm == "deskbox-agent" && !in_sandbox_parent) return p;
     }
     return -1;
+}
+
+std::string error_code(const client::Response& r) {
+    auto body = json::parse(r.body, nullptr, false);
+    return body.is_object() && body.contains("error")
+               ? body["error"].value("code", "") + " " + body["error"].value("field", "")
+               : "";
+}
+
+std::string stdout_of(const client::Response& r) {
+    auto body = json::parse(r.body, nullptr, false);
+    return body.is_object() ? body.value("stdout", "") : "";
+}
+
+// Fills a limit from inside; returns what a client saw (last: whether the sandbox answered a
+// command afterwards) and whether all of it was as documented.
+std::pair<std::string, bool> exhaust(client::ApiClient& api, const std::string& base, Fault f) {
+    auto command = [&](const json& body) {
+        return api.send(client::Method::post, base + "/commands", body.dump(), {}, "*/*");
+    };
+    std::string seen;
+    bool as_documented = false;
+    if (f == Fault::fork_bomb) {
+        // As in the abuse test: bash retries a failed fork, so the bomb holds every slot.
+        command({{"argv", {"bash", "-c", "bomb() { bomb & bomb & wait; }; bomb"}},
+                 {"background", true}});
+        client::Response refused;
+        for (int i = 0; i < 40; ++i) {
+            refused = command({{"cmd", "true"}, {"timeout_s", 5}});
+            if (refused.status == 409) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+        const auto killed =
+            api.send(client::Method::post, base + "/processes/kill", "{}", {}, "*/*");
+        seen = "command " + std::to_string(refused.status) + " " + error_code(refused) +
+               ", processes/kill " + std::to_string(killed.status);
+        as_documented = refused.status == 409 &&
+                        error_code(refused) == "sandbox_exhausted limits.pids" &&
+                        killed.status == 200;
+    } else {
+        // tail keeps everything until a newline that never comes: it grows to the limit.
+        auto bomb = command(
+            {{"cmd", "head -c 2000000000 /dev/zero | tail; echo exit=$?"}, {"timeout_s", 60}});
+        const bool oom_killed =
+            bomb.status == 200 && stdout_of(bomb).find("exit=137") != std::string::npos;
+        seen = std::string("bomb ") + (oom_killed ? "OOM-killed" : "not OOM-killed: " + bomb.body);
+        as_documented = oom_killed;
+    }
+    auto after = command({{"cmd", "echo back"}});
+    const bool back = after.status == 200 && stdout_of(after) == "back\n";
+    seen += std::string(", then command ") + std::to_string(after.status);
+    return {seen, as_documented && back};
 }
 
 class Server {
@@ -181,7 +247,7 @@ int main(int argc, char** argv) try {
     std::vector<std::string> leaks;
     std::vector<double> cycle_ms;
     std::vector<std::string> alive_across_crash;
-    int cycles = 0, restarts = 0, create_failures = 0;
+    int cycles = 0, restarts = 0, create_failures = 0, faults = 0, faults_as_expected = 0;
     // deskboxd's footprint per incarnation: after its 10th cycle and at its last.
     std::vector<std::pair<Footprint, Footprint>> footprints;
     // Both taken right after a DELETE, with nothing alive.
@@ -201,10 +267,12 @@ int main(int argc, char** argv) try {
 
     for (; cycles < args.cycles && Clock::now() < deadline; ++cycles) {
         const auto t0 = Clock::now();
+        const FaultKind& kind = kFaults[std::size_t(cycles) % std::size(kFaults)];
+        json request = {{"template", "minimal"}, {"timeout_s", 300}};
+        if (exhausts(kind.fault)) request["limits"] = kExhaustionLimits;
         json created;
         try {
-            created = server.api().post_json("/v1/sandboxes",
-                                             {{"template", "minimal"}, {"timeout_s", 300}});
+            created = server.api().post_json("/v1/sandboxes", request);
         } catch (const std::exception& e) {
             ++create_failures;
             std::fprintf(stderr, "cycle %d: create failed: %s\n", cycles, e.what());
@@ -217,8 +285,11 @@ int main(int argc, char** argv) try {
         server.api().post_json(base + "/actions", {{"type", "click"}, {"x", 100}, {"y", 100}});
         server.api().post_json(base + "/commands", {{"cmd", "echo soak"}});
 
-        const FaultKind& kind = kFaults[std::size_t(cycles) % std::size(kFaults)];
-        if (kind.fault != Fault::none) {
+        bool fault_as_expected = true;
+        std::string fault_seen;
+        if (exhausts(kind.fault)) {
+            std::tie(fault_seen, fault_as_expected) = exhaust(server.api(), base, kind.fault);
+        } else if (kind.fault != Fault::none) {
             pid_t target = target_of(kind.fault, server.state() / "runc", id, cgroup);
             if (target <= 0) {
                 outcomes[std::string(kind.name) + " -> target not found"]++;
@@ -235,8 +306,13 @@ int main(int argc, char** argv) try {
         } catch (const std::exception& e) {
             status = std::string("inspect failed: ") + e.what();
         }
-        outcomes[std::string(kind.name) + " -> status " + status + ", screenshot " +
-                 std::to_string(shot.status)]++;
+        outcomes[std::string(kind.name) + " -> " + (fault_seen.empty() ? "" : fault_seen + "; ") +
+                 "status " + status + ", screenshot " + std::to_string(shot.status)]++;
+        if (kind.fault != Fault::none) {
+            ++faults;
+            faults_as_expected += fault_as_expected && status == kind.expected_state &&
+                                  shot.status == kind.expected_screenshot;
+        }
 
         // Every restart_every cycles: crash the server with this sandbox (and, after a fault,
         // what is left of it) alive; the new server adopts it if it still works (then it must
@@ -279,6 +355,7 @@ int main(int argc, char** argv) try {
     std::printf("soak: %d cycles, %d server crashes+restarts, %d create failures, load %s\n",
                 cycles, restarts, create_failures, bench::load_average().c_str());
     std::printf("cycle (create, use, fault, check, kill) p50 %.0f ms p95 %.0f ms\n", p.p50, p.p95);
+    std::printf("faults injected %d, reported as documented %d\n", faults, faults_as_expected);
     for (const auto& [what, n] : outcomes) std::printf("  %4d x %s\n", n, what.c_str());
     std::printf("leaks: %zu\n", leaks.size());
     for (const auto& l : leaks) std::printf("  %s\n", l.c_str());
@@ -288,7 +365,7 @@ int main(int argc, char** argv) try {
             "last: "
             "%ld kB, %ld fds, %ld threads\n",
             first.rss_anon_kb, first.fds, first.threads, last.rss_anon_kb, last.fds, last.threads);
-    return leaks.empty() && create_failures == 0 ? 0 : 1;
+    return leaks.empty() && create_failures == 0 && faults_as_expected == faults ? 0 : 1;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "soak_bench: %s\n", e.what());
     return 2;
