@@ -119,6 +119,11 @@ ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
             place(err_file.get(), 2);
         else if (options.stderr_to_null)
             place(devnull, 2);
+        // Nothing else of ours reaches the program: a socket or file the server opened without
+        // O_CLOEXEC (Asio's listening socket is one) would otherwise live on in runc or QEMU,
+        // and a restarted server could not listen on its port while a sandbox runs.
+        if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+            for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
         for (int fd : keep) {
             int flags = ::fcntl(fd, F_GETFD);
             if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);

@@ -1,8 +1,11 @@
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <system_error>
 #include <thread>
 
@@ -75,6 +78,30 @@ TEST(ChildProcess, DestructorKillsAndReaps) {
         EXPECT_TRUE(child.running());
     }
     EXPECT_NE(::kill(pid, 0), 0);  // reaped: no such process
+}
+
+TEST(ChildProcess, OnlyTheFdsItIsGivenReachTheProgram) {
+    // A descriptor opened without O_CLOEXEC (as Asio opens its listening socket) must not
+    // live on in the child: runc and QEMU outlive a crashed server and would hold its port.
+    UniqueFd leaked(::open("/dev/null", O_RDONLY));
+    UniqueFd kept(::open("/dev/null", O_RDONLY));
+    ASSERT_TRUE(leaked && kept);
+    SpawnOptions o;
+    o.argv = {"/bin/sh", "-c", "ls /proc/$$/fd"};
+    o.keep_fds = {kept.get()};
+    o.pipe_stdout = true;
+    auto child = ChildProcess::spawn(o);
+    std::string out;
+    char buf[256];
+    ssize_t n;
+    while ((n = ::read(child.stdout_fd().get(), buf, sizeof buf)) > 0) out.append(buf, n);
+    EXPECT_EQ(child.wait()->exit_code, 0);
+    std::set<std::string> fds;
+    std::istringstream lines(out);
+    for (std::string fd; lines >> fd;) fds.insert(fd);
+    EXPECT_EQ(fds.count(std::to_string(leaked.get())), 0u) << out;
+    EXPECT_EQ(fds.count(std::to_string(kept.get())), 1u) << out;
+    EXPECT_EQ(fds.count("0") + fds.count("1") + fds.count("2"), 3u) << out;
 }
 
 TEST(ChildProcess, EnvAndCwd) {
