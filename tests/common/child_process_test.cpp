@@ -18,6 +18,14 @@
 namespace deskbox {
 namespace {
 
+std::string read_all(int fd) {
+    std::string out;
+    char buf[256];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, n);
+    return out;
+}
+
 TEST(ChildProcess, RunCollectsOutputAndExitCode) {
     auto r = run_process({"/bin/sh", "-c", "printf out; printf err >&2; exit 3"});
     EXPECT_EQ(r.out, "out");
@@ -91,10 +99,7 @@ TEST(ChildProcess, OnlyTheFdsItIsGivenReachTheProgram) {
     o.keep_fds = {kept.get()};
     o.pipe_stdout = true;
     auto child = ChildProcess::spawn(o);
-    std::string out;
-    char buf[256];
-    ssize_t n;
-    while ((n = ::read(child.stdout_fd().get(), buf, sizeof buf)) > 0) out.append(buf, n);
+    const std::string out = read_all(child.stdout_fd().get());
     EXPECT_EQ(child.wait()->exit_code, 0);
     std::set<std::string> fds;
     std::istringstream lines(out);
@@ -113,10 +118,7 @@ TEST(ChildProcess, EnvAndCwd) {
     o.cwd = dir.path();
     o.pipe_stdout = true;
     auto child = ChildProcess::spawn(o);
-    std::string out;
-    char buf[256];
-    ssize_t n;
-    while ((n = ::read(child.stdout_fd().get(), buf, sizeof buf)) > 0) out.append(buf, n);
+    const std::string out = read_all(child.stdout_fd().get());
     EXPECT_EQ(child.wait()->exit_code, 0);
     EXPECT_EQ(out, "bar baz:" + std::filesystem::canonical(dir.path()).string());
 }
