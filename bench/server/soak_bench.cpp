@@ -180,10 +180,10 @@ std::pair<std::string, bool> exhaust(client::ApiClient& api, const std::string& 
         }
         const auto killed =
             api.send(client::Method::post, base + "/processes/kill", "{}", {}, "*/*");
-        seen = "command " + std::to_string(refused.status) + " " + error_code(refused) +
-               ", processes/kill " + std::to_string(killed.status);
-        as_documented = refused.status == 409 &&
-                        error_code(refused) == "sandbox_exhausted limits.pids" &&
+        const std::string refusal = error_code(refused);
+        seen = "command " + std::to_string(refused.status) + " " + refusal + ", processes/kill " +
+               std::to_string(killed.status);
+        as_documented = refused.status == 409 && refusal == "sandbox_exhausted limits.pids" &&
                         killed.status == 200;
     } else {
         // tail keeps everything until a newline that never comes: it grows to the limit.

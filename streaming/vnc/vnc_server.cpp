@@ -886,8 +886,8 @@ void VncServer::Impl::on_cut_text_utf8(char* text, int length, rfbClientPtr clie
     Impl& self = of(client);
     if (!self.accept_input(client)) return;
     if (self.input.cut_text)
-        self.deliver([&] {  // UTF-8 only by the client's word: JSON on the way to the guest refuses
-                            // anything else.
+        // UTF-8 only by the client's word; the JSON call to the guest would refuse anything else.
+        self.deliver([&] {
             self.input.cut_text(
                 utf8::to_valid(std::string_view(text, cut_text_size(text, length))));
         });

@@ -41,9 +41,8 @@
 //   optional view-only password. VNC authentication only uses the first 8 characters of a
 //   password; longer ones are accepted, the rest is ignored (every VNC client does the same).
 //   Input from view-only clients never reaches the InputHandler: it is dropped and counted.
-// - Only plain TCP RFB on the given address: libvncserver's HTTP server stays off. Every client is
-// treated as shared, so a client asking for exclusive access
-//   cannot disconnect the others.
+// - Only plain TCP RFB on the given address: libvncserver's HTTP server stays off. Every client
+//   is treated as shared, so a client asking for exclusive access cannot disconnect the others.
 // - Closing the mirror disconnects every client and refuses new ones; stop() or the destructor
 //   disconnects clients, ends the thread and frees everything.
 //
