@@ -1,7 +1,9 @@
 #include "streaming/analysis/image_search.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <mutex>
 #include <optional>
 
 #include <opencv2/core/utility.hpp>
@@ -112,14 +114,18 @@ std::vector<Peak> peaks(cv::Mat& scores, cv::Size templ, double threshold, std::
     return out;
 }
 
+// Two matches are one if they share more than half of the smaller box.
+bool overlapping(const streaming::Rect& a, const streaming::Rect& b) {
+    return intersect(a, b).area() * 2 > std::min(a.area(), b.area());
+}
+
 std::vector<ImageMatch> merge(std::vector<ImageMatch> all, int max_results) {
     std::sort(all.begin(), all.end(),
               [](const ImageMatch& a, const ImageMatch& b) { return a.score > b.score; });
     std::vector<ImageMatch> kept;
     for (const auto& m : all) {
-        bool overlaps = std::any_of(kept.begin(), kept.end(), [&](const ImageMatch& k) {
-            return intersect(k.box, m.box).area() * 2 > std::min(k.box.area(), m.box.area());
-        });
+        bool overlaps = std::any_of(kept.begin(), kept.end(),
+                                    [&](const ImageMatch& k) { return overlapping(k.box, m.box); });
         if (!overlaps) kept.push_back(m);
         if (int(kept.size()) == max_results) break;
     }
@@ -283,6 +289,32 @@ CoarseScores coarse_scores(const cv::Mat& level_pixels, const std::vector<PhaseT
     return out;
 }
 
+// Candidates are refined best coarse score first, but a later one may still refine higher, so
+// all are tried, unless `wanted` distinct ones already scored a perfect 1 (to float rounding):
+// nothing can beat those (a template cut from the screen, the usual case, ends after its first
+// candidate).
+class PerfectMatches {
+  public:
+    explicit PerfectMatches(int wanted) : wanted_(std::size_t(wanted)) {}
+    bool settled() const { return settled_.load(std::memory_order_relaxed); }
+    void offer(const ImageMatch& m) {
+        if (m.score < kPerfectScore) return;
+        std::lock_guard lock(mutex_);
+        if (std::any_of(boxes_.begin(), boxes_.end(),
+                        [&](const streaming::Rect& b) { return overlapping(b, m.box); }))
+            return;
+        boxes_.push_back(m.box);
+        if (boxes_.size() >= wanted_) settled_ = true;
+    }
+
+  private:
+    static constexpr double kPerfectScore = 1.0 - 1e-4;  // float rounding of an exact match
+    std::size_t wanted_;
+    std::mutex mutex_;
+    std::vector<streaming::Rect> boxes_;
+    std::atomic<bool> settled_{false};
+};
+
 }  // namespace
 
 std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ,
@@ -326,9 +358,11 @@ std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ
         CoarseScores coarse = coarse_scores(levels[level], phases);
         if (coarse.best.empty()) continue;
         const double coarse_threshold = search.threshold - kCoarseSlackPerLevel * level;
-        for (const auto& peak : peaks(coarse.best, coarse.templ, coarse_threshold, kAlwaysRefined,
-                                      std::size_t(4 * search.max_results + 16))) {
-            // Down the pyramid: half size first (cheap, drops most spots), then full size.
+        const auto candidates = peaks(coarse.best, coarse.templ, coarse_threshold, kAlwaysRefined,
+                                      std::size_t(4 * search.max_results + 16));
+        // Down the pyramid from each coarse spot: half size first (cheap, drops most spots),
+        // then full size, then colour. The spots are independent, so they run in parallel.
+        auto refine = [&](const Peak& peak) -> std::optional<ImageMatch> {
             const PhaseTemplate& phase = phases[std::size_t(coarse.phase.at<int>(peak.at))];
             cv::Point guess = peak.at * (1 << level) - phase.dropped;
             int margin = (1 << level) + 1;
@@ -337,7 +371,8 @@ std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ
                                     {guess.x / 2 - 2, guess.y / 2 - 2, half_template.image.cols + 4,
                                      half_template.image.rows + 4},
                                     half_template);
-                if (!half || half->score < search.threshold - kCoarseSlackPerLevel) continue;
+                if (!half || half->score < search.threshold - kCoarseSlackPerLevel)
+                    return std::nullopt;
                 guess = half->at * 2;
                 margin = 2;
             }
@@ -345,22 +380,33 @@ std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ
                                 {guess.x - margin, guess.y - margin, t.image.cols + 2 * margin,
                                  t.image.rows + 2 * margin},
                                 t);
-            if (!fine) continue;
+            if (!fine) return std::nullopt;
             if (search.grayscale) {
-                if (fine->score >= search.threshold)
-                    all.push_back(to_match(gray, fine->at, t, fine->score));
-                continue;
+                if (fine->score < search.threshold) return std::nullopt;
+                return to_match(gray, fine->at, t, fine->score);
             }
             // Colour tells apart shapes that luminance confuses (a red and a green button).
-            if (fine->score < search.threshold - 0.1) continue;
+            if (fine->score < search.threshold - 0.1) return std::nullopt;
             cv::Rect window(fine->at.x - 1, fine->at.y - 1, t.image.cols + 2, t.image.rows + 2);
             window &= cv::Rect(0, 0, bgrx.cols, bgrx.rows);
             cv::Mat colour_window;
             cv::cvtColor(bgrx(window), colour_window, cv::COLOR_BGRA2BGR);
             auto judged = best_in(colour_window, {0, 0, window.width, window.height}, colour);
-            if (judged && judged->score >= search.threshold)
-                all.push_back(to_match(gray, judged->at + window.tl(), colour, judged->score));
-        }
+            if (!judged || judged->score < search.threshold) return std::nullopt;
+            return to_match(gray, judged->at + window.tl(), colour, judged->score);
+        };
+        std::vector<std::optional<ImageMatch>> refined(candidates.size());
+        PerfectMatches perfect(search.max_results);
+        cv::parallel_for_(cv::Range(0, int(candidates.size())), [&](const cv::Range& range) {
+            for (int i = range.start; i < range.end; ++i) {
+                if (perfect.settled()) return;
+                auto& match = refined[std::size_t(i)];
+                match = refine(candidates[std::size_t(i)]);
+                if (match) perfect.offer(*match);
+            }
+        });
+        for (auto& match : refined)
+            if (match) all.push_back(*match);
     }
     return merge(std::move(all), search.max_results);
 }

@@ -1,5 +1,7 @@
 #include "streaming/analysis/shared_correlation.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <opencv2/imgproc.hpp>
@@ -27,21 +29,25 @@ SharedCorrelation::SharedCorrelation(const cv::Mat& area, cv::Size templ)
     pixels -= cv::mean(pixels)[0];
     cv::dft(pixels, spectrum_, 0, area.rows);
 
+    // Each window's sums from the integral images, in one pass (matchTemplate's own way):
+    // integer sums, squared sums in double (float would lose the deviation to cancellation).
     cv::Mat sum, square_sum;
-    cv::integral(area, sum, square_sum, CV_64F, CV_64F);
-    const cv::Size placements(area.cols - templ.width + 1, area.rows - templ.height + 1);
-    auto window = [&](const cv::Mat& integral) {
-        const cv::Rect at(0, 0, placements.width, placements.height);
-        const cv::Point right(templ.width, 0), down(0, templ.height);
-        return cv::Mat(integral(at + right + down) - integral(at + right) - integral(at + down) +
-                       integral(at));
-    };
+    cv::integral(area, sum, square_sum, CV_32S, CV_64F);
+    const int w = templ.width, h = templ.height;
     const double n = double(templ.area());
-    cv::Mat s = window(sum), q = window(square_sum);
-    cv::Mat deviations = q - s.mul(s) / n;
-    cv::max(deviations, 0, deviations);
-    cv::sqrt(deviations, deviations);
-    deviations.convertTo(window_norm_, CV_32F);
+    window_norm_.create(area.rows - h + 1, area.cols - w + 1, CV_32F);
+    for (int y = 0; y < window_norm_.rows; ++y) {
+        const int* s0 = sum.ptr<int>(y);
+        const int* s1 = sum.ptr<int>(y + h);
+        const double* q0 = square_sum.ptr<double>(y);
+        const double* q1 = square_sum.ptr<double>(y + h);
+        float* out = window_norm_.ptr<float>(y);
+        for (int x = 0; x < window_norm_.cols; ++x) {
+            const double s = double(s1[x + w] - s1[x] - s0[x + w] + s0[x]);
+            const double q = q1[x + w] - q1[x] - q0[x + w] + q0[x];
+            out[x] = float(std::sqrt(std::max(0.0, q - s * s / n)));
+        }
+    }
 }
 
 cv::Mat SharedCorrelation::scores(const cv::Mat& templ) const {

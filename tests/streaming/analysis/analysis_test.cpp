@@ -170,6 +170,21 @@ TEST(ImageSearch, FindsEveryCopyBestFirstAndHonoursRegionAndMaxResults) {
     one.max_results = 1;
     EXPECT_EQ(find_image(view_of(screen), templ, one).size(), 1u);
 
+    // As many perfect copies as asked for end the search early: they are the answer, distinct.
+    for (int wanted : {2, 3}) {
+        ImageSearch perfect = all;
+        perfect.max_results = wanted;
+        auto best = find_image(view_of(screen), templ, perfect);
+        ASSERT_EQ(best.size(), std::size_t(wanted));
+        for (std::size_t i = 0; i < best.size(); ++i) {
+            EXPECT_GT(best[i].score, 0.9999);
+            EXPECT_NE(
+                std::find(spots.begin(), spots.end(), cv::Point(best[i].box.x, best[i].box.y)),
+                spots.end());
+            for (std::size_t j = 0; j < i; ++j) EXPECT_NE(best[i].box, best[j].box);
+        }
+    }
+
     ImageSearch region = all;
     region.region = streaming::Rect{300, 200, 300, 200};
     auto in_region = find_image(view_of(screen), templ, region);
