@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def start_server():
     binary = os.environ.get("DESKBOXD", os.path.join(ROOT, "build", "server", "deskboxd"))
     state = tempfile.mkdtemp(prefix="deskbox-mcp-bench-")
+    os.chmod(state, 0o711)  # sandboxes' user-namespace roots pass through to the state dir
     proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--state-dir", state + "/state",
                              "--on-exit", "kill"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "common/parse_integer.hpp"
+#include "server/runtime/user_namespace.hpp"
 
 namespace deskbox::server {
 
@@ -33,6 +34,11 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --max-handlers N        requests handled at once, each on its own thread so a long
                           command never holds up a stream (default 256; more queue)
   --max-body-mb N         request body limit (default 64)
+  --userns-range FIRST:N  container sandboxes run in user namespaces; each gets one of N
+                          ranges of 65536 host ids from FIRST, which no account, group or
+                          /etc/subuid range may use (default 1073741824:4096)
+  --userns true|false     false: guest ids are host ids (weaker; for kernels without
+                          idmapped mounts; default true)
   --on-exit keep|kill     what SIGTERM does with running container sandboxes: keep them for
                           the next deskboxd on this state dir to adopt (default), or kill
                           them; SIGINT (^C) always kills them
@@ -125,6 +131,23 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.http.max_handlers = static_cast<std::size_t>(number(1, 4096));
     } else if (key == "max-body-mb" || key == "max_body_mb") {
         c.http.max_body_bytes = static_cast<std::size_t>(number(1, 4096)) << 20;
+    } else if (key == "userns") {
+        if (value != "true" && value != "false")
+            throw std::invalid_argument("--userns: true or false, got '" + value + "'");
+        c.manager.user_namespaces = value == "true";
+    } else if (key == "userns-range" || key == "userns_range") {
+        const auto colon = value.find(':');
+        auto first = parse_integer(value.substr(0, colon));
+        auto slots =
+            colon == std::string::npos ? std::nullopt : parse_integer(value.substr(colon + 1));
+        if (!first || !slots || *first < 1 || *first > 0xFFFFFFFFll || *slots < 1 || *slots > 65535)
+            throw std::invalid_argument("--userns-range: FIRST:N (host id, ranges), got '" + value +
+                                        "'");
+        c.manager.host_ids = {static_cast<std::uint32_t>(*first),
+                              static_cast<std::uint32_t>(*slots)};
+        if (auto problem = runtime::host_id_range_problem(c.manager.host_ids, "/nonexistent");
+            !problem.empty())
+            throw std::invalid_argument("--userns-range: " + problem);
     } else if (key == "on-exit" || key == "on_exit") {
         if (value != "keep" && value != "kill")
             throw std::invalid_argument("--on-exit: keep or kill, got '" + value + "'");

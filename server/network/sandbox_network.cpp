@@ -59,13 +59,14 @@ SandboxNetwork::~SandboxNetwork() {
 
 void SandboxNetwork::build_container_side() {
     if (!options_.existing_netns.empty()) {
+        // An adopted sandbox's, or a new one the sandbox's user namespace owns.
         inner_ = NetworkNamespace::open(options_.existing_netns);
         // The old router namespace may still be on its way out (the kernel frees namespaces
         // asynchronously), and its veth with it: remove our end's name now.
         inner_.run([&] { RtNetlink().delete_link(kGuestInterface); });
-        return;
+    } else {
+        inner_ = NetworkNamespace::create();
     }
-    inner_ = NetworkNamespace::create();
     inner_.run([&] {
         RtNetlink nl;
         nl.set_up("lo");

@@ -25,6 +25,7 @@
 #include "server/runtime/mounts.hpp"
 #include "server/runtime/oci_bundle.hpp"
 #include "server/runtime/runtime_util.hpp"
+#include "server/runtime/user_namespace.hpp"
 
 namespace deskbox::runtime {
 
@@ -160,7 +161,8 @@ ContainerPaths::ContainerPaths(const fs::path& state_root, const std::string& id
       run_dir(dir / "run"),
       console_log(dir / "console.log"),
       runc_log(dir / "runc.log"),
-      pid_file(dir / "container.pid") {}
+      pid_file(dir / "container.pid"),
+      lower(dir / "lower") {}
 
 // ---------------------------------------------------------------- ContainerSandbox
 
@@ -202,12 +204,35 @@ void ContainerSandbox::launch() {
     make_dir(paths_.work, 0700);
     make_dir(paths_.bundle, 0700);
     make_dir(paths_.rootfs, 0755);
+    // Host ids of the guest's ids: shifted into the sandbox's range in a user namespace.
+    const bool shifted = !spec_.user_namespace.empty();
+    const std::uint32_t base = shifted ? spec_.host_id_base : 0;
+    auto chown_dir = [](const fs::path& dir, std::uint32_t uid, std::uint32_t gid) {
+        if (::chown(dir.c_str(), uid, gid) != 0)
+            throw RuntimeError("chown " + dir.string() + ": " + std::strerror(errno));
+    };
     // The agent (running as spec.uid) creates its socket here; nobody else may enter.
     make_dir(paths_.run_dir, 0700);
-    if (::chown(paths_.run_dir.c_str(), spec_.uid, spec_.gid) != 0)
-        throw RuntimeError("chown " + paths_.run_dir.string() + ": " + std::strerror(errno));
+    chown_dir(paths_.run_dir, base + spec_.uid, base + spec_.gid);
 
-    mount_overlay(spec_.template_rootfs, paths_.upper, paths_.work, paths_.rootfs);
+    fs::path lower = spec_.template_rootfs;
+    if (shifted) {
+        // The template's files appear owned by the range (its root is the guest's root), and
+        // what the guest writes lands in the upper dir with the range's ids.
+        UniqueFd userns(::open(spec_.user_namespace.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!userns)
+            throw RuntimeError("cannot open " + spec_.user_namespace.string() + ": " +
+                               std::strerror(errno));
+        // runc's init runs as the range's root: it must pass through the private dirs to the
+        // rootfs (they stay closed to everyone else).
+        chown_dir(paths_.dir, base, base);
+        chown_dir(paths_.bundle, base, base);
+        make_dir(paths_.lower, 0755);
+        mount_idmapped(spec_.template_rootfs, paths_.lower, userns.get());
+        lower = paths_.lower;
+        chown_dir(paths_.upper, base, base);
+    }
+    mount_overlay(lower, paths_.upper, paths_.work, paths_.rootfs);
 
     BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path(), {}, {}};
     if (!spec_.attachment.resolv_conf.empty()) {

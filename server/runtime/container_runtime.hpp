@@ -48,7 +48,8 @@ struct ContainerRuntimeOptions {
 struct ContainerPaths {
     explicit ContainerPaths(const std::filesystem::path& state_root, const std::string& id);
     std::filesystem::path runc_root, dir, metadata, disk_image, disk, upper, work, bundle, rootfs,
-        run_dir, console_log, runc_log, pid_file;
+        run_dir, console_log, runc_log, pid_file,
+        lower;  // the template idmapped into the sandbox's host id range (user namespaces)
 };
 
 class ContainerRuntime;

@@ -1,5 +1,7 @@
 #include "server/runtime/oci_bundle.hpp"
 
+#include "server/runtime/user_namespace.hpp"
+
 #include <sched.h>
 #include <sys/resource.h>
 
@@ -169,6 +171,14 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
             ns["path"] = spec.attachment.netns_path;
         namespaces.push_back(std::move(ns));
     }
+    json id_mappings = json::array();
+    if (!spec.user_namespace.empty()) {
+        // runc joins the server's namespace (the mappings are already written; runc still
+        // wants them to know who owns what it creates).
+        namespaces.push_back({{"type", "user"}, {"path", spec.user_namespace.string()}});
+        id_mappings.push_back(
+            {{"containerID", 0}, {"hostID", spec.host_id_base}, {"size", kIdsPerSandbox}});
+    }
 
     // Browsers want many fds. runc cannot raise the hard limit above ours without
     // CAP_SYS_RESOURCE (which hosts in containers often lack), so stay within it.
@@ -178,7 +188,7 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
         max_files = std::min<std::uint64_t>(max_files, nofile.rlim_max);
 
     json no_capabilities = json::array();
-    return json{
+    json config{
         {"ociVersion", "1.0.2"},
         {"process",
          {{"terminal", false},
@@ -218,6 +228,11 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
           {"readonlyPaths",
            {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}},
     };
+    if (!id_mappings.empty()) {
+        config["linux"]["uidMappings"] = id_mappings;
+        config["linux"]["gidMappings"] = id_mappings;
+    }
+    return config;
 }
 
 void write_oci_config(const json& config, const std::filesystem::path& bundle_dir) {

@@ -278,6 +278,7 @@ void Sandbox::save_record() {
         std::lock_guard lock(mutex_);
         record["snapshot_bytes"] = snapshot_bytes_;
         record["snapshot_at_ms"] = to_ms(snapshot_at_);
+        if (namespaces_) record["host_id_base"] = namespaces_->host_base();
     }
     auto path = record_path(config_.recordings_dir.parent_path(), config_.id);
     auto temp = path;
@@ -395,6 +396,12 @@ void Sandbox::kill() {
     }
     if (net) net->set_audit({});  // it may outlive us by that moment
     net.reset();
+    std::unique_ptr<runtime::SandboxNamespaces> namespaces;
+    {
+        std::lock_guard lock(mutex_);
+        namespaces = std::move(namespaces_);
+    }
+    namespaces.reset();
     mirror_.close();
     std::lock_guard lock(mutex_);
     agent_.reset();
@@ -404,6 +411,11 @@ void Sandbox::kill() {
 std::shared_ptr<network::SandboxNetwork> Sandbox::network() const {
     std::lock_guard lock(mutex_);
     return network_;
+}
+
+void Sandbox::attach_namespaces(std::unique_ptr<runtime::SandboxNamespaces> namespaces) {
+    std::lock_guard lock(mutex_);
+    namespaces_ = std::move(namespaces);
 }
 
 void Sandbox::attach_network(std::shared_ptr<network::SandboxNetwork> network) {
@@ -456,6 +468,8 @@ void Sandbox::shutdown(bool keep_running) {
                     if (instance_->release()) {
                         audit("shutdown", {{"kept", "running"}});
                         instance_.reset();
+                        std::lock_guard lock(mutex_);
+                        if (namespaces_) namespaces_->release();
                     }
                 } catch (const std::exception& e) {
                     audit("shutdown", {{"error", e.what()}});

@@ -21,6 +21,7 @@
 #include "server/network/network_policy.hpp"
 #include "server/network/sandbox_network.hpp"
 #include "server/runtime/runtime.hpp"
+#include "server/runtime/user_namespace.hpp"
 #include "server/sandbox/api_error.hpp"
 #include "server/stream/pointer_input.hpp"
 #include "streaming/frame_mirror.hpp"
@@ -101,6 +102,9 @@ class Sandbox {
     // The host side of its network (server/network/), made before boot; the sandbox ends it
     // after its processes (kill, shutdown). Its egress decisions go to this audit log.
     void attach_network(std::shared_ptr<network::SandboxNetwork> network);
+    // Its user namespace (containers): unpinned after its processes and network are gone,
+    // kept pinned when the sandbox runs on for the next server (its record has the range).
+    void attach_namespaces(std::unique_ptr<runtime::SandboxNamespaces> namespaces);
     std::shared_ptr<network::SandboxNetwork> network() const;
     void kill();  // idempotent; leaves nothing behind
     // The server stops: a sandbox saved to a snapshot keeps its files for the next server
@@ -243,7 +247,8 @@ class Sandbox {
     std::mutex lifecycle_mutex_;
 
     std::unique_ptr<runtime::SandboxInstance> instance_;
-    std::shared_ptr<network::SandboxNetwork> network_;  // kill() ends it after the instance
+    std::shared_ptr<network::SandboxNetwork> network_;        // kill() ends it after the instance
+    std::unique_ptr<runtime::SandboxNamespaces> namespaces_;  // and these after the network
     std::shared_ptr<protocol::RpcClient> agent_;
     streaming::FrameMirror mirror_;
     std::optional<input::CoordinateScaler> scaler_;

@@ -10,6 +10,7 @@
 #include "common/child_process.hpp"
 #include "server/runtime/container_runtime.hpp"
 #include "server/runtime/microvm_runtime.hpp"
+#include "server/runtime/mounts.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -45,6 +46,11 @@ void wait_for_desktop(runtime::MicrovmSandbox& vm, std::chrono::milliseconds tim
 
 SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(options)) {
     std::filesystem::create_directories(options_.state_dir);
+    if (options_.user_namespaces && !options_.container_runtime) {
+        if (auto problem = runtime::host_id_range_problem(options_.host_ids); !problem.empty())
+            throw std::runtime_error("cannot give sandboxes their own host ids: " + problem);
+        runtime::open_the_way_to_sandboxes(options_.state_dir);
+    }
     // Sandboxes get a copy of the agent, so rebuilding it never disturbs running ones.
     agent_dir_ = options_.state_dir / "agent";
     if (!options_.agent_binary.empty()) {
@@ -126,10 +132,16 @@ std::vector<std::string> SandboxManager::adopt_running() {
             net_config.network = network::NetworkPolicy::parse(record.at("network"));
             net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
             const pid_t entry = instance->entry_pid();
+            std::unique_ptr<runtime::SandboxNamespaces> namespaces;
+            if (record.contains("host_id_base"))
+                namespaces =
+                    std::make_unique<runtime::SandboxNamespaces>(runtime::SandboxNamespaces::open(
+                        namespaces_dir(id), host_id_slots_.claim(record["host_id_base"])));
             auto net = make_network(net_config, "/proc/" + std::to_string(entry) + "/ns/net");
             auto sandbox = Sandbox::adopt_running(record, std::move(instance), audit_path,
                                                   options_.agent_timeout);
             sandbox->attach_network(std::move(net));
+            sandbox->attach_namespaces(std::move(namespaces));
             sandbox->set_max_saved_lifetime(options_.max_timeout);
             // A working agent answers at once; a dead one must not hold up the start for long.
             // On failure the sandbox's destructor kills it: nothing is left to clean.
@@ -210,6 +222,25 @@ std::vector<std::string> SandboxManager::clean_leftovers() {
                              e.what());
             }
         }
+    // Pinned namespaces of sandboxes that were not adopted (their processes are gone now).
+    std::set<std::string> alive;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& [id, sandbox] : sandboxes_) alive.insert(id);
+    }
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(options_.state_dir / "namespaces", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+        const std::string id = it->path().filename();
+        if (alive.count(id)) continue;
+        try {
+            for (const auto& mount : runtime::mounts_under(it->path())) runtime::unmount_all(mount);
+            std::filesystem::remove_all(it->path());
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "deskboxd: could not remove the namespaces of %s: %s\n",
+                         id.c_str(), e.what());
+        }
+    }
     return cleaned;
 }
 
@@ -489,7 +520,22 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     auto sandbox =
         std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
     {
-        auto net = make_network(config);
+        // Containers: a user namespace with its own host ids, and the network namespace it
+        // owns for the sandbox's network (runc joins both).
+        std::unique_ptr<runtime::SandboxNamespaces> namespaces;
+        if (!microvm && options_.user_namespaces && !options_.container_runtime) {
+            try {
+                namespaces =
+                    std::make_unique<runtime::SandboxNamespaces>(runtime::SandboxNamespaces::create(
+                        namespaces_dir(config.id), host_id_slots_.acquire()));
+            } catch (const runtime::RuntimeError& e) {
+                throw ApiError(503, "sandbox_start_failed", e.what(), "limits");
+            }
+            spec.user_namespace = namespaces->user_path();
+            spec.host_id_base = namespaces->host_base();
+        }
+        auto net = make_network(config, namespaces ? namespaces->net_path().string() : "");
+        sandbox->attach_namespaces(std::move(namespaces));
         spec.network = config.network.enabled();
         spec.attachment = attachment_for(net);
         sandbox->attach_network(std::move(net));
@@ -526,6 +572,10 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
                       microvm ? microvm_agent_timeout() : options_.agent_timeout);
     }
     return sandbox;
+}
+
+std::filesystem::path SandboxManager::namespaces_dir(const std::string& id) const {
+    return options_.state_dir / "namespaces" / id;
 }
 
 std::shared_ptr<network::SandboxNetwork> SandboxManager::make_network(

@@ -46,6 +46,11 @@ struct ManagerOptions {
     network::NetworkOptions network;
     // What runs "container" sandboxes; unset: runc. The HTTP fuzzer sets a FakeRuntime.
     std::function<std::unique_ptr<runtime::Runtime>()> container_runtime;
+    // Container sandboxes get a user namespace of their own with a slot of these host ids
+    // (--userns-range; checked against the host's accounts at start). false: guest ids are
+    // host ids (--userns false; weaker, for kernels without idmapped mounts).
+    bool user_namespaces = true;
+    runtime::HostIdRange host_ids;
 };
 
 class SandboxManager {
@@ -107,8 +112,11 @@ class SandboxManager {
     // For a microVM template snapshot: a network that reaches nothing, made on first use.
     runtime::NetworkAttachment throwaway_attachment();
     std::size_t pooled_count_locked() const;
+    // <state>/namespaces/<id>: a container sandbox's pinned user and network namespaces.
+    std::filesystem::path namespaces_dir(const std::string& id) const;
 
     ManagerOptions options_;
+    runtime::HostIdSlots host_id_slots_{options_.host_ids};
     std::filesystem::path agent_dir_;
     // Before the runtimes and sandboxes: it outlives every sandbox network.
     std::unique_ptr<network::NetworkService> network_;

@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -22,6 +22,7 @@ let stateDir;
 
 before(async () => {
   stateDir = mkdtempSync(join(tmpdir(), 'deskbox-mcp-test-'));
+  chmodSync(stateDir, 0o711); // sandboxes' user-namespace roots pass through to the state dir
   server = spawn(DESKBOXD, ['--listen', '127.0.0.1:0', '--state-dir', join(stateDir, 'state'), '--on-exit', 'kill'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });

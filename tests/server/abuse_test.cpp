@@ -3,7 +3,9 @@
 // checks the harm is contained and that the victim sandbox, a bystander sandbox and deskboxd
 // still answer afterwards.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +125,36 @@ TEST_F(Abuse, NestedUserNamespacesAreRefused) {
     auto out = a.js().value("stdout", "");
     EXPECT_NE(out.find("Operation not permitted"), std::string::npos) << out;
     EXPECT_EQ(out.find("uid=0"), std::string::npos) << out;
+    expect_everyone_answering();
+}
+
+// The guest's ids are a range of host ids of its own, which no host account uses: root inside
+// is nobody outside, and two sandboxes are strangers to each other.
+TEST_F(Abuse, EachSandboxIsNobodyOnTheHostInARangeOfItsOwn) {
+    auto host_base = [&](const std::string& id) -> long long {
+        auto a = command(id, "cat /proc/self/uid_map /proc/self/gid_map");
+        std::istringstream in(a.js().value("stdout", ""));
+        long long inside = -1, uid_base = -1, count = 0, gid_inside = -1, gid_base = -2;
+        in >> inside >> uid_base >> count >> gid_inside >> gid_base;
+        EXPECT_EQ(inside, 0) << a.body;
+        EXPECT_EQ(count, 65536) << a.body;
+        EXPECT_EQ(gid_base, uid_base) << a.body;
+        EXPECT_GE(uid_base, 1ll << 30) << a.body;  // the default range starts at 2^30
+        EXPECT_EQ((uid_base - (1ll << 30)) % 65536, 0) << a.body;
+        return uid_base;
+    };
+    const long long victim_base = host_base(victim_), bystander_base = host_base(bystander_);
+    EXPECT_NE(victim_base, bystander_base);
+    // Inside, ids are the usual ones: the template's files are root's, commands run as user.
+    auto ids = command(victim_, "id -u; stat -c %u:%g /usr/bin/env; echo mine > /home/user/mine");
+    EXPECT_EQ(ids.js().value("stdout", ""), "1000\n0:0\n") << ids.body;
+    // On the host, what the guest wrote belongs to the range's 1000, not to host uid 1000.
+    struct stat st {};
+    const auto written =
+        s().state() / "sandboxes" / victim_ / "disk" / "upper" / "home" / "user" / "mine";
+    ASSERT_EQ(::stat(written.c_str(), &st), 0) << written;
+    EXPECT_EQ(st.st_uid, uid_t(victim_base + 1000));
+    EXPECT_EQ(st.st_gid, gid_t(victim_base + 1000));
     expect_everyone_answering();
 }
 

@@ -386,7 +386,7 @@ TEST(Api, RestartsAdoptRunningAndPausedSandboxes) {
     TempDir shared_state("deskboxd-adopt");
     const auto state = shared_state.path() / "state";
     const std::vector<std::string> keep = {"--on-exit", "keep"};
-    std::string id, paused_id, xterm;
+    std::string id, paused_id, xterm, id_map;
     json before;
     {
         Server first(keep, state);
@@ -397,6 +397,8 @@ TEST(Api, RestartsAdoptRunningAndPausedSandboxes) {
         EXPECT_EQ(run(first, id, "echo kept > /tmp/mark"), "");
         xterm = run(first, id, "pgrep -x xterm");
         EXPECT_FALSE(xterm.empty());
+        id_map = run(first, id, "cat /proc/self/uid_map");
+        EXPECT_FALSE(id_map.empty());
         auto b = first.post("/v1/sandboxes", json::object());
         ASSERT_EQ(b.status, 201u) << b.body;
         paused_id = b.js()["id"];
@@ -416,6 +418,11 @@ TEST(Api, RestartsAdoptRunningAndPausedSandboxes) {
         EXPECT_EQ(info["expires_at"], before["expires_at"]);
         EXPECT_EQ(run(second, id, "cat /tmp/mark"), "kept\n");
         EXPECT_EQ(run(second, id, "pgrep -x xterm"), xterm);  // the same desktop, not a new one
+        // Its host ids too: the range is still its own, and a new sandbox gets another.
+        EXPECT_EQ(run(second, id, "cat /proc/self/uid_map"), id_map);
+        auto other = second.post("/v1/sandboxes", json::object());
+        ASSERT_EQ(other.status, 201u) << other.body << second.log();
+        EXPECT_NE(run(second, other.js()["id"], "cat /proc/self/uid_map"), id_map);
         // Its network is back: the link and the default route through the new router.
         EXPECT_EQ(run(second, id, "ls /sys/class/net | grep -c eth0"), "1\n");
         EXPECT_EQ(run(second, id, "grep -c '^eth0\t00000000' /proc/net/route"), "1\n");
@@ -435,14 +442,20 @@ TEST(Api, RestartsAdoptRunningAndPausedSandboxes) {
         EXPECT_NE(third.log().find("adopted running sandbox " + id), std::string::npos)
             << third.log();
         EXPECT_EQ(run(third, id, "pgrep -x xterm"), xterm);
+        EXPECT_EQ(run(third, id, "cat /proc/self/uid_map"), id_map);
         EXPECT_EQ(run(third, paused_id, "cat /tmp/mark"), "mine\n");
         EXPECT_EQ(third.del("/v1/sandboxes/" + id).status, 200u);
         EXPECT_FALSE(std::filesystem::exists(state / "sandboxes" / id));
+        EXPECT_FALSE(std::filesystem::exists(state / "namespaces" / id));
     }
     // The test server's exit killed the other: nothing of either is left.
     auto runc = run_process({"runc", "--root", (state / "runc").string(), "list", "-q"});
     EXPECT_EQ(runc.out, "");
     EXPECT_FALSE(std::filesystem::exists(state / "sandboxes" / paused_id));
+    // Nor their pinned namespaces or any other mount.
+    std::ifstream mounts("/proc/self/mountinfo");
+    for (std::string line; std::getline(mounts, line);)
+        EXPECT_EQ(line.find(state.string()), std::string::npos) << line;
 }
 
 // The `desktop` template: XFCE comes up, Firefox ESR starts and shows its window, and the

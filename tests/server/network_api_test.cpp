@@ -323,10 +323,10 @@ TEST_F(NetworkApi, ExposedPortsOverHttpAndWebSocketNeedTheControlToken) {
               400u);
 
     // Killing the sandbox ends an open WebSocket through its port, and its namespace with it.
-    EXPECT_EQ(namespaces_held_by(s.pid()).size(), 1u);
+    EXPECT_EQ(namespaces_held_by(s.pid(), s.state()).size(), 1u);
     EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
     EXPECT_FALSE(ws.read(10s)) << "the port's WebSocket outlived its sandbox";
-    EXPECT_TRUE(namespaces_held_by(s.pid()).empty());
+    EXPECT_TRUE(namespaces_held_by(s.pid(), s.state()).empty());
 }
 
 // A killed sandbox's namespaces go at once; a crashed server's sandbox keeps its own namespace
@@ -344,12 +344,12 @@ TEST_F(NetworkApi, NothingIsLeftAfterKillOrAfterARestartAdoptsTheSandbox) {
         std::string a = create(s, {{"network", {{"allow", {"allowed.test"}}}}});
         b = create(s, {{"network", {{"allow", {"allowed.test"}}}}});
         EXPECT_EQ(curl(s, a, "http://allowed.test/").exit_code, 0);
-        held = namespaces_held_by(s.pid());
+        held = namespaces_held_by(s.pid(), s.state());
         EXPECT_EQ(held.size(), 4u) << "a sandbox and a router namespace for each sandbox";
         in_them = processes_with_namespaces(held, s.pid());
         EXPECT_FALSE(in_them.empty()) << "the sandboxes' own processes";
         EXPECT_EQ(s.del("/v1/sandboxes/" + a).status, 200u);
-        auto still = namespaces_held_by(s.pid());
+        auto still = namespaces_held_by(s.pid(), s.state());
         EXPECT_EQ(still.size(), 2u);
         // What kept a's namespaces alive is gone: only b's processes remain in any of them.
         auto in_b = processes_with_namespaces(still, s.pid());
@@ -366,9 +366,9 @@ TEST_F(NetworkApi, NothingIsLeftAfterKillOrAfterARestartAdoptsTheSandbox) {
         EXPECT_EQ(curl(again, b, "http://allowed.test/").exit_code, 0)
             << "b's egress after the restart";
         EXPECT_NE(curl(again, b, "http://other.test/").exit_code, 0) << "and its policy";
-        EXPECT_EQ(namespaces_held_by(again.pid()).size(), 2u) << "b's own and its new router";
+        EXPECT_EQ(namespaces_held_by(again.pid(), again.state()).size(), 2u) << "b's own and its new router";
         EXPECT_EQ(again.del("/v1/sandboxes/" + b).status, 200u);
-        EXPECT_TRUE(namespaces_held_by(again.pid()).empty());
+        EXPECT_TRUE(namespaces_held_by(again.pid(), again.state()).empty());
         EXPECT_TRUE(eventually([&] { return still_running(in_them).empty(); }, 10s))
             << "b's processes outlived its kill";
         EXPECT_EQ(again.get("/v1/sandboxes").js()["sandboxes"].size(), 0u);

@@ -23,6 +23,10 @@ class DeskboxdProcess {
                     const std::filesystem::path& log_file,
                     const std::vector<std::string>& extra = {})
         : log_file_(log_file) {
+        // A test's temp dir is mkdtemp's 0700; a sandbox's user-namespace root must pass
+        // through it to the state dir (deskboxd refuses to start otherwise).
+        std::filesystem::permissions(state_dir.parent_path(), std::filesystem::perms::others_exec,
+                                     std::filesystem::perm_options::add);
         SpawnOptions o;
         // --on-exit kill: a test owns its state dir; nothing may outlive the server there.
         o.argv = {binary,      "--listen", "127.0.0.1:0", "--state-dir", state_dir.string(),

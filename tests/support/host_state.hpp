@@ -89,11 +89,26 @@ inline std::set<std::string> still_running(const std::set<std::string>& processe
     return out;
 }
 
-// The network namespaces process `pid` holds through its fds (deskboxd holds its sandboxes'
-// this way).
-inline std::set<ino_t> namespaces_held_by(pid_t pid) {
+// The network namespaces process `pid` holds through its fds (deskboxd holds its routers' this
+// way) and, given deskboxd's state dir, those pinned by bind mounts under it (a container in a
+// user namespace gets a network namespace that namespace owns, pinned at
+// <state>/namespaces/<id>/net).
+inline std::set<ino_t> namespaces_held_by(pid_t pid, const std::filesystem::path& state = {}) {
     std::set<ino_t> out;
     std::error_code ec;
+    if (!state.empty()) {
+        const std::string pins = (state / "namespaces").string() + "/";
+        std::ifstream mounts("/proc/self/mountinfo");
+        for (std::string line; std::getline(mounts, line);) {
+            std::istringstream fields(line);
+            std::string id, parent, device, root, point;
+            fields >> id >> parent >> device >> root >> point;
+            struct stat st {};
+            if (point.rfind(pins, 0) == 0 && point.size() > 4 &&
+                point.compare(point.size() - 4, 4, "/net") == 0 && ::stat(point.c_str(), &st) == 0)
+                out.insert(st.st_ino);
+        }
+    }
     for (const auto& fd :
          std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
         struct stat st {};

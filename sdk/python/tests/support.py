@@ -32,6 +32,7 @@ class DeskboxdProcess:
 
     def __init__(self, extra: Optional[List[str]] = None, start_timeout: float = 30.0) -> None:
         self.dir = tempfile.mkdtemp(prefix="deskbox-sdk-test-")
+        os.chmod(self.dir, 0o711)  # sandboxes' user-namespace roots pass through to the state dir
         self.stdout_path = os.path.join(self.dir, "stdout")
         self.log_path = os.path.join(self.dir, "deskboxd.log")
         argv = [DESKBOXD, "--listen", "127.0.0.1:0", "--state-dir", os.path.join(self.dir, "state"),

@@ -2,7 +2,7 @@
 // port read from its "deskboxd listening on http://127.0.0.1:PORT" line, as
 // tests/support/deskboxd_process.hpp does), a temporary state dir, stopped with SIGTERM.
 import { spawn } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { openSync, closeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,6 +20,7 @@ export async function mountsUnder(dir) {
 
 export async function startDeskboxd(extraArgs = []) {
   const dir = await mkdtemp(join(tmpdir(), "deskbox-ts-sdk-"));
+  await chmod(dir, 0o711); // sandboxes' user-namespace roots pass through to the state dir
   const logPath = join(dir, "deskboxd.log");
   const logFd = openSync(logPath, "w");
   const child = spawn(DESKBOXD, ["--listen", "127.0.0.1:0", "--state-dir", join(dir, "state"), "--on-exit", "kill", ...extraArgs], {
