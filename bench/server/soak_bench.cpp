@@ -8,8 +8,13 @@
 // does not, and either's kill leaves nothing. Prints what
 // each fault led to, leaks (must be 0), and deskboxd's memory and fds early and late (flat).
 //
-//   soak_bench [--cycles N] [--seconds S] [--restart-every K]
-// Needs root, runc and the `minimal` template built (images/build.py minimal). Bounded by
+// Every --microvm-every cycles (0: never) the sandbox is a microVM instead (a template-snapshot
+// start), and the fault alternates between nothing and SIGKILL of its QEMU; its residue is the
+// same list plus its QEMU process.
+//
+//   soak_bench [--cycles N] [--seconds S] [--restart-every K] [--microvm-every M]
+// Needs root, runc and the `minimal` template built (images/build.py minimal), and for the
+// microVM cycles its image (images/build_microvm.py minimal). Bounded by
 // count and time; touches only loopback.
 #include <signal.h>
 #include <unistd.h>
@@ -47,6 +52,7 @@ struct Args {
     int cycles = 200;
     int seconds = 900;
     int restart_every = 50;
+    int microvm_every = 10;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -55,14 +61,18 @@ Args parse_args(int argc, char** argv) {
         std::string flag = argv[i];
         if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
         auto value = parse_integer(argv[++i]);
-        if (!value || *value < 1 || *value > 1000000)
-            throw std::invalid_argument(flag + " needs a number from 1 to 1000000");
+        const int least = flag == "--microvm-every" ? 0 : 1;
+        if (!value || *value < least || *value > 1000000)
+            throw std::invalid_argument(flag + " needs a number from " + std::to_string(least) +
+                                        " to 1000000");
         if (flag == "--cycles")
             a.cycles = *value;
         else if (flag == "--seconds")
             a.seconds = *value;
         else if (flag == "--restart-every")
             a.restart_every = *value;
+        else if (flag == "--microvm-every")
+            a.microvm_every = *value;
         else
             throw std::invalid_argument("unknown flag " + flag);
     }
@@ -108,7 +118,7 @@ std::vector<pid_t> sandbox_pids(const std::string& cgroup) {
     return dir ? runtime::cgroup_procs(*dir) : std::vector<pid_t>{};
 }
 
-enum class Fault { none, agent, xserver, init, runc_monitor, fork_bomb, memory_bomb };
+enum class Fault { none, agent, xserver, init, runc_monitor, fork_bomb, memory_bomb, qemu };
 struct FaultKind {
     Fault fault;
     const char* name;
@@ -125,6 +135,22 @@ constexpr FaultKind kFaults[] = {{Fault::none, "none", "running", 200},
                                  {Fault::runc_monitor, "SIGKILL runc monitor", "running", 200},
                                  {Fault::fork_bomb, "fork bomb", "running", 200},
                                  {Fault::memory_bomb, "memory bomb", "running", 200}};
+// A microVM cycle's faults, in turn.
+constexpr FaultKind kMicrovmFaults[] = {{Fault::none, "microVM: none", "running", 200},
+                                        {Fault::qemu, "microVM: SIGKILL QEMU", "error", 503}};
+
+// A microVM's QEMU (from its pid file), or -1.
+pid_t qemu_of(const fs::path& state, const std::string& id) {
+    auto line = runtime::read_first_line(state / "sandboxes" / id / "qemu.pid");
+    auto pid = line ? parse_integer(*line) : std::nullopt;
+    return pid ? pid_t(*pid) : -1;
+}
+
+bool is_qemu(pid_t pid) {
+    return pid > 0 && runtime::read_first_line("/proc/" + std::to_string(pid) + "/comm")
+                              .value_or("")
+                              .rfind("qemu-system", 0) == 0;
+}
 bool exhausts(Fault f) {
     return f == Fault::fork_bomb || f == Fault::memory_bomb;
 }
@@ -245,7 +271,7 @@ int main(int argc, char** argv) try {
     const auto deadline = Clock::now() + std::chrono::seconds(args.seconds);
     std::map<std::string, int> outcomes;  // "fault -> status / screenshot answer"
     std::vector<std::string> leaks;
-    std::vector<double> cycle_ms;
+    std::vector<double> cycle_ms, microvm_cycle_ms;
     std::vector<std::string> alive_across_crash;
     int cycles = 0, restarts = 0, create_failures = 0, faults = 0, faults_as_expected = 0;
     // deskboxd's footprint per incarnation: after its 10th cycle and at its last.
@@ -260,15 +286,22 @@ int main(int argc, char** argv) try {
         in_incarnation = 0;
     };
 
-    auto check_gone = [&](const std::string& id, const char* when) {
+    auto check_gone = [&](const std::string& id, const char* when, pid_t qemu = -1) {
         for (const auto& r : inspector.residue(server.state(), id))
             leaks.push_back(id + " (" + when + "): " + r);
+        if (is_qemu(qemu))
+            leaks.push_back(id + " (" + when + "): QEMU " + std::to_string(qemu) + " still runs");
     };
+    int microvm_cycles = 0;
 
     for (; cycles < args.cycles && Clock::now() < deadline; ++cycles) {
         const auto t0 = Clock::now();
-        const FaultKind& kind = kFaults[std::size_t(cycles) % std::size(kFaults)];
+        const bool microvm = args.microvm_every > 0 && cycles % args.microvm_every == 0;
+        const FaultKind& kind =
+            microvm ? kMicrovmFaults[std::size_t(microvm_cycles++) % std::size(kMicrovmFaults)]
+                    : kFaults[std::size_t(cycles) % std::size(kFaults)];
         json request = {{"template", "minimal"}, {"timeout_s", 300}};
+        if (microvm) request["runtime"] = "microvm";
         if (exhausts(kind.fault)) request["limits"] = kExhaustionLimits;
         json created;
         try {
@@ -284,13 +317,17 @@ int main(int argc, char** argv) try {
         server.api().get_bytes(base + "/screenshot");
         server.api().post_json(base + "/actions", {{"type", "click"}, {"x", 100}, {"y", 100}});
         server.api().post_json(base + "/commands", {{"cmd", "echo soak"}});
+        const pid_t qemu = microvm ? qemu_of(server.state(), id) : -1;
+        if (microvm && !is_qemu(qemu)) leaks.push_back(id + ": no QEMU found by its pid file");
 
         bool fault_as_expected = true;
         std::string fault_seen;
         if (exhausts(kind.fault)) {
             std::tie(fault_seen, fault_as_expected) = exhaust(server.api(), base, kind.fault);
         } else if (kind.fault != Fault::none) {
-            pid_t target = target_of(kind.fault, server.state() / "runc", id, cgroup);
+            pid_t target = kind.fault == Fault::qemu
+                               ? qemu
+                               : target_of(kind.fault, server.state() / "runc", id, cgroup);
             if (target <= 0) {
                 outcomes[std::string(kind.name) + " -> target not found"]++;
             } else {
@@ -335,26 +372,31 @@ int main(int argc, char** argv) try {
                 }
             }
             outcomes[std::string(kind.name) + ", then deskboxd SIGKILLed -> " + fate]++;
-            check_gone(id, "after the server's crash and restart");
+            check_gone(id, "after the server's crash and restart", qemu);
         } else {
             try {
                 server.api().delete_json(base);
             } catch (const std::exception& e) {
                 leaks.push_back(id + ": DELETE failed: " + e.what());
             }
-            check_gone(id, "after DELETE");
+            check_gone(id, "after DELETE", qemu);
             last_idle = footprint(server.pid());
             if (!early && in_incarnation + 1 >= 10) early = last_idle;
         }
-        cycle_ms.push_back(bench::ms_since(t0));
+        (microvm ? microvm_cycle_ms : cycle_ms).push_back(bench::ms_since(t0));
         ++in_incarnation;
     }
     end_incarnation();
 
     auto p = bench::percentiles(cycle_ms);
-    std::printf("soak: %d cycles, %d server crashes+restarts, %d create failures, load %s\n",
-                cycles, restarts, create_failures, bench::load_average().c_str());
+    std::printf(
+        "soak: %d cycles (%d microVM), %d server crashes+restarts, %d create failures, load %s\n",
+        cycles, microvm_cycles, restarts, create_failures, bench::load_average().c_str());
     std::printf("cycle (create, use, fault, check, kill) p50 %.0f ms p95 %.0f ms\n", p.p50, p.p95);
+    if (!microvm_cycle_ms.empty()) {
+        auto vm = bench::percentiles(microvm_cycle_ms);
+        std::printf("microVM cycle p50 %.0f ms p95 %.0f ms\n", vm.p50, vm.p95);
+    }
     std::printf("faults injected %d, reported as documented %d\n", faults, faults_as_expected);
     for (const auto& [what, n] : outcomes) std::printf("  %4d x %s\n", n, what.c_str());
     std::printf("leaks: %zu\n", leaks.size());
