@@ -875,6 +875,31 @@ std::string MicrovmSandbox::failure_detail() {
     return detail;
 }
 
+// Where each vCPU is (its RIP, and whether it halted), for a guest that never got as far as
+// its agent: the rare TCG boot stall leaves a console that just stops, and the instruction
+// pointers are what can tell a spin from a wait. Empty if QEMU cannot say.
+std::string MicrovmSandbox::vcpu_whereabouts_locked() {
+    if (!alive_locked()) return {};
+    try {
+        const std::string dump =
+            qmp_.execute("human-monitor-command", {{"command-line", "info registers -a"}})
+                .get<std::string>();
+        std::string out;
+        std::istringstream lines(dump);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("CPU#", 0) == 0)
+                out += "\n  " + line.substr(0, 100);
+            else if (auto rip = line.find("RIP="); rip != std::string::npos)
+                out += "\n  " + line.substr(rip, 100);
+            else if (auto hlt = line.find("HLT="); hlt != std::string::npos)
+                out += " " + line.substr(hlt, 5);
+        }
+        return out.empty() ? out : "\n--- vCPUs (QEMU's info registers) ---" + out;
+    } catch (const std::exception&) {
+        return {};
+    }
+}
+
 bool MicrovmSandbox::alive_locked() {
     if (exit_ || torn_down_ || snapshotted_) return false;
     if (qemu_.pid() > 0 && qemu_.running()) return true;
@@ -983,8 +1008,13 @@ UniqueFd MicrovmSandbox::connect_agent(std::chrono::milliseconds timeout) {
         if (Clock::now() >= deadline) {
             auto waited =
                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+            std::string cpus;
+            {
+                std::lock_guard lock(mutex_);
+                cpus = vcpu_whereabouts_locked();
+            }
             throw fail(what + " within " + std::to_string(waited.count()) + " ms (accelerator " +
-                       to_string(accelerator_) + ")");
+                       to_string(accelerator_) + ")" + cpus);
         }
     };
     bool reconnect;

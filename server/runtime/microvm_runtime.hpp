@@ -170,6 +170,7 @@ class MicrovmSandbox : public SandboxInstance {
   private:
     friend class MicrovmRuntime;
     void launch();  // files, sockets, QEMU, QMP; throws
+    std::string vcpu_whereabouts_locked();
     // Sockets, command line, QEMU, QMP (launch and restore); `incoming_fd` >= 0: restore.
     void spawn_qemu_locked(int incoming_fd);
     // Starts QEMU on `memory` and runs the VM; `consume`: the file is this sandbox's own and

@@ -618,6 +618,28 @@ TEST_F(MicrovmRuntimeTest, InitFailureGivesTheConsoleTail) {
     expect_nothing_left(runtime, s);
 }
 
+// A guest that is not up in time: the error says where each vCPU was (a rare TCG boot stall
+// leaves a console that just stops; the instruction pointers tell a spin from a wait).
+TEST_F(MicrovmRuntimeTest, AnAgentTimeoutSaysWhereTheVcpusWere) {
+    require_image();
+    MicrovmRuntime runtime(options_);
+    auto s = spec("slowboot");
+    auto sandbox = runtime.start_microvm(s);
+    try {
+        sandbox->connect_agent(std::chrono::milliseconds(300));  // still in the kernel's boot
+        FAIL() << "the agent connected within 300 ms";
+    } catch (const RuntimeError& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("did not connect within"), std::string::npos) << message;
+        EXPECT_NE(message.find("--- vCPUs (QEMU's info registers) ---\n  CPU#0"), std::string::npos)
+            << message;
+        EXPECT_NE(message.find("RIP="), std::string::npos) << message;
+        EXPECT_NE(message.find("HLT="), std::string::npos) << message;
+    }
+    sandbox->kill();
+    expect_nothing_left(runtime, s);
+}
+
 TEST_F(MicrovmRuntimeTest, EntryExitCodeComesBackFromTheGuest) {
     require_image();
     MicrovmRuntime runtime(options_);
