@@ -24,7 +24,13 @@ using Text = std::shared_ptr<const std::string>;
 
 constexpr std::size_t kMaxQueuedTexts = 64;
 constexpr std::size_t kMaxClientMessage = 256 * 1024;  // a "text" message carries typed text
-constexpr std::uint64_t kMaxBadMessages = 200;         // then the viewer is cut off
+// Our limit is checked as a message arrives, and the close that follows is a real close
+// handshake. Beast's own limit fails the connection instead, and Boost 1.74's teardown then
+// drains one read at most: a viewer still sending gets a reset and loses the close frame
+// (and its 1009). Beast's stays as a backstop far above ours, reached only while closing.
+constexpr std::size_t kBeastMessageLimit = 64 * kMaxClientMessage;
+constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::uint64_t kMaxBadMessages = 200;  // then the viewer is cut off
 
 class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
   public:
@@ -50,7 +56,7 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
         ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
         ws_.set_option(websocket::stream_base::decorator(
             [](websocket::response_type& res) { res.set(http::field::server, "deskboxd"); }));
-        ws_.read_message_max(kMaxClientMessage);
+        ws_.read_message_max(kBeastMessageLimit);
         ws_.async_accept(request_,
                          beast::bind_front_handler(&ViewerSession::on_accept, shared_from_this()));
     }
@@ -144,6 +150,10 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
         ws_.async_write(
             buffer, [self = shared_from_this(), text, packet](beast::error_code ec, std::size_t) {
                 self->writing_ = false;
+                // error::closed: the read side failed the connection (a message too big) and
+                // Beast is sending its close frame and draining; closing the socket under it
+                // would reset the connection, and the viewer would never see why.
+                if (ec == websocket::error::closed) return self->finished();
                 if (ec) return self->fail();
                 self->write_next();
             });
@@ -166,36 +176,45 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
         ws_.async_close(close_reason_, [self = shared_from_this()](beast::error_code) {});
     }
 
-    void fail() {
+    void finished() {
         closed_ = true;
         subscription_.reset();
+    }
+
+    void fail() {
+        finished();
         beast::error_code ignored;
         beast::get_lowest_layer(ws_).socket().close(ignored);
     }
 
     // ---- reading ----
     void read() {
-        ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-            if (ec) {
-                if (ec == websocket::error::message_too_big)
-                    return self->close(websocket::close_code::too_big, "message too big");
-                return self->fail();
-            }
-            if (self->closing_) {
-                // Closing waits for our queued writes; what the viewer still sends is read and
-                // dropped meanwhile, so a viewer blocked writing to us is never a deadlock.
-            } else if (!self->rate_.allow(MessageRate::Clock::now())) {
-                self->close(websocket::close_code::policy_error,
-                            "over " + std::to_string(int(MessageRate::kPerSecond)) +
-                                " messages per second");
-            } else if (!self->ws_.got_text()) {
-                self->bad_message("binary messages are not accepted; send JSON text");
-            } else {
-                self->on_message(beast::buffers_to_string(self->buffer_.data()));
-            }
-            self->buffer_.consume(self->buffer_.size());
-            if (!self->closed_) self->read();
-        });
+        ws_.async_read_some(
+            buffer_, kReadChunk, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                if (ec) return self->fail();
+                if (self->closing_) {
+                    // Closing waits for our queued writes; what the viewer still sends is read and
+                    // dropped meanwhile, so a viewer blocked writing to us is never a deadlock.
+                    self->buffer_.consume(self->buffer_.size());
+                } else if (self->buffer_.size() > kMaxClientMessage) {
+                    self->buffer_.consume(self->buffer_.size());
+                    self->close(websocket::close_code::too_big, "message too big");
+                } else if (!self->ws_.is_message_done()) {
+                    // More of this message to come.
+                } else if (!self->rate_.allow(MessageRate::Clock::now())) {
+                    self->buffer_.consume(self->buffer_.size());
+                    self->close(websocket::close_code::policy_error,
+                                "over " + std::to_string(int(MessageRate::kPerSecond)) +
+                                    " messages per second");
+                } else {
+                    if (!self->ws_.got_text())
+                        self->bad_message("binary messages are not accepted; send JSON text");
+                    else
+                        self->on_message(beast::buffers_to_string(self->buffer_.data()));
+                    self->buffer_.consume(self->buffer_.size());
+                }
+                if (!self->closed_) self->read();
+            });
     }
 
     void bad_message(const std::string& why) {
