@@ -529,7 +529,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
                     std::make_unique<runtime::SandboxNamespaces>(runtime::SandboxNamespaces::create(
                         namespaces_dir(config.id), host_id_slots_.acquire()));
             } catch (const runtime::RuntimeError& e) {
-                throw ApiError(503, "sandbox_start_failed", e.what(), "limits");
+                throw ApiError(503, "sandbox_start_failed", e.what());
             }
             spec.user_namespace = namespaces->user_path();
             spec.host_id_base = namespaces->host_base();
