@@ -366,7 +366,8 @@ TEST_F(NetworkApi, NothingIsLeftAfterKillOrAfterARestartAdoptsTheSandbox) {
         EXPECT_EQ(curl(again, b, "http://allowed.test/").exit_code, 0)
             << "b's egress after the restart";
         EXPECT_NE(curl(again, b, "http://other.test/").exit_code, 0) << "and its policy";
-        EXPECT_EQ(namespaces_held_by(again.pid(), again.state()).size(), 2u) << "b's own and its new router";
+        EXPECT_EQ(namespaces_held_by(again.pid(), again.state()).size(), 2u)
+            << "b's own and its new router";
         EXPECT_EQ(again.del("/v1/sandboxes/" + b).status, 200u);
         EXPECT_TRUE(namespaces_held_by(again.pid(), again.state()).empty());
         EXPECT_TRUE(eventually([&] { return still_running(in_them).empty(); }, 10s))

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/child_process.hpp"
+#include "server/runtime/mounts.hpp"
 
 namespace deskbox::test {
 
@@ -96,19 +97,11 @@ inline std::set<std::string> still_running(const std::set<std::string>& processe
 inline std::set<ino_t> namespaces_held_by(pid_t pid, const std::filesystem::path& state = {}) {
     std::set<ino_t> out;
     std::error_code ec;
-    if (!state.empty()) {
-        const std::string pins = (state / "namespaces").string() + "/";
-        std::ifstream mounts("/proc/self/mountinfo");
-        for (std::string line; std::getline(mounts, line);) {
-            std::istringstream fields(line);
-            std::string id, parent, device, root, point;
-            fields >> id >> parent >> device >> root >> point;
+    if (!state.empty())
+        for (const auto& pin : runtime::mounts_under(state / "namespaces")) {
             struct stat st {};
-            if (point.rfind(pins, 0) == 0 && point.size() > 4 &&
-                point.compare(point.size() - 4, 4, "/net") == 0 && ::stat(point.c_str(), &st) == 0)
-                out.insert(st.st_ino);
+            if (pin.filename() == "net" && ::stat(pin.c_str(), &st) == 0) out.insert(st.st_ino);
         }
-    }
     for (const auto& fd :
          std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
         struct stat st {};
