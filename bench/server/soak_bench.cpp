@@ -10,7 +10,7 @@
 //
 // Every --microvm-every cycles (0: never) the sandbox is a microVM instead (a template-snapshot
 // start), and the fault alternates between nothing and SIGKILL of its QEMU; its residue is the
-// same list plus its QEMU process.
+// same list plus its QEMU process. Every other server crash is with a microVM alive.
 //
 //   soak_bench [--cycles N] [--seconds S] [--restart-every K] [--microvm-every M]
 // Needs root, runc and the `minimal` template built (images/build.py minimal), and for the
@@ -146,10 +146,16 @@ pid_t qemu_of(const fs::path& state, const std::string& id) {
     return pid ? pid_t(*pid) : -1;
 }
 
+// A live QEMU: an adopted one that was killed is init's zombie for a moment, and gone.
 bool is_qemu(pid_t pid) {
-    return pid > 0 && runtime::read_first_line("/proc/" + std::to_string(pid) + "/comm")
-                              .value_or("")
-                              .rfind("qemu-system", 0) == 0;
+    if (pid <= 0) return false;
+    const std::string proc = "/proc/" + std::to_string(pid);
+    const auto stat = runtime::read_first_line(proc + "/stat").value_or("");
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z' ||
+        stat[paren + 2] == 'X')
+        return false;
+    return runtime::read_first_line(proc + "/comm").value_or("").rfind("qemu-system", 0) == 0;
 }
 bool exhausts(Fault f) {
     return f == Fault::fork_bomb || f == Fault::memory_bomb;
@@ -296,7 +302,11 @@ int main(int argc, char** argv) try {
 
     for (; cycles < args.cycles && Clock::now() < deadline; ++cycles) {
         const auto t0 = Clock::now();
-        const bool microvm = args.microvm_every > 0 && cycles % args.microvm_every == 0;
+        // Every other server crash happens with a microVM alive (adopted, or removed if its
+        // QEMU was killed); the others with a container.
+        const bool restart_cycle = (cycles + 1) % args.restart_every == 0;
+        const bool microvm = args.microvm_every > 0 &&
+                             (cycles % args.microvm_every == 0 || (restart_cycle && restarts % 2));
         const FaultKind& kind =
             microvm ? kMicrovmFaults[std::size_t(microvm_cycles++) % std::size(kMicrovmFaults)]
                     : kFaults[std::size_t(cycles) % std::size(kFaults)];
@@ -354,7 +364,7 @@ int main(int argc, char** argv) try {
         // Every restart_every cycles: crash the server with this sandbox (and, after a fault,
         // what is left of it) alive; the new server adopts it if it still works (then it must
         // answer), else removes all of it. Either way its kill then leaves nothing.
-        if ((cycles + 1) % args.restart_every == 0) {
+        if (restart_cycle) {
             end_incarnation();
             server.crash_and_restart();
             ++restarts;

@@ -62,9 +62,9 @@ int main(int argc, char** argv) {
         int sig = 0;
         sigwait(&signals, &sig);
         const bool keep = sig == SIGTERM && config.keep_sandboxes_on_sigterm;
-        std::fprintf(stderr, "deskboxd: signal %d, stopping (%s)\n", sig,
-                     keep ? "running container sandboxes stay for the next deskboxd"
-                          : "killing every sandbox");
+        std::fprintf(
+            stderr, "deskboxd: signal %d, stopping (%s)\n", sig,
+            keep ? "running sandboxes stay for the next deskboxd" : "killing every sandbox");
         manager.keep_sandboxes_on_exit(keep);
         // Live encoders post to viewer sockets' executors: stop them before those go away.
         for (const auto& sandbox : manager.list()) sandbox->streams().stop_all();

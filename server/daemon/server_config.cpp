@@ -39,8 +39,8 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
                           /etc/subuid range may use (default 1073741824:4096)
   --userns true|false     false: guest ids are host ids (weaker; for kernels without
                           idmapped mounts; default true)
-  --on-exit keep|kill     what SIGTERM does with running container sandboxes: keep them for
-                          the next deskboxd on this state dir to adopt (default), or kill
+  --on-exit keep|kill     what SIGTERM does with running sandboxes (containers, microVMs): keep
+                          them for the next deskboxd on this state dir to adopt (default), or kill
                           them; SIGINT (^C) always kills them
 )";
 

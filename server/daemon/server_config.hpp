@@ -14,7 +14,7 @@ struct ServerConfig {
     HttpOptions http;
     ApiOptions api;
     ManagerOptions manager;
-    // SIGTERM leaves running container sandboxes to the next deskboxd on this state dir
+    // SIGTERM leaves running sandboxes to the next deskboxd on this state dir
     // (--on-exit keep, the default: an upgrade or restart keeps every desktop), or kills them
     // (kill). SIGINT (^C at a terminal) always kills them.
     bool keep_sandboxes_on_sigterm = true;

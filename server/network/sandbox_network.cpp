@@ -1,5 +1,6 @@
 #include "server/network/sandbox_network.hpp"
 
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -41,9 +42,15 @@ SandboxNetwork::SandboxNetwork(NetworkCore& core, Options options)
     try {
         if (options_.kind == Kind::container) build_container_side();
         if (options_.policy.enabled()) {
-            router_ = NetworkNamespace::create();
-            ctx_->router = &router_;
-            build_router(options_.kind == Kind::container ? kRouterLink : "");
+            if (options_.kind == Kind::microvm && !options_.existing_router.empty()) {
+                // Only our listeners went with the old server; their ports are free again.
+                router_ = NetworkNamespace::open(options_.existing_router);
+                ctx_->router = &router_;
+            } else {
+                router_ = NetworkNamespace::create();
+                ctx_->router = &router_;
+                build_router(options_.kind == Kind::container ? kRouterLink : "");
+            }
             start_listeners();
         }
     } catch (...) {
@@ -128,10 +135,13 @@ UniqueFd SandboxNetwork::open_tap() {
     if (options_.kind != Kind::microvm || !router_.valid())
         throw NetworkError("this sandbox has no network to attach a tap to");
     std::lock_guard lock(tap_mutex_);
-    // A fresh name per QEMU process: the old device may not be gone yet when a restore starts.
-    std::string name = "tap" + std::to_string(taps_opened_++);
+    // A fresh name per QEMU process: the old device may not be gone yet when a restore starts,
+    // and an adopted router still has the taps of the server before.
+    std::string name;
     UniqueFd tap;
     router_.run([&] {
+        do name = "tap" + std::to_string(taps_opened_++);
+        while (::if_nametoindex(name.c_str()) != 0);
         tap = open_tap_device(name);
         RtNetlink nl;
         nl.add_address(name, kGatewayAddress, 32, kGuestAddress);

@@ -45,6 +45,10 @@ class SandboxNetwork {
         // adopted one, e.g. /proc/PID/ns/net of its init) instead of a new one. Its veth went
         // with the old router; a new router and link replace them.
         std::string existing_netns;
+        // microVM: the router namespace an earlier server built around the tap of a QEMU that
+        // outlived it (an adopted sandbox's, e.g. /proc/self/fd/N), taken over with its
+        // interfaces, addresses, routes and rules as they are; empty: a new router.
+        std::string existing_router;
     };
 
     SandboxNetwork(NetworkCore& core, Options options);  // throws NetworkError

@@ -1,8 +1,10 @@
 #include "server/runtime/microvm_runtime.hpp"
 
 #include <fcntl.h>
+#include <linux/if_tun.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -825,7 +827,7 @@ void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
     if (incoming_fd >= 0) spawn.keep_fds.push_back(incoming_fd);
     if (tap) spawn.keep_fds.push_back(tap.get());
     try {
-        qemu_ = ChildProcess::spawn(spawn);
+        qemu_ = QemuProcess::spawn(spawn);
     } catch (const std::system_error& e) {
         throw RuntimeError("cannot run " + options.qemu + ": " + e.what() +
                            " (apt-get install qemu-system-x86)");
@@ -902,7 +904,7 @@ std::string MicrovmSandbox::vcpu_whereabouts_locked() {
 
 bool MicrovmSandbox::alive_locked() {
     if (exit_ || torn_down_ || snapshotted_) return false;
-    if (qemu_.pid() > 0 && qemu_.running()) return true;
+    if (qemu_.running()) return true;
     record_exit_locked();
     return false;
 }
@@ -932,6 +934,10 @@ void MicrovmSandbox::record_exit_locked() {
                                   : "the entry exited with code " + std::to_string(info.exit_code);
     } else if (std::regex_search(console, match, panic)) {
         info.reason = "guest kernel panic: " + match[1].str();
+    } else if (!status && qemu_.adopted()) {
+        // Not our child (adopted from an earlier server): the kernel tells only its parent how.
+        std::string said = trim(read_tail(paths_.qemu_log, 512));
+        info.reason = "QEMU ended" + (said.empty() ? std::string() : ": " + said);
     } else if (!status) {
         info.reason = "state unknown";
     } else if (status->signal != 0) {
@@ -1250,6 +1256,38 @@ bool MicrovmSandbox::release_snapshot() {
     return true;
 }
 
+bool MicrovmSandbox::release() {
+    std::lock_guard lock(mutex_);
+    if (torn_down_ || snapshotted_ || !alive_locked()) return false;
+    qmp_.close();  // its QMP socket listens again, for the next server
+    qemu_.release();
+    torn_down_ = true;  // the destructor leaves QEMU and the files alone
+    std::lock_guard live_lock(shared_->mutex);
+    shared_->live.erase(live_key(spec_.state_root, spec_.id));
+    return true;
+}
+
+UniqueFd MicrovmSandbox::tap_namespace() {
+    std::lock_guard lock(mutex_);
+    const std::string what = "cannot find the network of sandbox " + spec_.id + ": ";
+    if (!spec_.network) return {};
+    if (!alive_locked()) throw RuntimeError(what + "it is not running");
+    // Its command line names the tap's fd number in QEMU: -netdev tap,id=net0,fd=N.
+    int tap_number = -1;
+    for (std::size_t i = 0; i + 1 < command_.size(); ++i)
+        if (command_[i] == "-netdev" && command_[i + 1].rfind("tap,", 0) == 0)
+            if (auto at = command_[i + 1].find(",fd="); at != std::string::npos)
+                tap_number = std::atoi(command_[i + 1].c_str() + at + 4);
+    if (tap_number < 0) throw RuntimeError(what + "QEMU's command line has no tap device");
+    UniqueFd pidfd = qemu_.open_pidfd();
+    if (!pidfd) throw RuntimeError(what + "pidfd_open: " + std::strerror(errno));
+    UniqueFd tap(static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd.get(), tap_number, 0)));
+    if (!tap) throw RuntimeError(what + "pidfd_getfd of QEMU's tap: " + std::strerror(errno));
+    UniqueFd netns(::ioctl(tap.get(), TUNGETDEVNETNS));
+    if (!netns) throw RuntimeError(what + "TUNGETDEVNETNS: " + std::strerror(errno));
+    return netns;
+}
+
 std::uint64_t MicrovmSandbox::snapshot_bytes() {
     std::lock_guard lock(mutex_);
     return snapshotted_ ? file_size_or_zero(paths_.memory) : 0;
@@ -1278,7 +1316,7 @@ void MicrovmSandbox::restore_locked(const fs::path& memory_file, bool consume) {
         return said.empty() ? std::string() : " (QEMU: " + said + ")";
     };
     auto stop_qemu = [&] {
-        if (qemu_.pid() > 0 && qemu_.running()) {
+        if (qemu_.running()) {
             qemu_.signal(SIGKILL);
             qemu_.wait();
         }
@@ -1327,7 +1365,7 @@ void MicrovmSandbox::do_kill(const KillOptions& options) {
     if (torn_down_) return;
     const auto& runtime_options = shared_->options;
     if (snapshotted_ && !exit_) kill_requested_ = true;
-    if (qemu_.pid() > 0 && qemu_.running()) {
+    if (qemu_.running()) {
         if (!exit_) kill_requested_ = true;
         // quit lets QEMU close its files cleanly (a kept disk.qcow2 stays consistent);
         // SIGKILL is the fallback for a QEMU that no longer answers.
@@ -1524,26 +1562,27 @@ std::vector<std::string> MicrovmRuntime::list_snapshotted(const fs::path& state_
     return unowned(state_root, /*saved=*/true);
 }
 
-std::unique_ptr<MicrovmSandbox> MicrovmRuntime::adopt_snapshot(const fs::path& state_root,
-                                                               const std::string& id) {
+// What a server left of sandbox `id` for the next one: its spec, image and sandbox, built
+// from sandbox.json and registered as live (a throw after that tears it down). `saved`: a
+// snapshot, else a running VM. Throws RuntimeError starting with `what`.
+std::unique_ptr<MicrovmSandbox> MicrovmRuntime::adoptable(const fs::path& state_root,
+                                                          const std::string& id, bool saved,
+                                                          const std::string& what) {
     validate_id(id);
     MicrovmPaths paths(state_root, id);
-    const std::string what = "cannot adopt the snapshot of sandbox " + id + ": ";
     json metadata;
     SandboxSpec spec;
     try {
         metadata = read_json_file(paths.metadata);
-        if (metadata.value("runtime", "") != kRuntimeName || !metadata.contains("snapshot"))
-            throw RuntimeError(paths.metadata.string() + " is not a saved microVM sandbox");
+        if (metadata.value("runtime", "") != kRuntimeName || metadata.contains("snapshot") != saved)
+            throw RuntimeError(paths.metadata.string() + " is not a " +
+                               (saved ? "saved" : "running") + " microVM sandbox");
         spec = spec_from_json(metadata.at("spec"));
     } catch (const json::exception& e) {
         throw RuntimeError(what + paths.metadata.string() + ": " + e.what());
     } catch (const RuntimeError& e) {
         throw RuntimeError(what + e.what());
     }
-    std::error_code ec;
-    if (!fs::is_regular_file(paths.memory, ec))
-        throw RuntimeError(what + "no memory file " + paths.memory.string());
     spec.id = id;
     spec.state_root = state_root;
     MicrovmImage image;
@@ -1560,13 +1599,71 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::adopt_snapshot(const fs::path& s
     }
     auto sandbox = std::make_unique<MicrovmSandbox>(MicrovmSandbox::Key(), shared_, spec,
                                                     std::move(image), accel);
-    sandbox->snapshotted_ = true;
     sandbox->agent_connected_before_ = true;
     sandbox->tsc_khz_ = metadata.value("tsc_khz", std::uint64_t{0});
     std::string agent_image = metadata.value("agent_image", "");
     if (!agent_image.empty()) sandbox->agent_image_ = agent_image;
     std::string template_dir = metadata.value("template_snapshot", "");
     if (!template_dir.empty()) sandbox->template_dir_ = template_dir;
+    return sandbox;
+}
+
+std::unique_ptr<MicrovmSandbox> MicrovmRuntime::adopt_snapshot(const fs::path& state_root,
+                                                               const std::string& id) {
+    const std::string what = "cannot adopt the snapshot of sandbox " + id + ": ";
+    MicrovmPaths paths(state_root, id);
+    std::error_code ec;
+    if (!fs::is_regular_file(paths.memory, ec))
+        throw RuntimeError(what + "no memory file " + paths.memory.string());
+    auto sandbox = adoptable(state_root, id, /*saved=*/true, what);
+    sandbox->snapshotted_ = true;
+    return sandbox;
+}
+
+std::vector<std::string> MicrovmRuntime::list_running(const fs::path& state_root) {
+    std::vector<std::string> running;
+    for (const auto& id : unowned(state_root, /*saved=*/false)) {
+        MicrovmPaths paths(state_root, id);
+        if (is_our_qemu(read_pid_file(paths.pid_file), paths.dir)) running.push_back(id);
+    }
+    return running;
+}
+
+std::unique_ptr<MicrovmSandbox> MicrovmRuntime::adopt_running(const fs::path& state_root,
+                                                              const std::string& id) {
+    const std::string what = "cannot adopt the running microVM " + id + ": ";
+    MicrovmPaths paths(state_root, id);
+    const pid_t pid = read_pid_file(paths.pid_file);
+    if (!is_our_qemu(pid, paths.dir)) throw RuntimeError(what + "its QEMU is not running");
+    auto sandbox = adoptable(state_root, id, /*saved=*/false, what);
+    // From here a throw destroys `sandbox`, which kills that QEMU: a VM we cannot drive is
+    // broken, and is removed like any leftover.
+    try {
+        sandbox->qemu_ = QemuProcess::adopt(pid);
+        // The pid was checked before the pidfd pinned it: check that it is still the same one.
+        if (!is_our_qemu(pid, paths.dir)) throw RuntimeError("its QEMU ended");
+        std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+        for (std::string arg; std::getline(cmdline, arg, '\0');) sandbox->command_.push_back(arg);
+        std::error_code ec;
+        if (!fs::exists(fs::symlink_status(paths.qmp_socket, ec)))
+            throw RuntimeError("its QMP socket " + paths.qmp_socket.string() + " is gone");
+        std::lock_guard lock(sandbox->mutex_);
+        // A live QEMU answers at once; one that does not is not waited for long.
+        auto deadline =
+            Clock::now() + std::min<std::chrono::milliseconds>(shared_->options.start_timeout, 5s);
+        MicrovmSandbox* vm = sandbox.get();
+        sandbox->qmp_ = QmpClient::connect(paths.qmp_socket, deadline, [vm]() -> std::string {
+            return vm->qemu_.running() ? std::string() : std::string("QEMU ended");
+        });
+        const std::string status = sandbox->qmp_.execute("query-status").value("status", "");
+        if (status == "paused")
+            sandbox->paused_ = true;
+        else if (status != "running")
+            throw RuntimeError("the VM is " + status + " (" +
+                               console_excerpt(read_tail(paths.console_log, 4096), 3) + ")");
+    } catch (const std::exception& e) {
+        throw RuntimeError(what + e.what());
+    }
     return sandbox;
 }
 

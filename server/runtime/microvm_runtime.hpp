@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "server/runtime/qemu_process.hpp"
 #include "server/runtime/qmp_client.hpp"
 #include "server/runtime/runtime.hpp"
 
@@ -140,6 +141,12 @@ class MicrovmSandbox : public SandboxInstance {
     // Lets go of a snapshotted sandbox without tearing it down (the server stops; the next
     // one adopts it). False, and nothing changes, if it is not snapshotted.
     bool release_snapshot();
+    // Lets go of a running (or paused) sandbox without stopping it: QEMU runs on for the next
+    // server's adopt_running. False, and nothing changes, if it is not running.
+    bool release() override;
+    // The network namespace of QEMU's tap device: the router an earlier server built, which
+    // an adopted sandbox's network takes over. Empty without a network. Throws RuntimeError.
+    UniqueFd tap_namespace();
     // Bytes of the memory file while snapshotted, else 0.
     std::uint64_t snapshot_bytes();
     bool alive() override;
@@ -191,7 +198,7 @@ class MicrovmSandbox : public SandboxInstance {
     Accelerator accelerator_;
     std::vector<std::string> command_;
     std::mutex mutex_;
-    ChildProcess qemu_;
+    QemuProcess qemu_;
     QmpClient qmp_;
     bool paused_ = false;
     bool snapshotted_ = false;  // saved to paths_.memory, no QEMU process
@@ -234,6 +241,14 @@ class MicrovmRuntime : public Runtime {
     // RuntimeError if its record or memory file is missing or unreadable.
     std::unique_ptr<MicrovmSandbox> adopt_snapshot(const std::filesystem::path& state_root,
                                                    const std::string& id);
+    // Sandboxes under `state_root` whose QEMU still runs with no live instance owning them:
+    // an earlier server's, crashed or stopped with --on-exit keep.
+    std::vector<std::string> list_running(const std::filesystem::path& state_root);
+    // Takes over such a sandbox: QMP reconnected, running or paused as QEMU says; its agent
+    // is reached with connect_agent. RuntimeError if it cannot be driven, and then its QEMU
+    // is killed and its files removed.
+    std::unique_ptr<MicrovmSandbox> adopt_running(const std::filesystem::path& state_root,
+                                                  const std::string& id);
 
     // ---- template snapshots (see the layout above) ----
     // Where the template snapshot for `spec` lives (it may not exist yet). Throws like start.
@@ -256,6 +271,9 @@ class MicrovmRuntime : public Runtime {
   private:
     // Sandbox dirs of this runtime no live instance owns: saved ones or the others.
     std::vector<std::string> unowned(const std::filesystem::path& state_root, bool saved);
+    std::unique_ptr<MicrovmSandbox> adoptable(const std::filesystem::path& state_root,
+                                              const std::string& id, bool saved,
+                                              const std::string& what);
     // Checks `spec`, makes its directory and returns the (not yet started) sandbox.
     std::unique_ptr<MicrovmSandbox> prepare(const SandboxSpec& spec);
     std::string template_key(const SandboxSpec& spec, const MicrovmImage& image, Accelerator accel);

@@ -227,6 +227,7 @@ void Sandbox::sync_guest(bool new_identity) {
         client = agent_;
     }
     try {
+        if (!client) throw std::runtime_error("no agent connection");
         auto reply = client->call("system.identity", params, {}, std::chrono::seconds(20));
         audit("identity", reply.result);
     } catch (const std::exception& e) {
@@ -268,12 +269,17 @@ void Sandbox::save_record() {
                              {"egress_kbps", config_.egress_kbps},
                              {"recordings_dir", config_.recordings_dir.string()},
                              {"vnc", config_.vnc},
+                             {"pooled", config_.pooled},
                              {"view_token", view_token_},
                              {"control_token", control_token_},
                              {"created_at_ms", to_ms(created_at_)},
                              {"expires_at_ms", to_ms(expires_at())}};
     if (config_.api_resolution)
         record["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
+    {
+        std::lock_guard lock(streams_mutex_);
+        if (recording_options_) record["recording"] = *recording_options_;
+    }
     {
         std::lock_guard lock(mutex_);
         record["snapshot_bytes"] = snapshot_bytes_;
@@ -328,6 +334,8 @@ std::shared_ptr<Sandbox> Sandbox::from_record(const nlohmann::json& r,
     sandbox->expires_at_ = from_ms(r.at("expires_at_ms"));
     sandbox->agent_timeout_ = agent_timeout;
     sandbox->instance_ = std::move(instance);
+    if (r.contains("recording") && r["recording"].is_object())
+        sandbox->recording_options_ = r["recording"];
     return sandbox;
 }
 
@@ -359,15 +367,17 @@ std::shared_ptr<Sandbox> Sandbox::adopt_running(const nlohmann::json& record,
 }
 
 void Sandbox::reattach(std::chrono::milliseconds timeout) {
-    if (status() == SandboxStatus::paused) return;
-    try {
-        attach_agent(timeout);
-        if (config_.vnc) start_vnc();
-    } catch (const std::exception& e) {
-        throw std::runtime_error(std::string("its agent does not answer: ") + e.what());
+    if (status() != SandboxStatus::paused) {
+        try {
+            attach_agent(timeout);
+            if (config_.vnc) start_vnc();
+        } catch (const std::exception& e) {
+            throw std::runtime_error(std::string("its agent does not answer: ") + e.what());
+        }
+        std::lock_guard lock(mutex_);
+        status_ = SandboxStatus::running;
     }
-    std::lock_guard lock(mutex_);
-    status_ = SandboxStatus::running;
+    continue_recording();  // a paused one records its (black) mirror until resumed
 }
 
 void Sandbox::kill() {
@@ -439,6 +449,7 @@ void Sandbox::claim(const SandboxConfig& request) {
 
 void Sandbox::claim_locked(const SandboxConfig& request) {
     std::lock_guard lock(mutex_);
+    config_.pooled = false;
     config_.metadata = request.metadata;
     config_.timeout = request.timeout;
     config_.pause_on_timeout = request.pause_on_timeout;
@@ -707,7 +718,6 @@ void Sandbox::resume() {
     }
     auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
     if (!from_snapshot) {
-        if (vm) sync_guest(/*new_identity=*/false);  // a container shares the host's clock
         if (!agent_connected()) {
             // Adopted while paused: its agent gets its session now.
             try {
@@ -718,6 +728,7 @@ void Sandbox::resume() {
                 throw ApiError(502, "agent_unreachable", error_reason());
             }
         }
+        if (vm) sync_guest(/*new_identity=*/false);  // a container shares the host's clock
         return;
     }
     try {

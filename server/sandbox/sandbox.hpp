@@ -53,6 +53,7 @@ struct SandboxConfig {
     std::filesystem::path recordings_dir;  // where recordings go (they outlive the sandbox)
     bool vnc = true;                       // serve VNC on a loopback port
     bool fast_start = true;                // microvm: restore from the template snapshot
+    bool pooled = false;                   // made ahead for the pool, not yet handed out
 };
 
 // The VNC clients' pointer and key state. libvncserver's callbacks do not say which client
@@ -156,8 +157,8 @@ class Sandbox {
 
     // ---- recording (sandbox_streams.cpp): one at a time, MP4 plus optional actions track ----
     // {"actions": bool, "fps": 1..60}; throws ApiError (409 if one is running, 400 bad field).
-    nlohmann::json start_recording(const nlohmann::json& options);
-    nlohmann::json stop_recording();  // 409 if none is running
+    nlohmann::json start_recording(const nlohmann::json& options);  // saved in the record
+    nlohmann::json stop_recording();                                // 409 if none is running
     nlohmann::json recording_status() const;
     // Input from a viewer or VNC client (screen coordinates, already on screen): run in order
     // on the sandbox's input thread, so I/O threads never wait for the agent. False if it was
@@ -226,6 +227,10 @@ class Sandbox {
     nlohmann::json run_segment(const std::vector<input::Action>& actions, std::size_t offset);
     void start_vnc();     // after boot: the mirror has a frame
     void stop_streams();  // VNC and recording, first thing on kill
+    nlohmann::json begin_recording(const nlohmann::json& options);  // start_recording's work
+    // An adopted sandbox that was recording when its old server stopped: a new recording
+    // with the same options (audited).
+    void continue_recording();
 
     SandboxConfig config_;
     SystemClock::time_point created_at_ = SystemClock::now();
@@ -271,6 +276,9 @@ class Sandbox {
     std::string recording_id_;
     bool recording_actions_ = false;
     int recordings_started_ = 0;
+    // The running recording's options ({"actions","fps"}) until a client stops it: kept in
+    // the server record, so the next server continues it (as a new recording) on adoption.
+    std::optional<nlohmann::json> recording_options_;
 };
 
 std::vector<std::uint8_t> random_bytes(std::size_t count);  // getrandom(2)

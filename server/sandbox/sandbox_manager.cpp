@@ -1,9 +1,14 @@
 #include "server/sandbox/sandbox_manager.hpp"
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 
@@ -42,10 +47,33 @@ void wait_for_desktop(runtime::MicrovmSandbox& vm, std::chrono::milliseconds tim
     client.close();
 }
 
+// Holds <state>/deskboxd.lock for this server's life. A second server on the same state dir
+// would take the first one's live sandboxes for leftovers (and kill them) or fight over their
+// QEMU control sockets: it is refused instead, naming the holder.
+UniqueFd lock_state_dir(const std::filesystem::path& state_dir) {
+    const auto file = state_dir / "deskboxd.lock";
+    UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!fd) throw std::runtime_error("cannot open " + file.string() + ": " + std::strerror(errno));
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+        std::string holder;
+        std::ifstream in(file);
+        std::getline(in, holder);
+        throw std::runtime_error("state dir " + state_dir.string() +
+                                 " is in use by another deskboxd" +
+                                 (holder.empty() ? "" : " (pid " + holder + ")") +
+                                 "; give each server its own --state-dir");
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), pid.data(), pid.size(), 0) < 0)
+        throw std::runtime_error("cannot write " + file.string() + ": " + std::strerror(errno));
+    return fd;
+}
+
 }  // namespace
 
 SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(options)) {
     std::filesystem::create_directories(options_.state_dir);
+    state_lock_ = lock_state_dir(options_.state_dir);
     if (options_.user_namespaces && !options_.container_runtime) {
         if (auto problem = runtime::host_id_range_problem(options_.host_ids); !problem.empty())
             throw std::runtime_error("cannot give sandboxes their own host ids: " + problem);
@@ -104,33 +132,84 @@ SandboxManager::~SandboxManager() {
     for (auto& [id, sandbox] : pooled) sandbox->shutdown(false);
 }
 
-std::vector<std::string> SandboxManager::adopt_running() {
+std::vector<std::string> SandboxManager::adopt_each(const std::vector<std::string>& ids,
+                                                    const std::string& runtime_name,
+                                                    std::chrono::milliseconds reattach_timeout,
+                                                    const AdoptOne& take) {
     std::vector<std::string> adopted;
-    auto* runc = dynamic_cast<runtime::ContainerRuntime*>(container_runtime_.get());
-    if (!runc) return adopted;  // only runc containers outlive their server
-    auto& containers = *runc;
-    for (const auto& id : containers.list_leftovers(options_.state_dir)) {
-        const auto record_file = Sandbox::record_path(options_.state_dir, id);
+    for (const auto& id : ids) {
         const auto audit_path = options_.state_dir / "audit" / (id + ".jsonl");
         nlohmann::json record;
         {
-            std::ifstream in(record_file);
+            std::ifstream in(Sandbox::record_path(options_.state_dir, id));
             if (!in) continue;  // never ran (a crash during its start): a plain leftover
             record = nlohmann::json::parse(in, nullptr, false);
         }
         try {
-            if (!record.is_object() || record.value("runtime", "") != "container")
-                throw std::runtime_error("its server record is not a container's");
+            if (!record.is_object() || record.value("runtime", "") != runtime_name)
+                throw std::runtime_error("its server record is not a " + runtime_name + "'s");
+            SandboxConfig net_config;
+            net_config.id = id;
+            net_config.runtime_name = runtime_name;
+            net_config.network = network::NetworkPolicy::parse(record.at("network"));
+            net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
+            auto sandbox = take(id, record, net_config, audit_path);
+            sandbox->set_max_saved_lifetime(options_.max_timeout);
+            // A working agent answers soon; a dead one must not hold up the start for long.
+            // On failure the sandbox's destructor kills it: nothing is left to clean.
+            sandbox->reattach(reattach_timeout);
+            sandbox->audit("adopt",
+                           {{"reason", "server restart"}, {"state", to_string(sandbox->status())}});
+            std::lock_guard lock(mutex_);
+            sandboxes_[id] = std::move(sandbox);
+            adopted.push_back(id);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "deskboxd: cannot adopt %s %s, removing it: %s\n",
+                         runtime_name.c_str(), id.c_str(), e.what());
+            Sandbox::append_audit(audit_path, id, "cleanup",
+                                  {{"reason", std::string("cannot adopt: ") + e.what()}});
+        }
+    }
+    return adopted;
+}
+
+std::vector<std::string> SandboxManager::adopt_running() {
+    auto& microvm = static_cast<runtime::MicrovmRuntime&>(*microvm_runtime_);
+    // The guest's agent learns of the old host's end over virtio-serial and waits for the
+    // next; under TCG that takes seconds, not the milliseconds a container needs.
+    std::vector<std::string> adopted = adopt_each(
+        microvm.list_running(options_.state_dir), "microvm",
+        std::min(microvm_agent_timeout(), std::chrono::milliseconds(30000)),
+        [&](const std::string& id, const nlohmann::json& record, const SandboxConfig& net_config,
+            const std::filesystem::path& audit_path) {
+            // Nobody holds its tokens: the new server's pool makes its own.
+            if (record.value("pooled", false))
+                throw std::runtime_error("it was made for the pool and never handed out");
+            auto instance = microvm.adopt_running(options_.state_dir, id);
+            // QEMU's tap kept the old router alive; the new network takes it over as it is.
+            std::shared_ptr<network::SandboxNetwork> net;
+            if (net_config.network.enabled()) {
+                UniqueFd router = instance->tap_namespace();
+                net = make_network(net_config, "/proc/self/fd/" + std::to_string(router.get()));
+            }
+            instance->set_network_attachment(attachment_for(net));  // for a later restore
+            auto sandbox = Sandbox::adopt_running(record, std::move(instance), audit_path,
+                                                  microvm_agent_timeout());
+            sandbox->attach_network(std::move(net));
+            return sandbox;
+        });
+    auto* runc = dynamic_cast<runtime::ContainerRuntime*>(container_runtime_.get());
+    if (!runc) return adopted;  // a test's fake container runtime keeps nothing
+    auto containers = adopt_each(
+        runc->list_leftovers(options_.state_dir), "container",
+        std::min(options_.agent_timeout, std::chrono::milliseconds(5000)),
+        [&](const std::string& id, const nlohmann::json& record, const SandboxConfig& net_config,
+            const std::filesystem::path& audit_path) {
             runtime::SandboxSpec spec;
             spec.id = id;
             spec.state_root = options_.state_dir;
             spec.limits = runtime::limits_from_json(record.at("limits"));
-            auto instance = containers.adopt(spec);
-            SandboxConfig net_config;
-            net_config.id = id;
-            net_config.runtime_name = "container";
-            net_config.network = network::NetworkPolicy::parse(record.at("network"));
-            net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
+            auto instance = runc->adopt(spec);
             const pid_t entry = instance->entry_pid();
             std::unique_ptr<runtime::SandboxNamespaces> namespaces;
             if (record.contains("host_id_base"))
@@ -142,22 +221,9 @@ std::vector<std::string> SandboxManager::adopt_running() {
                                                   options_.agent_timeout);
             sandbox->attach_network(std::move(net));
             sandbox->attach_namespaces(std::move(namespaces));
-            sandbox->set_max_saved_lifetime(options_.max_timeout);
-            // A working agent answers at once; a dead one must not hold up the start for long.
-            // On failure the sandbox's destructor kills it: nothing is left to clean.
-            sandbox->reattach(std::min(options_.agent_timeout, std::chrono::milliseconds(5000)));
-            sandbox->audit("adopt",
-                           {{"reason", "server restart"}, {"state", to_string(sandbox->status())}});
-            std::lock_guard lock(mutex_);
-            sandboxes_[id] = std::move(sandbox);
-            adopted.push_back(id);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "deskboxd: cannot adopt sandbox %s, removing it: %s\n", id.c_str(),
-                         e.what());
-            Sandbox::append_audit(audit_path, id, "cleanup",
-                                  {{"reason", std::string("cannot adopt: ") + e.what()}});
-        }
-    }
+            return sandbox;
+        });
+    adopted.insert(adopted.end(), containers.begin(), containers.end());
     return adopted;
 }
 
@@ -590,7 +656,7 @@ std::shared_ptr<network::SandboxNetwork> SandboxManager::make_network(
     o.kind =
         microvm ? network::SandboxNetwork::Kind::microvm : network::SandboxNetwork::Kind::container;
     o.egress_kbps = config.egress_kbps;
-    o.existing_netns = existing_netns;
+    (microvm ? o.existing_router : o.existing_netns) = existing_netns;
     try {
         return network_->create(std::move(o));
     } catch (const std::exception& e) {
@@ -689,7 +755,9 @@ void SandboxManager::pool_loop() {
         try {
             nlohmann::json request = {{"template", wanted}, {"runtime", "microvm"}};
             nlohmann::json definition;
-            sandbox = start_sandbox(request, parse_create(request, definition), definition);
+            SandboxConfig config = parse_create(request, definition);
+            config.pooled = true;
+            sandbox = start_sandbox(request, std::move(config), definition);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "deskboxd: filling the %s pool: %s\n", wanted.c_str(), e.what());
         }

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/unique_fd.hpp"
 #include "server/network/network_core.hpp"
 #include "server/network/network_policy.hpp"
 #include "server/network/sandbox_network.hpp"
@@ -63,10 +64,11 @@ class SandboxManager {
     // Takes over the microVM sandboxes a previous server saved to snapshots (paused; a
     // resume restores them); returns their ids. Unusable ones are removed.
     std::vector<std::string> adopt_snapshots();
-    // Takes over the container sandboxes a previous server left running (it exited keeping
-    // them, or crashed): same ids, tokens and deadlines; agent, mirror, VNC and network are
-    // connected anew. Returns their ids; one that cannot be adopted is left for
-    // clean_leftovers, with an audit line saying why. Call before clean_leftovers.
+    // Takes over the container and microVM sandboxes a previous server left running (it
+    // exited keeping them, or crashed): same ids, tokens and deadlines; agent, mirror, VNC and
+    // network are connected anew (a microVM keeps its router, which its QEMU held). Returns their
+    // ids; one that cannot be adopted is left for clean_leftovers, with an audit line saying why.
+    // Call before clean_leftovers.
     std::vector<std::string> adopt_running();
     // What the destructor does with running sandboxes: kill them (the default), or leave the
     // ones the runtime can keep running for the next server (an upgrade's SIGTERM).
@@ -89,6 +91,17 @@ class SandboxManager {
     network::NetworkService& network_service() { return *network_; }
 
   private:
+    // Builds one adopted sandbox of its server record (network attached, not yet reattached).
+    using AdoptOne = std::function<std::shared_ptr<Sandbox>(
+        const std::string& id, const nlohmann::json& record, const SandboxConfig& net_config,
+        const std::filesystem::path& audit_path)>;
+    // Adopts each of `ids` whose record names `runtime_name`: `take` builds it, then its agent
+    // must answer within `reattach_timeout`. One that fails is left for clean_leftovers, with
+    // an audit line saying why.
+    std::vector<std::string> adopt_each(const std::vector<std::string>& ids,
+                                        const std::string& runtime_name,
+                                        std::chrono::milliseconds reattach_timeout,
+                                        const AdoptOne& take);
     // Also hands back the template's definition, read once per create.
     SandboxConfig parse_create(const nlohmann::json& request, nlohmann::json& definition) const;
     runtime::Runtime& runtime_for(const std::string& name);
@@ -104,7 +117,8 @@ class SandboxManager {
                                          const SandboxConfig& config);
     void pool_loop();
     // The host side of a sandbox's network and what its runtime needs from it.
-    // `existing_netns`: an adopted container's namespace (SandboxNetwork::Options).
+    // `existing_netns`: an adopted container's namespace, or an adopted microVM's router
+    // (SandboxNetwork::Options).
     std::shared_ptr<network::SandboxNetwork> make_network(const SandboxConfig& config,
                                                           const std::string& existing_netns = {});
     static runtime::NetworkAttachment attachment_for(
@@ -116,6 +130,7 @@ class SandboxManager {
     std::filesystem::path namespaces_dir(const std::string& id) const;
 
     ManagerOptions options_;
+    UniqueFd state_lock_;  // flock of <state>/deskboxd.lock: one server per state dir
     runtime::HostIdSlots host_id_slots_{options_.host_ids};
     std::filesystem::path agent_dir_;
     // Before the runtimes and sandboxes: it outlives every sandbox network.

@@ -87,6 +87,12 @@ void Sandbox::stop_streams() {
 }
 
 nlohmann::json Sandbox::start_recording(const nlohmann::json& options) {
+    auto started = begin_recording(options);
+    save_record_or_audit();  // a crash from here on still knows it was recording
+    return started;
+}
+
+nlohmann::json Sandbox::begin_recording(const nlohmann::json& options) {
     if (!options.is_object()) throw bad_request("", "expected a JSON object");
     bool actions = false;
     int fps = 30;
@@ -108,7 +114,10 @@ nlohmann::json Sandbox::start_recording(const nlohmann::json& options) {
     if (recorder_)
         throw ApiError(409, "already_recording",
                        "recording " + recording_id_ + " is running; stop it first");
-    std::string id = config_.id + "-" + std::to_string(++recordings_started_);
+    // An adopted sandbox counts from 0 again: never reuse an id whose files exist.
+    std::string id;
+    do id = config_.id + "-" + std::to_string(++recordings_started_);
+    while (std::filesystem::exists(config_.recordings_dir / (id + ".mp4")));
     std::filesystem::create_directories(config_.recordings_dir);
     streaming::Recorder::Options o;
     o.path = (config_.recordings_dir / (id + ".mp4")).string();
@@ -121,7 +130,26 @@ nlohmann::json Sandbox::start_recording(const nlohmann::json& options) {
     }
     recording_id_ = id;
     recording_actions_ = actions;
+    recording_options_ = nlohmann::json{{"actions", actions}, {"fps", fps}};
     return {{"recording", id}, {"state", "recording"}, {"actions", actions}, {"fps", fps}};
+}
+
+void Sandbox::continue_recording() {
+    std::optional<nlohmann::json> options;
+    {
+        std::lock_guard lock(streams_mutex_);
+        if (recorder_) return;
+        options = std::exchange(recording_options_, std::nullopt);
+    }
+    if (!options) return;
+    // The old server's encoder finished its file at exit (or left a crash's fragments);
+    // the video goes on in a new recording.
+    try {
+        auto started = start_recording(*options);
+        audit("record", {{"continued", started["recording"]}, {"reason", "server restart"}});
+    } catch (const std::exception& e) {
+        audit("record", {{"error", std::string("cannot continue the recording: ") + e.what()}});
+    }
 }
 
 nlohmann::json Sandbox::stop_recording() {
@@ -133,7 +161,9 @@ nlohmann::json Sandbox::stop_recording() {
             throw ApiError(409, "not_recording", "sandbox " + config_.id + " is not recording");
         recorder = std::move(recorder_);
         id = recording_id_;
+        recording_options_.reset();
     }
+    save_record_or_audit();
     auto stats = recorder->stop();
     nlohmann::json out = {{"recording", id},
                           {"state", "finished"},

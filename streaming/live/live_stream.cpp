@@ -363,6 +363,10 @@ void LiveEncoder::Subscription::reset() {
 
 void LiveEncoder::publish(const std::vector<StreamPacketPtr>& packets) {
     std::lock_guard publishing(publish_mutex_);
+    // Every subscriber gets this keyframe, including one that joined (and asked for a
+    // keyframe) while it was being encoded: that request is served. Left set, it made the
+    // next change a whole frame instead of a patch (LiveStreamTest.JpegKeyframe... under load).
+    if (!packets.empty() && packets.front()->keyframe) keyframe_requested_ = false;
     for (const auto& s : subscribers_)
         if (s.callbacks.packet)
             for (const auto& p : packets) s.callbacks.packet(p);

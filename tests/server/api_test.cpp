@@ -351,7 +351,7 @@ TEST(Api, RestartRemovesBrokenLeftoversAndSparesOtherServers) {
     }
     {
         Server successor({}, shared_state.path() / "state");
-        EXPECT_NE(successor.log().find("cannot adopt sandbox " + crashed_id), std::string::npos)
+        EXPECT_NE(successor.log().find("cannot adopt container " + crashed_id), std::string::npos)
             << successor.log();
         EXPECT_NE(successor.log().find("removed leftover sandbox " + crashed_id), std::string::npos)
             << successor.log();
@@ -375,6 +375,24 @@ TEST(Api, RestartRemovesBrokenLeftoversAndSparesOtherServers) {
     EXPECT_EQ(bystander.get("/v1/sandboxes/" + kept_id).js().value("state", ""), "running");
     EXPECT_EQ(run(bystander, kept_id, "echo alive"), "alive\n");
     EXPECT_EQ(bystander.del("/v1/sandboxes/" + kept_id).status, 200u);
+}
+// One server per state dir: a second one would take the first one's live sandboxes for
+// leftovers. It is refused before it touches anything, and the first one serves on.
+TEST(Api, ASecondServerOnTheSameStateDirIsRefused) {
+    REQUIRE_TEMPLATE();
+    Server first;
+    auto created = first.post("/v1/sandboxes", json::object());
+    ASSERT_EQ(created.status, 201u) << created.body;
+    const std::string id = created.js()["id"];
+    auto second = run_process({DESKBOXD_PATH, "--listen", "127.0.0.1:0", "--state-dir",
+                               first.state().string(), "--on-exit", "kill"},
+                              30s);
+    EXPECT_EQ(second.status.exit_code, 1) << second.out << second.err;
+    EXPECT_NE(second.err.find("is in use by another deskboxd (pid " + std::to_string(first.pid())),
+              std::string::npos)
+        << second.err;
+    EXPECT_EQ(run(first, id, "echo still"), "still\n");
+    EXPECT_EQ(first.get("/v1/sandboxes/" + id).js()["state"], "running");
 }
 
 // Adoption: a deskboxd that crashes (SIGKILL) or stops for an upgrade (SIGTERM, --on-exit keep)
@@ -456,6 +474,60 @@ TEST(Api, RestartsAdoptRunningAndPausedSandboxes) {
     std::ifstream mounts("/proc/self/mountinfo");
     for (std::string line; std::getline(mounts, line);)
         EXPECT_EQ(line.find(state.string()), std::string::npos) << line;
+}
+
+// A recording outlives its server's upgrade: the old file is finished (never overwritten) and
+// the adopted sandbox goes on recording into a new one; a recording the client stopped stays
+// stopped across the next restart.
+TEST(Api, ARecordingGoesOnInANewFileAfterARestart) {
+    REQUIRE_TEMPLATE();
+    TempDir shared_state("deskboxd-adopt-recording");
+    ::chmod(shared_state.path().c_str(), 0711);
+    const auto state = shared_state.path() / "state";
+    const std::vector<std::string> keep = {"--on-exit", "keep"};
+    std::string id, first_recording;
+    {
+        Server first(keep, state);
+        auto created = first.post("/v1/sandboxes", {{"record", {{"actions", true}}}});
+        ASSERT_EQ(created.status, 201u) << created.body << first.log();
+        id = created.js()["id"];
+        auto recording = first.get("/v1/sandboxes/" + id + "/recording").js();
+        EXPECT_EQ(recording["state"], "recording") << recording;
+        first_recording = recording.value("recording", "");
+        EXPECT_EQ(first_recording, id + "-1");
+        EXPECT_EQ(
+            first.post("/v1/sandboxes/" + id + "/actions", {{"type", "type"}, {"text", "before"}})
+                .status,
+            200u);
+        std::this_thread::sleep_for(1s);
+    }  // SIGTERM with --on-exit keep: the encoder finishes its file
+    const auto old_video = state / "recordings" / (first_recording + ".mp4");
+    ASSERT_TRUE(std::filesystem::exists(old_video));
+    const auto old_size = std::filesystem::file_size(old_video);
+    EXPECT_GT(old_size, 0u);
+    {
+        Server second(keep, state);
+        auto recording = second.get("/v1/sandboxes/" + id + "/recording").js();
+        EXPECT_EQ(recording["state"], "recording") << recording << second.log();
+        EXPECT_EQ(recording["recording"], id + "-2") << "a new file, not the old one's name";
+        EXPECT_EQ(recording["actions"], true);
+        EXPECT_EQ(std::filesystem::file_size(old_video), old_size) << "the old file was touched";
+        auto listed = second.get("/v1/recordings").body;
+        EXPECT_NE(listed.find(first_recording), std::string::npos) << listed;
+        std::ifstream audit(state / "audit" / (id + ".jsonl"));
+        std::string log((std::istreambuf_iterator<char>(audit)), {});
+        EXPECT_NE(log.find("\"continued\":\"" + id + "-2\""), std::string::npos) << log;
+        std::this_thread::sleep_for(500ms);
+        auto stopped = second.call(http::verb::delete_, "/v1/sandboxes/" + id + "/recording");
+        EXPECT_EQ(stopped.status, 200u) << stopped.body;
+        second.kill_hard();
+    }
+    Server third({}, state);
+    auto recording = third.get("/v1/sandboxes/" + id + "/recording");
+    ASSERT_EQ(recording.status, 200u) << recording.body << third.log();
+    EXPECT_EQ(recording.js()["state"], "idle") << "stopped by the client, so not continued";
+    EXPECT_TRUE(std::filesystem::exists(state / "recordings" / (id + "-2.mp4")));
+    EXPECT_EQ(third.del("/v1/sandboxes/" + id).status, 200u);
 }
 
 // The `desktop` template: XFCE comes up, Firefox ESR starts and shows its window, and the

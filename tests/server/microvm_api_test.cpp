@@ -1,6 +1,7 @@
 // deskboxd end to end with the microvm runtime: real QEMU (TCG here) booting the `minimal`
 // template's image, through the same HTTP API as containers; snapshots (pause with
 // "snapshot": true) that survive a server restart; creates restored from a template snapshot.
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 
@@ -250,13 +251,19 @@ int pooled(Server& s) {
     return at == std::string::npos ? -1 : std::stoi(metrics.substr(at + key.size()));
 }
 
+std::size_t qemus_under(const std::filesystem::path& state) {
+    std::string pids = run_process({"pgrep", "-f", "qemu-system-x86_64.*" + state.string()}).out;
+    return static_cast<std::size_t>(std::count(pids.begin(), pids.end(), '\n'));
+}
+
 bool qemu_under(const std::filesystem::path& state) {
-    return !run_process({"pgrep", "-f", "qemu-system-x86_64.*" + state.string()}).out.empty();
+    return qemus_under(state) != 0;
 }
 
 TEST(MicrovmApi, PoolHandsOutReadySandboxesAndRefills) {
     REQUIRE_MICROVM();
     TempDir shared("deskboxd-pool");
+    ::chmod(shared.path().c_str(), 0711);
     const auto state = shared.path() / "state";
     {
         Server s({"--microvm-pool", "minimal=1"}, state);
@@ -276,9 +283,21 @@ TEST(MicrovmApi, PoolHandsOutReadySandboxesAndRefills) {
         ASSERT_EQ(own.status, 201u) << own.body;
         EXPECT_EQ(own.js()["resolution"], json::array({800, 600}));
         EXPECT_EQ(pooled(s), 1);
-        EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
         EXPECT_EQ(s.del("/v1/sandboxes/" + own.js()["id"].get<std::string>()).status, 200u);
-    }  // stopping the server ends the pooled one too
+        EXPECT_EQ(qemus_under(state), 2u) << "the handed-out one and the pool's";
+        s.kill_hard();
+        // The next server (without a pool) adopts the handed-out VM; the pool's, whose tokens
+        // nobody holds, is removed.
+        Server again({}, state);
+        auto adopted = again.get("/v1/sandboxes/" + id);
+        ASSERT_EQ(adopted.status, 200u) << adopted.body << again.log();
+        EXPECT_EQ(adopted.js()["metadata"]["who"], "pool-test");
+        EXPECT_NE(again.log().find("made for the pool and never handed out"), std::string::npos)
+            << again.log();
+        EXPECT_EQ(again.get("/v1/sandboxes").js()["sandboxes"].size(), 1u);
+        EXPECT_EQ(qemus_under(state), 1u);
+        EXPECT_EQ(again.del("/v1/sandboxes/" + id).status, 200u);
+    }  // stopping the server ends what is left
     EXPECT_FALSE(qemu_under(state)) << "a pooled microVM outlived its server";
     std::size_t dirs = 0;
     for (auto& e : std::filesystem::directory_iterator(state / "sandboxes"))
@@ -381,31 +400,148 @@ TEST(MicrovmApi, NetworkPolicyHoldsThroughSnapshotsAndTemplateCopies) {
     EXPECT_EQ(gone, 1u) << "the killed microVM's router namespace lives on";
 }
 
-// A deskboxd SIGKILLed with a networked microVM running: its QEMU holds the tap (and with it
-// the router namespace) until the next deskboxd removes the leftover; then nothing is left.
-TEST(MicrovmApi, NothingOfTheNetworkOutlivesAKilledServer) {
+pid_t qemu_of(const std::filesystem::path& state, const std::string& id) {
+    std::ifstream in(state / "sandboxes" / id / "qemu.pid");
+    pid_t pid = -1;
+    in >> pid;
+    return pid;
+}
+
+// QEMU holds a tap device (a tun file whose fdinfo names an interface "tap...").
+bool holds_a_tap(pid_t qemu) {
+    std::error_code ec;
+    for (const auto& fd :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(qemu) + "/fdinfo", ec)) {
+        std::ifstream info(fd.path());
+        std::string text((std::istreambuf_iterator<char>(info)), {});
+        if (text.find("iff:\ttap") != std::string::npos) return true;
+    }
+    return false;
+}
+
+std::string file_text(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// A deskboxd that crashes (SIGKILL) or is upgraded (SIGTERM, --on-exit keep) leaves its
+// microVMs running; the next one adopts them: the same QEMU, tokens, desktop and processes,
+// its agent and VNC again, and the router namespace QEMU's tap kept alive, with the policy
+// still enforced. A paused VM comes back paused. Deleting it then leaves nothing.
+TEST(MicrovmApi, RestartedServersAdoptRunningMicrovmsWithTheirNetwork) {
     REQUIRE_MICROVM();
+    TestInternet internet(
+        std::map<std::string, std::string>{{"allowed.test", "web"}, {"other.test", "other"}});
+    const std::vector<std::string> args = {"--dns-upstream", internet.dns_address(),
+                                           "--public-range", internet.web_address(),
+                                           "--public-range", internet.other_address()};
+    auto keep = args;
+    keep.insert(keep.end(), {"--on-exit", "keep"});
     auto interfaces = host_interfaces();
     auto ruleset = host_nft_ruleset();
-    TempDir state("deskbox-microvm-network-restart");
-    std::set<ino_t> held;
+    TempDir shared("deskbox-microvm-adopt");
+    ::chmod(shared.path().c_str(), 0711);
+    const auto state = shared.path() / "state";
+    std::string id;
+    json before;
+    pid_t qemu = -1;
+    std::set<ino_t> routers;
     {
-        Server s({}, state.path());
-        auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"network", true}});
-        ASSERT_EQ(created.status, 201u) << created.body << s.log();
-        held = namespaces_held_by(s.pid());
-        ASSERT_EQ(held.size(), 1u);
-        s.kill_hard();
+        Server first(keep, state);
+        auto created = first.post("/v1/sandboxes", {{"runtime", "microvm"},
+                                                    {"network", {{"allow", {"allowed.test"}}}},
+                                                    {"timeout_s", 900}});
+        ASSERT_EQ(created.status, 201u) << created.body << first.log();
+        before = created.js();
+        id = before["id"];
+        EXPECT_EQ(run(first, id, "echo kept > /tmp/mark"), "");
+        start(first, id, "sleep 100000");
+        ASSERT_TRUE(eventually([&] { return !run(first, id, "pgrep -x sleep").empty(); }, 30s));
+        qemu = qemu_of(state, id);
+        ASSERT_GT(qemu, 0);
+        ASSERT_TRUE(holds_a_tap(qemu)) << "QEMU has no tap";
+        routers = namespaces_held_by(first.pid());
+        ASSERT_EQ(routers.size(), 1u);
+        first.kill_hard();  // a crash: nothing is told
     }
+    const std::string base = "/v1/sandboxes/" + id;
+    const std::string sleeper = [&] {
+        Server second(keep, state);
+        EXPECT_NE(second.log().find("adopted running sandbox " + id), std::string::npos)
+            << second.log();
+        auto got = second.get(base);
+        EXPECT_EQ(got.status, 200u) << got.body << second.log();
+        EXPECT_EQ(got.js()["state"], "running") << got.body;
+        EXPECT_EQ(got.js()["control_token"], before["control_token"]);
+        EXPECT_EQ(got.js()["expires_at"], before["expires_at"]);
+        EXPECT_TRUE(got.js().contains("vnc")) << got.body;
+        EXPECT_EQ(qemu_of(state, id), qemu) << "the same VM, not a new one";
+        EXPECT_EQ(run(second, id, "cat /tmp/mark"), "kept\n");
+        std::string pids = run(second, id, "pgrep -x sleep");
+        EXPECT_FALSE(pids.empty());
+        EXPECT_EQ(namespaces_held_by(second.pid()), routers) << "the router QEMU's tap kept";
+        auto [ok, page] = curl_in(second, id, "http://allowed.test/");
+        EXPECT_EQ(ok, 0) << page << second.log();
+        EXPECT_EQ(curl_in(second, id, "http://other.test/").first, 6) << "the policy holds";
+        auto shot = second.get(base + "/screenshot?format=png");
+        EXPECT_EQ(shot.status, 200u);
+        EXPECT_EQ(shot.headers["Content-Type"], "image/png");
+        EXPECT_EQ(second.post(base + "/pause", json::object()).status, 200u);
+        return pids;
+    }();  // SIGTERM with --on-exit keep: an upgrade, the VM paused
+    EXPECT_FALSE(no_qemu_for(id)) << "QEMU did not outlive the upgrade";
     {
-        Server again({}, state.path());
+        Server third(args, state);  // --on-exit kill: what is left ends with it
+        EXPECT_NE(third.log().find("adopted running sandbox " + id), std::string::npos)
+            << third.log();
+        EXPECT_EQ(qemu_of(state, id), qemu);
+        EXPECT_EQ(third.get(base).js()["state"], "paused");
+        ASSERT_EQ(third.post(base + "/resume", json::object()).status, 200u) << third.log();
+        EXPECT_EQ(run(third, id, "pgrep -x sleep"), sleeper);
+        EXPECT_EQ(curl_in(third, id, "http://allowed.test/").first, 0);
+        // Saved and restored after an adoption: a new tap in the adopted router.
+        ASSERT_EQ(third.post(base + "/pause", {{"snapshot", true}}).status, 200u) << third.log();
+        ASSERT_EQ(third.post(base + "/resume", json::object()).status, 200u) << third.log();
+        EXPECT_NE(qemu_of(state, id), qemu);
+        EXPECT_TRUE(
+            eventually([&] { return curl_in(third, id, "http://allowed.test/").first == 0; }, 60s));
+        EXPECT_EQ(third.del(base).status, 200u);
+        EXPECT_TRUE(no_qemu_for(id));
+        EXPECT_TRUE(namespaces_held_by(third.pid(), state).empty());
         auto live = live_network_namespaces();
-        for (auto inode : held) EXPECT_FALSE(live.count(inode)) << "router namespace " << inode;
-        EXPECT_TRUE(run_process({"pgrep", "-f", "qemu-system-x86_64.*" + state.path().string()})
-                        .out.empty());
+        for (auto inode : routers) EXPECT_FALSE(live.count(inode)) << "router " << inode;
+        auto audit = file_text(state / "audit" / (id + ".jsonl"));
+        EXPECT_NE(audit.find("\"kind\":\"adopt\""), std::string::npos) << audit;
     }
+    EXPECT_FALSE(std::filesystem::exists(state / "sandboxes" / id));
     EXPECT_EQ(host_interfaces(), interfaces);
     EXPECT_EQ(host_nft_ruleset(), ruleset);
+}
+
+// A microVM that cannot be driven any more (here its QMP socket is gone) is not adopted: its
+// QEMU is killed, its files removed, and its audit log says why.
+TEST(MicrovmApi, AMicrovmThatCannotBeDrivenIsRemovedWithAnAuditLine) {
+    REQUIRE_MICROVM();
+    TempDir shared("deskbox-microvm-broken");
+    ::chmod(shared.path().c_str(), 0711);
+    const auto state = shared.path() / "state";
+    std::string id;
+    {
+        Server first({}, state);
+        auto created = first.post("/v1/sandboxes", {{"runtime", "microvm"}, {"network", true}});
+        ASSERT_EQ(created.status, 201u) << created.body << first.log();
+        id = created.js()["id"];
+        first.kill_hard();
+    }
+    std::filesystem::remove(state / "sandboxes" / id / "qmp.sock");
+    Server second({}, state);
+    EXPECT_NE(second.log().find("cannot adopt microvm " + id), std::string::npos) << second.log();
+    EXPECT_EQ(second.get("/v1/sandboxes/" + id).status, 404u);
+    EXPECT_TRUE(no_qemu_for(id));
+    EXPECT_FALSE(std::filesystem::exists(state / "sandboxes" / id));
+    auto audit = file_text(state / "audit" / (id + ".jsonl"));
+    EXPECT_NE(audit.find("\"kind\":\"cleanup\""), std::string::npos) << audit;
+    EXPECT_NE(audit.find("qmp.sock"), std::string::npos) << audit;
 }
 
 TEST(MicrovmApi, NetworkFalseMeansNoNicAndNoPorts) {
