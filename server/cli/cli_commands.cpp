@@ -13,6 +13,9 @@
 #include <iterator>
 #include <map>
 #include <sstream>
+#include <system_error>
+
+#include "common/atomic_file.hpp"
 
 namespace deskbox::cli {
 
@@ -782,23 +785,10 @@ void write_output(Context& context, const std::string& path, const std::string& 
         return;
     }
     // Written beside the target and renamed, so a failure never leaves a truncated file.
-    std::string temporary = path + ".part-" + std::to_string(::getpid());
-    {
-        std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-        if (!file) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-        file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-        file.close();
-        if (!file) {
-            int saved = errno;
-            std::filesystem::remove(temporary);
-            throw std::runtime_error("cannot write " + path + ": " + std::strerror(saved));
-        }
-    }
-    std::error_code ec;
-    std::filesystem::rename(temporary, path, ec);
-    if (ec) {
-        std::filesystem::remove(temporary);
-        throw std::runtime_error("cannot write " + path + ": " + ec.message());
+    try {
+        atomic_file::write(path, bytes);
+    } catch (const std::system_error& e) {
+        throw std::runtime_error("cannot write " + path + ": " + e.code().message());
     }
 }
 

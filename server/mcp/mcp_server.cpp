@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/base64.hpp"
+#include "common/random.hpp"
 #include "common/utf8.hpp"
 #include "server/api/http_util.hpp"
 #include "server/sandbox/api_error.hpp"
@@ -353,7 +354,7 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
         session.sandbox = access.initial;
         session.last_used = std::chrono::steady_clock::now();
         if (!session.sandbox.empty()) manager_.find(session.sandbox);  // 404 for unknown ids
-        const std::string new_id = random_token(16);
+        const std::string new_id = random::hex(16);
         {
             std::lock_guard lock(mutex_);
             evict_locked();

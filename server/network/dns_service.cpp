@@ -9,9 +9,9 @@
 #include <boost/asio/write.hpp>
 
 #include <cstring>
-#include <random>
 #include <utility>
 
+#include "common/random.hpp"
 #include "server/network/dns_message.hpp"
 #include "server/network/transparent_socket.hpp"
 
@@ -21,9 +21,9 @@ namespace {
 namespace net = boost::asio;
 using udp = net::ip::udp;
 
+// Unpredictable, so an off-path host cannot forge the upstream's answer.
 std::uint16_t random_id() {
-    thread_local std::mt19937 generator{std::random_device{}()};
-    return static_cast<std::uint16_t>(generator());
+    return random::value<std::uint16_t>();
 }
 
 constexpr std::uint16_t kTypeSvcb = 64, kTypeHttps = 65, kTypeIxfr = 251, kTypeAxfr = 252,

@@ -22,7 +22,6 @@
 #include <ctime>
 #include <fstream>
 #include <map>
-#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -30,6 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.hpp"
+#include "common/random.hpp"
 #include "common/temp_dir.hpp"
 #include "server/runtime/oci_bundle.hpp"
 #include "server/runtime/runtime_util.hpp"
@@ -71,17 +72,6 @@ std::string shell_quote(const std::string& value) {
             out += c;
     }
     return out + "'";
-}
-
-std::string random_hex(std::size_t chars) {
-    std::random_device random;
-    std::string out;
-    const char* digits = "0123456789abcdef";
-    while (out.size() < chars) {
-        auto word = random();
-        for (int i = 0; i < 8 && out.size() < chars; ++i) out += digits[(word >> (4 * i)) & 0xf];
-    }
-    return out;
 }
 
 // FNV-1a, 64 bit: stable across runs and builds (content addresses), unlike std::hash.
@@ -261,7 +251,7 @@ std::string guest_config(const SandboxSpec& spec) {
         << "DESKBOX_CONFIG_VERSION=1\n"
         << "DESKBOX_HOSTNAME=" << shell_quote(spec.hostname.empty() ? "deskbox" : spec.hostname)
         << "\n"
-        << "DESKBOX_MACHINE_ID=" << random_hex(32) << "\n"
+        << "DESKBOX_MACHINE_ID=" << random::hex(16) << "\n"
         << "DESKBOX_UID=" << spec.uid << "\n"
         << "DESKBOX_GID=" << spec.gid << "\n"
         << "DESKBOX_NETWORK=" << (spec.network ? 1 : 0) << "\n"
@@ -317,15 +307,6 @@ json read_json_file(const fs::path& file) {
     auto parsed = json::parse(in, nullptr, false);
     if (!parsed.is_object()) throw RuntimeError(file.string() + " is not a JSON object");
     return parsed;
-}
-
-// Data and name of `file` on disk: a snapshot that says it is saved must survive a crash.
-void sync_file_and_dir(const fs::path& file) {
-    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd || ::fsync(fd.get()) != 0)
-        throw RuntimeError("cannot sync " + file.string() + ": " + std::strerror(errno));
-    UniqueFd dir(::open(file.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir) ::fsync(dir.get());
 }
 
 // A hard link (same file system: free), else a copy.
@@ -763,7 +744,11 @@ void MicrovmSandbox::write_metadata_locked(const json& extra) {
                      {"created_unix", static_cast<std::int64_t>(std::time(nullptr))}};
     if (template_dir_) metadata["template_snapshot"] = template_dir_->string();
     metadata.update(extra);
-    write_file_atomic(paths_.metadata, metadata.dump(2) + "\n", 0600);
+    // A snapshot's record must outlive a power loss like its memory file; the others are
+    // rewritten at every start.
+    write_file_atomic(paths_.metadata, metadata.dump(2) + "\n", 0600,
+                      extra.contains("snapshot") ? atomic_file::Durability::power_loss
+                                                 : atomic_file::Durability::process_crash);
 }
 
 void MicrovmSandbox::launch_from_template(const fs::path& template_dir) {
@@ -1229,10 +1214,10 @@ std::uint64_t MicrovmSandbox::snapshot() {
         fs::remove(path, ec);
     // From here QEMU is gone: a failure leaves the sandbox snapshotted without a usable
     // memory file, which restore then reports.
-    sync_file_and_dir(temp);
+    atomic_file::sync_with_directory(temp);
     fs::rename(temp, paths_.memory, ec);
     if (ec) throw RuntimeError(what + "rename " + temp.string() + ": " + ec.message());
-    sync_file_and_dir(paths_.memory);
+    atomic_file::sync_with_directory(paths_.memory);
     // The guest has the agent disk mounted: keep that exact image with the snapshot (a newer
     // agent replaces the shared one).
     if (agent_image_ && agent_image_->parent_path() != paths_.dir) {
@@ -1738,9 +1723,9 @@ fs::path MicrovmRuntime::ensure_template_snapshot(
     if (template_snapshot_complete(dir)) return dir;
 
     SandboxSpec throwaway = spec;
-    throwaway.id = "template-" + dir.filename().string().substr(0, 12) + "-" + random_hex(6);
+    throwaway.id = "template-" + dir.filename().string().substr(0, 12) + "-" + random::hex(3);
     throwaway.hostname = "deskbox";
-    fs::path temp = dir.parent_path() / ("." + dir.filename().string() + "." + random_hex(6));
+    fs::path temp = dir.parent_path() / ("." + dir.filename().string() + "." + random::hex(3));
     std::error_code ec;
     try {
         auto sandbox = start_microvm(throwaway);
@@ -1762,8 +1747,9 @@ fs::path MicrovmRuntime::ensure_template_snapshot(
                        {"tsc_khz", sandbox->tsc_khz_},
                        {"memory_bytes", file_size_or_zero(temp / "memory")},
                        {"saved_unix", static_cast<std::int64_t>(std::time(nullptr))}};
-        write_file_atomic(temp / "snapshot.json", record.dump(2) + "\n", 0644);
-        sync_file_and_dir(temp / "disk.qcow2");
+        write_file_atomic(temp / "snapshot.json", record.dump(2) + "\n", 0644,
+                          atomic_file::Durability::power_loss);
+        atomic_file::sync_with_directory(temp / "disk.qcow2");
         sandbox->kill();
         fs::remove_all(dir, ec);
         fs::rename(temp, dir);

@@ -1,5 +1,6 @@
 #include "server/runtime/oci_bundle.hpp"
 
+#include "server/runtime/runtime_util.hpp"
 #include "server/runtime/user_namespace.hpp"
 
 #include <sched.h>
@@ -236,17 +237,7 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
 }
 
 void write_oci_config(const json& config, const std::filesystem::path& bundle_dir) {
-    auto final_path = bundle_dir / "config.json";
-    auto temp_path = bundle_dir / ".config.json.tmp";
-    {
-        std::ofstream out(temp_path, std::ios::trunc);
-        out << config.dump(2) << '\n';
-        out.flush();
-        if (!out) throw RuntimeError("cannot write " + temp_path.string());
-    }
-    std::error_code ec;
-    std::filesystem::rename(temp_path, final_path, ec);
-    if (ec) throw RuntimeError("cannot write " + final_path.string() + ": " + ec.message());
+    write_file_atomic(bundle_dir / "config.json", config.dump(2) + "\n", 0644);
 }
 
 }  // namespace deskbox::runtime

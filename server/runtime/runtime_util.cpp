@@ -13,23 +13,20 @@
 #include <cstring>
 #include <fstream>
 #include <string_view>
+#include <system_error>
 
 #include "common/unique_fd.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {
 
-void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode) {
-    std::filesystem::path temp = path;
-    temp += ".tmp";
-    {
-        UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
-        if (!fd) throw RuntimeError("cannot create " + temp.string() + ": " + std::strerror(errno));
-        if (!write_all(fd.get(), data.data(), data.size()))
-            throw RuntimeError("cannot write " + temp.string() + ": " + std::strerror(errno));
+void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode,
+                       atomic_file::Durability durability) {
+    try {
+        atomic_file::write(path, data, {.mode = mode, .durability = durability});
+    } catch (const std::system_error& e) {
+        throw RuntimeError(e.what());
     }
-    if (::rename(temp.c_str(), path.c_str()) != 0)
-        throw RuntimeError("cannot rename " + temp.string() + ": " + std::strerror(errno));
 }
 
 std::string trim(std::string s) {

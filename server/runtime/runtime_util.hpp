@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <string>
 
+#include "common/atomic_file.hpp"
+
 namespace deskbox::runtime {
 
 // The last `count` lines of `text` (trailing newlines and CRs dropped).
@@ -22,8 +24,9 @@ std::string trim(std::string s);
 // The last `max_bytes` of `file` (empty if it cannot be read).
 std::string read_tail(const std::filesystem::path& file, std::size_t max_bytes);
 
-// Writes `data` to `path` through a temp file and rename (no fsync). Throws RuntimeError.
-void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode);
+// common/atomic_file's write, failing with a RuntimeError (what runtimes throw).
+void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode,
+                       atomic_file::Durability durability = atomic_file::Durability::process_crash);
 
 // mkdir with exactly `mode` (not narrowed by the umask). Throws RuntimeError.
 void make_dir(const std::filesystem::path& dir, mode_t mode);

@@ -1,12 +1,12 @@
 #include "server/sandbox/sandbox.hpp"
 
+#include "common/atomic_file.hpp"
 #include "common/base64.hpp"
+#include "common/random.hpp"
 #include "common/utf8.hpp"
 
 #include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/runtime_util.hpp"
-
-#include <sys/random.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -62,30 +62,10 @@ const char* to_string(SandboxStatus status) {
     return "unknown";
 }
 
-std::vector<std::uint8_t> random_bytes(std::size_t count) {
-    std::vector<std::uint8_t> raw(count);
-    std::size_t got = 0;
-    while (got < count) {
-        ssize_t n = ::getrandom(raw.data() + got, count - got, 0);
-        if (n > 0) got += static_cast<std::size_t>(n);
-    }
-    return raw;
-}
-
-std::string random_token(std::size_t bytes) {
-    static const char hex[] = "0123456789abcdef";
-    std::string out;
-    for (std::uint8_t c : random_bytes(bytes)) {
-        out += hex[c >> 4];
-        out += hex[c & 15];
-    }
-    return out;
-}
-
 Sandbox::Sandbox(SandboxConfig config, std::filesystem::path audit_path)
     : config_(std::move(config)),
-      view_token_(random_token(16)),
-      control_token_(random_token(16)),
+      view_token_(random::hex(16)),
+      control_token_(random::hex(16)),
       expires_at_(SystemClock::now() + config_.timeout) {
     if (config_.api_resolution)
         scaler_.emplace(*config_.api_resolution, input::Size{config_.width, config_.height});
@@ -215,7 +195,7 @@ void Sandbox::detach_agent() {
 void Sandbox::sync_guest(bool new_identity) {
     // After a restore the guest's clock stands where it was saved (or paused), and a copy of
     // a template VM shares its name and random state with every other copy.
-    std::vector<std::uint8_t> seed = random_bytes(64);
+    std::vector<std::uint8_t> seed = random::bytes(64);
     auto now_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(SystemClock::now().time_since_epoch())
             .count();
@@ -280,21 +260,21 @@ void Sandbox::save_record() {
         std::lock_guard lock(streams_mutex_);
         if (recording_options_) record["recording"] = *recording_options_;
     }
+    bool saved_to_disk = false;
     {
         std::lock_guard lock(mutex_);
         record["snapshot_bytes"] = snapshot_bytes_;
         record["snapshot_at_ms"] = to_ms(snapshot_at_);
         if (namespaces_) record["host_id_base"] = namespaces_->host_base();
+        saved_to_disk = snapshotted_;
     }
-    auto path = record_path(config_.recordings_dir.parent_path(), config_.id);
-    auto temp = path;
-    temp += ".tmp";
-    {
-        std::ofstream out(temp, std::ios::trunc);
-        out << record.dump(2) << '\n';
-        if (!out.flush()) throw std::runtime_error("cannot write " + temp.string());
-    }
-    std::filesystem::rename(temp, path);
+    // A snapshot outlives a host reboot and its record must too; a running sandbox does not
+    // (it holds tokens: owner-only).
+    atomic_file::write(record_path(config_.recordings_dir.parent_path(), config_.id),
+                       record.dump(2) + '\n',
+                       {.mode = 0600,
+                        .durability = saved_to_disk ? atomic_file::Durability::power_loss
+                                                    : atomic_file::Durability::process_crash});
 }
 
 namespace {

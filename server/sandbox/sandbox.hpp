@@ -281,7 +281,5 @@ class Sandbox {
     std::optional<nlohmann::json> recording_options_;
 };
 
-std::vector<std::uint8_t> random_bytes(std::size_t count);  // getrandom(2)
-std::string random_token(std::size_t bytes);                // hex of random_bytes
 
 }  // namespace deskbox::server

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "common/child_process.hpp"
+#include "common/random.hpp"
 #include "server/runtime/container_runtime.hpp"
 #include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/mounts.hpp"
@@ -538,7 +539,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
             throw ApiError(409, "template_not_built", e.what(), "template");
         }
     }
-    config.id = "sb-" + random_token(6);
+    config.id = "sb-" + random::hex(6);
     runtime::SandboxSpec spec;
     spec.id = config.id;
     spec.template_rootfs = rootfs;

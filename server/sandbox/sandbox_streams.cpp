@@ -1,9 +1,9 @@
 // The parts of a sandbox that serve people rather than the agent: its VNC server and its
 // recordings. Both read the frame mirror; VNC input joins the viewers' input path.
-#include <sys/random.h>
 
 #include <cstdio>
 
+#include "common/random.hpp"
 #include "server/sandbox/sandbox.hpp"
 
 namespace deskbox::server {
@@ -11,16 +11,7 @@ namespace {
 
 // VNC authentication compares 8 characters: 8 random letters and digits.
 std::string vnc_password() {
-    static const char alphabet[] = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-    unsigned char raw[8];
-    std::size_t got = 0;
-    while (got < sizeof raw) {
-        ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
-        if (n > 0) got += static_cast<std::size_t>(n);
-    }
-    std::string out;
-    for (unsigned char c : raw) out += alphabet[c % (sizeof alphabet - 1)];
-    return out;
+    return random::from_alphabet("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", 8);
 }
 
 }  // namespace
