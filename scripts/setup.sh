@@ -13,6 +13,13 @@ if ((${#missing[@]})); then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian starts the packaged etcd on 127.0.0.1:2379 where systemd runs; the tests start
+  # members of their own, so one installed here is left stopped (an etcd that was there before
+  # is not touched).
+  if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null &&
+     [[ -d /run/systemd/system ]]; then
+    $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
+  fi
 fi
 # npm: NodeSource's nodejs brings its own (and conflicts with Debian's npm package); Debian's
 # nodejs needs the npm package beside it.
