@@ -97,6 +97,9 @@ Operation Operation::erase_prefix(const std::string& prefix) {
 Operation Operation::range(std::string key) {
     return {Kind::range, std::move(key), {}, {}, 0};
 }
+Operation Operation::range_prefix(const std::string& prefix) {
+    return {Kind::range, prefix, {}, prefix_end(prefix), 0};
+}
 
 std::string prefix_end(const std::string& prefix) {
     std::string end = prefix;

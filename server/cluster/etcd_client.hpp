@@ -65,6 +65,7 @@ struct Operation {
     static Operation erase(std::string key);
     static Operation erase_prefix(const std::string& prefix);
     static Operation range(std::string key);
+    static Operation range_prefix(const std::string& prefix);
 };
 
 struct TxnResult {
