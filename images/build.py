@@ -619,6 +619,17 @@ def prune(cache, name, keep_final):
                 log(f"pruned {entry}")
 
 
+def resolve_cached(template_arg):
+    """A template named on the command line, checked, and where its build lives in the cache:
+    (definition_path, definition, folder, digest, cache, final_dir, rootfs)."""
+    definition_path = resolve_template(template_arg)
+    definition, folder = load_template(definition_path)
+    digest = template_hash(definition_path, definition, folder)
+    cache = os.path.abspath(os.environ.get("DESKBOX_CACHE", DEFAULT_CACHE))
+    _, final, rootfs = cache_paths(cache, definition["name"], digest)
+    return definition_path, definition, folder, digest, cache, final, rootfs
+
+
 def main(argv):
     parser = argparse.ArgumentParser(prog="images/build.py", description=__doc__.split("\n")[0])
     parser.add_argument("template", nargs="?", help="template folder name under images/templates/, or a path")
@@ -629,34 +640,43 @@ def main(argv):
     parser.add_argument("--prepare-root", nargs=3, metavar=("ROOT", "DEFINITION", "HASH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    try:
-        if args.prepare_root:
-            prepare_root(*args.prepare_root)
-            return 0
-        if args.check:
-            for path in args.check:
-                load_template(path)
-                print(f"{path}: ok")
-            return 0
-        if not args.template:
-            parser.error("a template is required")
-        definition_path = resolve_template(args.template)
-        definition, folder = load_template(definition_path)
-        digest = template_hash(definition_path, definition, folder)
-        cache = os.path.abspath(os.environ.get("DESKBOX_CACHE", DEFAULT_CACHE))
-        _, final, rootfs = cache_paths(cache, definition["name"], digest)
-        if args.print_path:
-            if args.prune:
-                prune(cache, definition["name"], final)
-            print(rootfs)
-            return 0
-        if os.geteuid() != 0:
-            raise BuildError("building needs root (mmdebstrap --mode=root)")
-        rootfs = build(definition_path, definition, folder, digest, cache, args.force)
+    if args.prepare_root:
+        prepare_root(*args.prepare_root)
+        return 0
+    if args.check:
+        for path in args.check:
+            load_template(path)
+            print(f"{path}: ok")
+        return 0
+    if not args.template:
+        parser.error("a template is required")
+    definition_path, definition, folder, digest, cache, final, rootfs = resolve_cached(args.template)
+    if args.print_path:
         if args.prune:
             prune(cache, definition["name"], final)
-        print(rootfs, flush=True)
+        print(rootfs)
         return 0
+    if os.geteuid() != 0:
+        raise BuildError("building needs root (mmdebstrap --mode=root)")
+    rootfs = build(definition_path, definition, folder, digest, cache, args.force)
+    if args.prune:
+        prune(cache, definition["name"], final)
+    print(rootfs, flush=True)
+    return 0
+
+
+def _interrupt(signum, frame):
+    raise Interrupted()
+
+
+def run_main(main_function, argv):
+    """Runs a builder's main(argv) as a command (this script's and build_microvm.py's): SIGTERM,
+    SIGINT and SIGHUP interrupt it cleanly; a bad template exits 2, a failed build 1, an
+    interruption 130, each with its message on stderr."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    try:
+        return main_function(argv)
     except TemplateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -668,12 +688,5 @@ def main(argv):
         return 130
 
 
-def _interrupt(signum, frame):
-    raise Interrupted()
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGHUP, _interrupt)
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_main(main, sys.argv[1:]))

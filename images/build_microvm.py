@@ -29,16 +29,15 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import time
 
+import build as template_build  # the rootfs builder beside this script: resolution, hash, locks
+
 IMAGES_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, IMAGES_DIR)
-import build as template_build  # noqa: E402  (the rootfs builder: resolution, hash, locks)
 
 INIT_SCRIPT = os.path.join(IMAGES_DIR, "microvm", "init")
 KERNEL_META_PACKAGE = "linux-image-cloud-amd64"
@@ -53,10 +52,7 @@ ROOT_HEADROOM_BYTES = 2 << 30
 OUTPUT_FILES = ("vmlinuz", "initramfs.img", "rootfs.ext4", "build.json")
 
 log = template_build.log
-
-
-class Interrupted(BaseException):
-    pass
+Interrupted = template_build.Interrupted
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,34 +423,14 @@ def main(argv):
     parser.add_argument("--print-path", action="store_true", help="print the microvm dir without building")
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
     args = parser.parse_args(argv)
-    try:
-        definition_path = template_build.resolve_template(args.template)
-        definition, folder = template_build.load_template(definition_path)
-        digest = template_build.template_hash(definition_path, definition, folder)
-        cache = os.path.abspath(os.environ.get("DESKBOX_CACHE", template_build.DEFAULT_CACHE))
-        _, template_dir, rootfs = template_build.cache_paths(cache, definition["name"], digest)
-        if args.print_path:
-            print(os.path.join(template_dir, "microvm"))
-            return 0
-        out_dir = build(definition["name"], template_dir, rootfs, digest, cache, args.force)
-        print(out_dir, flush=True)
+    _, definition, _, digest, cache, template_dir, rootfs = template_build.resolve_cached(args.template)
+    if args.print_path:
+        print(os.path.join(template_dir, "microvm"))
         return 0
-    except template_build.TemplateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except template_build.BuildError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except Interrupted:
-        print("error: interrupted; nothing was left in the cache", file=sys.stderr)
-        return 130
-
-
-def _interrupt(signum, frame):
-    raise Interrupted()
+    out_dir = build(definition["name"], template_dir, rootfs, digest, cache, args.force)
+    print(out_dir, flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(template_build.run_main(main, sys.argv[1:]))

@@ -16,6 +16,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "images", "build_microvm.py")
 
+# Run as a script, build_microvm.py finds build.py beside it on sys.path; imported, it needs
+# the same.
+sys.path.insert(0, os.path.dirname(SCRIPT))
 spec = importlib.util.spec_from_file_location("build_microvm", SCRIPT)
 build_microvm = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(build_microvm)
