@@ -29,6 +29,13 @@ struct McpAccess {
     std::string initial;  // ?sandbox=ID of the request: the session's current sandbox
 };
 
+struct McpSession {
+    McpAccess access;
+    std::string protocol;
+    std::string sandbox;  // current sandbox ("" none yet)
+    std::chrono::steady_clock::time_point last_used;
+};
+
 class McpServer {
   public:
     static constexpr const char* kProtocolVersion = "2025-11-25";
@@ -42,19 +49,9 @@ class McpServer {
     std::size_t session_count() const;
 
   private:
-    struct Session {
-        McpAccess access;
-        std::string protocol;
-        std::string sandbox;  // current sandbox ("" none yet)
-        std::chrono::steady_clock::time_point last_used;
-    };
+    using Session = McpSession;
     nlohmann::json dispatch(Session& session, const std::string& method,
                             const nlohmann::json& params);
-    nlohmann::json call_tool(Session& session, const std::string& name,
-                             const nlohmann::json& arguments);
-    // The sandbox a tool acts on: arguments.sandbox_id, else the session's; checked against
-    // the session's access.
-    std::shared_ptr<Sandbox> target(Session& session, const nlohmann::json& arguments) const;
     nlohmann::json read_resource(Session& session, const std::string& uri);
     void evict_locked();
 

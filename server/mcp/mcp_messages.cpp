@@ -1,0 +1,68 @@
+#include "server/mcp/mcp_messages.hpp"
+
+#include <algorithm>
+
+#include "common/base64.hpp"
+#include "server/sandbox/api_error.hpp"
+
+namespace deskbox::server::mcp {
+
+using nlohmann::json;
+
+std::string unbase64(const std::string& text) {
+    auto bytes = base64_decode(text);
+    if (!bytes) throw ApiError(400, "invalid_request", "not base64", "content");
+    return std::move(*bytes);
+}
+
+json text_content(const std::string& text) {
+    return {{"type", "text"}, {"text", text}};
+}
+
+json image_content(const std::string& base64_data, const std::string& mime) {
+    return {{"type", "image"}, {"mimeType", mime}, {"data", base64_data}};
+}
+
+json tool_error(const std::string& message) {
+    return {{"content", json::array({text_content(message)})}, {"isError", true}};
+}
+
+HttpResponse rpc_answer(unsigned status, const json& body) {
+    HttpResponse res{static_cast<http::status>(status), 11};
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::cache_control, "no-store");
+    res.body() = body.dump(-1, ' ', false, json::error_handler_t::replace);
+    return res;
+}
+
+json rpc_error(const json& id, int code, const std::string& message) {
+    return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}};
+}
+
+// Arguments of a tool: an object whose keys are all in `allowed`.
+const json& check_arguments(const json& arguments,
+                            std::initializer_list<std::string_view> allowed) {
+    if (!arguments.is_object()) throw RpcFailure{kInvalidParams, "arguments must be an object"};
+    for (const auto& [key, _] : arguments.items())
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+            throw ApiError(400, "invalid_request", "unknown argument", key);
+    return arguments;
+}
+
+std::string string_argument(const json& arguments, const char* name, bool required) {
+    auto it = arguments.find(name);
+    if (it == arguments.end() || it->is_null()) {
+        if (required) throw ApiError(400, "invalid_request", "required", name);
+        return {};
+    }
+    if (!it->is_string()) throw ApiError(400, "invalid_request", "expected a string", name);
+    return *it;
+}
+
+json tool_result(json content, const json& structured) {
+    json result = {{"content", std::move(content)}, {"isError", false}};
+    if (!structured.is_null()) result["structuredContent"] = structured;
+    return result;
+}
+
+}  // namespace deskbox::server::mcp

@@ -1,0 +1,46 @@
+// The JSON-RPC 2.0 and MCP message shapes the MCP server and its tools answer with: error
+// codes, content items, tool errors, and checks of a tool's arguments.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "server/http/http_server.hpp"
+
+namespace deskbox::server::mcp {
+
+// JSON-RPC 2.0 error codes.
+inline constexpr int kParseError = -32700;
+inline constexpr int kInvalidRequest = -32600;
+inline constexpr int kMethodNotFound = -32601;
+inline constexpr int kInvalidParams = -32602;
+inline constexpr int kResourceNotFound = -32002;
+
+// A JSON-RPC error to answer with (not a tool error: those are results with isError).
+struct RpcFailure {
+    int code;
+    std::string message;
+};
+
+nlohmann::json text_content(const std::string& text);
+nlohmann::json image_content(const std::string& base64_data, const std::string& mime = "image/png");
+// A tool result that tells the model what went wrong (isError), so it can try again.
+nlohmann::json tool_error(const std::string& message);
+// A tool result with text and, when given, the structured answer.
+nlohmann::json tool_result(nlohmann::json content,
+                           const nlohmann::json& structured = nlohmann::json());
+
+HttpResponse rpc_answer(unsigned status, const nlohmann::json& body);
+nlohmann::json rpc_error(const nlohmann::json& id, int code, const std::string& message);
+
+// Arguments of a tool: an object whose keys are all in `allowed` (else 400 naming the key).
+const nlohmann::json& check_arguments(const nlohmann::json& arguments,
+                                      std::initializer_list<std::string_view> allowed);
+std::string string_argument(const nlohmann::json& arguments, const char* name,
+                            bool required = true);
+std::string unbase64(const std::string& text);  // 400 naming "content" if it is not base64
+
+}  // namespace deskbox::server::mcp

@@ -1,0 +1,195 @@
+// The tools/list catalog: names, descriptions and input schemas.
+#include "server/mcp/mcp_server.hpp"
+
+namespace deskbox::server {
+
+using nlohmann::json;
+
+namespace {
+
+json sandbox_id_schema() {
+    return {{"type", "string"},
+            {"description",
+             "The sandbox to act on; default: the session's (from create_sandbox or ?sandbox=)"}};
+}
+
+}  // namespace
+
+const json& mcp_tools() {
+    static const json tools = [] {
+        auto described = [](json schema, const char* description) {
+            schema["description"] = description;
+            return schema;
+        };
+        json coordinate = {{"type", "array"},
+                           {"items", {{"type", "integer"}, {"minimum", 0}}},
+                           {"minItems", 2},
+                           {"maxItems", 2}};
+        // Anthropic's computer tool (computer_20251124), verbatim.
+        json computer_properties = {
+            {"action",
+             {{"type", "string"},
+              {"enum",
+               {"key", "hold_key", "type", "cursor_position", "mouse_move", "left_mouse_down",
+                "left_mouse_up", "left_click", "left_click_drag", "right_click", "middle_click",
+                "double_click", "triple_click", "scroll", "wait", "screenshot", "zoom"}},
+              {"description", "The action to perform."}}},
+            {"coordinate", described(coordinate, "(x, y): where to move, click or scroll.")},
+            {"start_coordinate", described(coordinate, "(x, y): where left_click_drag starts.")},
+            {"text",
+             {{"type", "string"},
+              {"description",
+               "type: the text; key/hold_key: xdotool-style keys (\"ctrl+s\"); clicks and "
+               "scroll: modifier keys held (\"shift\")."}}},
+            {"duration",
+             {{"type", "number"},
+              {"minimum", 0},
+              {"description", "Seconds, for hold_key and wait."}}},
+            {"scroll_direction", {{"type", "string"}, {"enum", {"up", "down", "left", "right"}}}},
+            {"scroll_amount", {{"type", "integer"}, {"minimum", 1}, {"description", "Notches."}}},
+            {"region",
+             {{"type", "array"},
+              {"items", {{"type", "integer"}, {"minimum", 0}}},
+              {"minItems", 4},
+              {"maxItems", 4},
+              {"description", "zoom: [x0, y0, x1, y1], the corners of the region to see."}}},
+            {"sandbox_id", sandbox_id_schema()}};
+        json list = json::array();
+        list.push_back(
+            {{"name", "computer"},
+             {"title", "Computer"},
+             {"description",
+              "Use the mouse and keyboard of a Linux desktop and see its screen. The result is "
+              "a screenshot taken after the action (for zoom: the region's image)."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties", computer_properties},
+               {"required", {"action"}}}}});
+        list.push_back({{"name", "screenshot"},
+                        {"title", "Screenshot"},
+                        {"description", "The sandbox's screen now."},
+                        {"inputSchema",
+                         {{"type", "object"},
+                          {"properties",
+                           {{"format", {{"type", "string"}, {"enum", {"png", "jpeg", "webp"}}}},
+                            {"sandbox_id", sandbox_id_schema()}}}}}});
+        list.push_back(
+            {{"name", "run_command"},
+             {"title", "Run a shell command"},
+             {"description",
+              "Runs a bash command line in the sandbox as its user; answers the exit code, "
+              "stdout and stderr."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"command", {{"type", "string"}}},
+                 {"timeout_s", {{"type", "number"}, {"minimum", 0}}},
+                 {"background", {{"type", "boolean"}, {"description", "Start it and return."}}},
+                 {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"command"}}}}});
+        list.push_back(
+            {{"name", "read_file"},
+             {"title", "Read a file"},
+             {"description", "A file of the sandbox: text as text, other bytes as a blob."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"path", {{"type", "string"}}}, {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"path"}}}}});
+        list.push_back({{"name", "write_file"},
+                        {"title", "Write a file"},
+                        {"description", "Creates or replaces a file (and its parent directories)."},
+                        {"inputSchema",
+                         {{"type", "object"},
+                          {"properties",
+                           {{"path", {{"type", "string"}}},
+                            {"content", {{"type", "string"}}},
+                            {"encoding", {{"type", "string"}, {"enum", {"utf-8", "base64"}}}},
+                            {"sandbox_id", sandbox_id_schema()}}},
+                          {"required", {"path", "content"}}}}});
+        list.push_back(
+            {{"name", "create_sandbox"},
+             {"title", "Create a sandbox"},
+             {"description",
+              "Starts a new desktop; it becomes this session's sandbox. Same fields as POST "
+              "/v1/sandboxes."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"template", {{"type", "string"}}},
+                 {"runtime", {{"type", "string"}, {"enum", {"container", "microvm"}}}},
+                 {"resolution",
+                  {{"type", "array"},
+                   {"items", {{"type", "integer"}}},
+                   {"minItems", 2},
+                   {"maxItems", 2}}},
+                 {"timeout_s", {{"type", "integer"}, {"minimum", 1}}},
+                 {"network", {{"description", "true, false or {allow, deny}"}}}}}}}});
+        list.push_back(
+            {{"name", "kill_sandbox"},
+             {"title", "Kill a sandbox"},
+             {"description", "Ends the sandbox and removes everything it had."},
+             {"inputSchema",
+              {{"type", "object"}, {"properties", {{"sandbox_id", sandbox_id_schema()}}}}}});
+        json region = {{"type", "array"},
+                       {"items", {{"type", "integer"}, {"minimum", 0}}},
+                       {"minItems", 4},
+                       {"maxItems", 4},
+                       {"description", "[x, y, width, height]; default the whole screen."}};
+        list.push_back(
+            {{"name", "wait_for"},
+             {"title", "Wait for the screen"},
+             {"description",
+              "Waits until a text shows on the screen (until=text), goes away (gone), the screen "
+              "changes (change) or stops changing (stable); answers as soon as it does, or "
+              "matched=false at timeout_ms. Cheaper than screenshots in a loop."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"until", {{"type", "string"}, {"enum", {"text", "gone", "change", "stable"}}}},
+                 {"text", {{"type", "string"}}},
+                 {"region", region},
+                 {"timeout_ms", {{"type", "integer"}, {"minimum", 0}, {"maximum", 120000}}},
+                 {"stable_ms", {{"type", "integer"}, {"minimum", 1}, {"maximum", 60000}}},
+                 {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"until"}}}}});
+        list.push_back(
+            {{"name", "find_on_screen"},
+             {"title", "Find text on the screen"},
+             {"description",
+              "Where a text is on the screen (OCR): boxes and centres to click, in reading "
+              "order."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"text", {{"type", "string"}}},
+                 {"exact", {{"type", "boolean"}, {"description", "Whole words, case-sensitive."}}},
+                 {"region", region},
+                 {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"text"}}}}});
+        list.push_back(
+            {{"name", "read_screen"},
+             {"title", "Read the screen's text"},
+             {"description", "The text on the screen (OCR), line by line."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties", {{"region", region}, {"sandbox_id", sandbox_id_schema()}}}}}});
+        list.push_back({{"name", "list_sandboxes"},
+                        {"title", "List sandboxes"},
+                        {"description", "The sandboxes this session may use, with their state."},
+                        {"inputSchema", {{"type", "object"}, {"properties", json::object()}}}});
+        for (auto& tool : list) {
+            const std::string name = tool["name"];
+            const bool reads = name == "screenshot" || name == "read_file" ||
+                               name == "list_sandboxes" || name == "wait_for" ||
+                               name == "find_on_screen" || name == "read_screen";
+            tool["annotations"] = {{"readOnlyHint", reads},
+                                   {"destructiveHint", name == "kill_sandbox"},
+                                   {"openWorldHint", false}};
+        }
+        return list;
+    }();
+    return tools;
+}
+
+}  // namespace deskbox::server
