@@ -42,8 +42,9 @@ class Context {
 int run_cli(const std::vector<std::string>& args, const Environment& environment, std::ostream& out,
             std::ostream& err, std::istream& in);
 
-// The synopsis and notes of a command ("" if unknown).
+// The synopsis and notes of a command ("" if unknown), and of the CLI (cli_usage.cpp).
 const std::string& usage_of(const std::string& command);
+const std::string& main_usage();
 // "/v1/sandboxes/ID" with the id percent-encoded.
 std::string sandbox_path(const std::string& id);
 // Writes bytes to `path` through a temporary file renamed into place; "-" is `out`.
@@ -51,6 +52,12 @@ void write_output(Context& context, const std::string& path, const std::string& 
 
 // A local file's bytes; std::runtime_error naming it if it cannot be read.
 std::string read_local_file(const std::string& path);
+std::string read_all(std::istream& in);
+// Prints rows as aligned columns; the last column is not padded.
+void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows);
+// "1280x800" of [w,h] or {width,height}; a mode as octal "0644".
+std::string size_text(const nlohmann::json& value);
+std::string mode_text(const nlohmann::json& value);
 // Display text of a JSON value ("-" for null or missing).
 std::string text_of(const nlohmann::json& value);
 std::string text_of(const nlohmann::json& object, const char* key);
@@ -79,6 +86,31 @@ class Command {
     std::string name_;
 };
 
+// Each command: its tokens after the command's name; returns the exit code.
+using CommandTokens = std::vector<std::string>;
+// Sandboxes (cli_sandboxes.cpp).
+int command_create(Context& context, const CommandTokens& tokens);
+int command_ports(Context& context, const CommandTokens& tokens);
+int command_list(Context& context, const CommandTokens& tokens);
+int command_inspect(Context& context, const CommandTokens& tokens);
+int command_kill(Context& context, const CommandTokens& tokens);
+int command_lifecycle(Context& context, const CommandTokens& tokens, const char* name);
+int command_timeout(Context& context, const CommandTokens& tokens);
+// The desktop (cli_desktop.cpp).
+int command_screenshot(Context& context, const CommandTokens& tokens);
+int command_act(Context& context, const CommandTokens& tokens);
+int command_click(Context& context, const CommandTokens& tokens);
+int command_move(Context& context, const CommandTokens& tokens);
+int command_scroll(Context& context, const CommandTokens& tokens);
+int command_type(Context& context, const CommandTokens& tokens);
+int command_key(Context& context, const CommandTokens& tokens);
+int command_kill_processes(Context& context, const CommandTokens& tokens);
+int command_windows(Context& context, const CommandTokens& tokens);
+int command_cursor(Context& context, const CommandTokens& tokens);
+int command_clipboard(Context& context, const CommandTokens& tokens);
+// Commands and files (cli_exec.cpp).
+int command_exec(Context& context, const CommandTokens& tokens);
+int command_files(Context& context, const CommandTokens& tokens);
 int command_demo(Context& context, const std::vector<std::string>& tokens);
 // Screen analysis (cli_screen.cpp).
 int command_wait(Context& context, const std::vector<std::string>& tokens);

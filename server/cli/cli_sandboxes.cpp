@@ -1,0 +1,221 @@
+// Sandbox lifecycle commands: create, list, inspect, kill, pause, resume, timeout, ports.
+#include "server/cli/cli_commands.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <system_error>
+
+namespace deskbox::cli {
+
+using client::ApiError;
+using client::Method;
+using client::Query;
+using nlohmann::json;
+
+int command_ports(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "ports", tokens, {{"--json", "", false}});
+    c.expect(1, 1);
+    const std::string& id = c.args.positional[0];
+    json sandbox = context.client().get_json("/v1/sandboxes/" + id);
+    json ports = sandbox.value("ports", json::array());
+    if (c.args.has("--json")) {
+        context.out << ports.dump(2) << "\n";
+        return kExitOk;
+    }
+    if (!ports.is_array() || ports.empty()) {
+        context.out << "no program listens on a TCP port in " << id << "\n";
+        return kExitOk;
+    }
+    const std::string token = sandbox.value("control_token", "");
+    for (const auto& p : ports) {
+        std::string addresses;
+        for (const auto& a : p.value("addresses", json::array()))
+            addresses += (addresses.empty() ? "" : ",") + a.get<std::string>();
+        context.out << p.value("port", 0) << "\t" << addresses << "\t"
+                    << context.client().server().to_string() << p.value("path", "")
+                    << "?token=" << token;
+        if (!p.value("reachable", true))
+            context.out << "\t(not reachable: listens on loopback only)";
+        context.out << "\n";
+    }
+    return kExitOk;
+}
+
+int command_create(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "create", tokens,
+              {{"--template", ""},
+               {"--runtime", ""},
+               {"--size", ""},
+               {"--timeout", ""},
+               {"--dpi", ""},
+               {"--api-size", ""},
+               {"--on-timeout", ""},
+               {"--memory", ""},
+               {"--cpus", ""},
+               {"--pids", ""},
+               {"--disk", ""},
+               {"--env", ""},
+               {"--meta", ""},
+               {"--network", ""},
+               {"--allow", ""},
+               {"--deny", ""},
+               {"--egress-kbps", ""},
+               {"--json", "", false}});
+    c.expect(0, 0);
+    json body = create_request(c.args);
+    json created = context.client().post_json("/v1/sandboxes", body);
+    if (c.args.has("--json")) {
+        context.out << created.dump(2) << "\n";
+    } else {
+        context.out << required_string(created, "id", "the create answer") << "\n";
+    }
+    return kExitOk;
+}
+
+int command_list(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "list", tokens, {{"--json", "", false}});
+    c.expect(0, 0);
+    json answer = context.client().get_json("/v1/sandboxes");
+    if (c.args.has("--json")) {
+        context.out << answer.dump(2) << "\n";
+        return kExitOk;
+    }
+    std::vector<std::vector<std::string>> rows = {
+        {"ID", "STATE", "TEMPLATE", "RUNTIME", "SIZE", "EXPIRES"}};
+    const json& sandboxes =
+        answer.is_object() && answer.contains("sandboxes") ? answer["sandboxes"] : answer;
+    if (!sandboxes.is_array()) {
+        throw std::runtime_error("unexpected answer from deskboxd: no \"sandboxes\" list");
+    }
+    for (const auto& sandbox : sandboxes) {
+        rows.push_back({text_of(sandbox, "id"), text_of(sandbox, "state"),
+                        text_of(sandbox, "template"), text_of(sandbox, "runtime"),
+                        sandbox.contains("resolution") ? size_text(sandbox["resolution"]) : "-",
+                        text_of(sandbox, "expires_at")});
+    }
+    print_table(context.out, rows);
+    return kExitOk;
+}
+
+int command_inspect(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "inspect", tokens, {});
+    c.expect(1, 1);
+    context.out << context.client().get_json(sandbox_path(c.arg(0))).dump(2) << "\n";
+    return kExitOk;
+}
+
+int command_kill(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "kill", tokens, {});
+    c.expect(1, SIZE_MAX);
+    int status = kExitOk;
+    for (const auto& id : c.args.positional) {
+        try {
+            context.client().delete_json(sandbox_path(id));
+            context.out << id << "\n";
+        } catch (const ApiError& error) {
+            // One missing sandbox should not stop the others from being killed.
+            context.err << "deskbox: error: " << id << ": " << error.what() << "\n";
+            status = kExitApiError;
+        }
+    }
+    return status;
+}
+
+int command_lifecycle(Context& context, const std::vector<std::string>& tokens, const char* name) {
+    const bool pause = std::string(name) == "pause";
+    std::vector<OptionSpec> options;
+    // pause --snapshot: a microVM is saved to disk (survives a server restart).
+    if (pause) options.push_back({"--snapshot", "", false});
+    Command c(context, name, tokens, options);
+    c.expect(1, 1);
+    json body = nullptr;
+    if (pause && c.args.has("--snapshot")) body = json{{"snapshot", true}};
+    context.client().post_json(sandbox_path(c.arg(0)) + "/" + name, body);
+    context.out << c.arg(0) << "\n";
+    return kExitOk;
+}
+
+int command_timeout(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "timeout", tokens, {});
+    c.expect(2, 2);
+    long long seconds = parse_integer(c.arg(1), "SECONDS", 0, 365LL * 24 * 3600);
+    json answer = context.client().post_json(sandbox_path(c.arg(0)) + "/timeout",
+                                             json{{"timeout_s", seconds}});
+    if (answer.is_object() && answer.contains("expires_at")) {
+        context.out << c.arg(0) << " expires at " << text_of(answer, "expires_at") << "\n";
+    } else {
+        context.out << c.arg(0) << "\n";
+    }
+    return kExitOk;
+}
+
+json create_request(const ParsedArgs& args) {
+    json body = {{"template", args.get("--template").value_or("minimal")},
+                 {"runtime", args.get("--runtime").value_or("container")}};
+    auto [width, height] = parse_size(args.get("--size").value_or("1280x800"), "--size");
+    body["resolution"] = {width, height};
+    body["timeout_s"] =
+        parse_integer(args.get("--timeout").value_or("300"), "--timeout", 1, 365LL * 24 * 3600);
+    if (auto dpi = args.get("--dpi")) body["dpi"] = parse_integer(*dpi, "--dpi", 1, 1000);
+    if (auto api_size = args.get("--api-size")) {
+        auto [api_width, api_height] = parse_size(*api_size, "--api-size");
+        body["api_resolution"] = {api_width, api_height};
+    }
+    if (auto on_timeout = args.get("--on-timeout")) {
+        if (*on_timeout != "kill" && *on_timeout != "pause") {
+            throw UsageError("--on-timeout: expected kill or pause, got \"" + *on_timeout + "\"");
+        }
+        body["on_timeout"] = *on_timeout;
+    }
+    json limits = json::object();
+    if (auto memory = args.get("--memory")) {
+        limits["memory_mb"] = parse_integer(*memory, "--memory", 1, 1LL << 30);
+    }
+    if (auto cpus = args.get("--cpus")) limits["cpus"] = parse_number(*cpus, "--cpus", 0.01, 4096);
+    if (auto pids = args.get("--pids"))
+        limits["pids"] = parse_integer(*pids, "--pids", 1, 1LL << 22);
+    if (auto disk = args.get("--disk"))
+        limits["disk_mb"] = parse_integer(*disk, "--disk", 1, 1LL << 22);
+    if (auto kbps = args.get("--egress-kbps"))
+        limits["egress_kbps"] = parse_integer(*kbps, "--egress-kbps", 1, 1LL << 40);
+    if (!limits.empty()) body["limits"] = limits;
+    auto allow = args.all("--allow"), deny = args.all("--deny");
+    if (auto network = args.get("--network")) {
+        if (*network != "on" && *network != "off")
+            throw UsageError("--network: expected on or off, got \"" + *network + "\"");
+        if (*network == "off" && (!allow.empty() || !deny.empty()))
+            throw UsageError("--network off reaches nothing: drop --allow/--deny");
+        body["network"] = *network == "on";
+    }
+    if (!allow.empty() || !deny.empty()) {
+        json policy = json::object();
+        if (!allow.empty()) policy["allow"] = allow;
+        if (!deny.empty()) policy["deny"] = deny;
+        body["network"] = policy;
+    }
+    std::map<std::string, std::string> env, metadata;
+    for (const auto& entry : args.all("--env")) {
+        auto [name, value] = parse_key_value(entry, "--env");
+        env.insert_or_assign(name, value);
+    }
+    for (const auto& entry : args.all("--meta")) {
+        auto [name, value] = parse_key_value(entry, "--meta");
+        metadata.insert_or_assign(name, value);
+    }
+    if (!env.empty()) body["env"] = env;
+    if (!metadata.empty()) body["metadata"] = metadata;
+    return body;
+}
+
+}  // namespace deskbox::cli

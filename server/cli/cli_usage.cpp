@@ -1,0 +1,158 @@
+// What 'deskbox --help' and 'deskbox COMMAND --help' print.
+#include "server/cli/cli_commands.hpp"
+
+#include <map>
+
+namespace deskbox::cli {
+
+using client::ApiError;
+using client::Method;
+using client::Query;
+using nlohmann::json;
+
+namespace {
+
+const char* const kMainUsage = R"(usage: deskbox [--server URL] [--api-key KEY] COMMAND [ARGS...]
+
+A client of deskboxd's HTTP API (default server http://127.0.0.1:8700; environment
+DESKBOX_SERVER and DESKBOX_API_KEY set the defaults).
+
+Sandboxes:
+  create [--template minimal] [--runtime container] [--size 1280x800] [--timeout 300]
+         [--network on|off] [--allow DOMAIN|IP|CIDR]... [--deny ...]... [--json]
+  ports ID [--json]          (exposed ports: what listens, and the URL to reach each)
+  list [--json]              inspect ID          kill ID...
+  pause ID [--snapshot]      resume ID           timeout ID SECONDS
+Desktop:
+  screenshot ID [-o FILE|-] [--format png|jpeg|webp] [--quality N] [--width N] [--height N]
+  act ID 'JSON action or {"actions":[...]}'|- [--dialect native|anthropic|openai]
+  click ID X Y [--button left|right|middle] [--count N]     move ID X Y
+  click ID --text TEXT|--image FILE [--index N] [--offset DX,DY]   (also move)
+  scroll ID X Y DY [--dx N]      type ID TEXT      key ID COMBO (e.g. ctrl+shift+t)
+  windows ID [--json]     cursor ID [--json]     clipboard get ID     clipboard set ID TEXT|-
+Seeing the screen:
+  wait ID [--until change|stable|image|text|gone] [--text T|--image F] [--region X,Y,W,H]
+  locate ID --text T|--image F.png [--region ...]    ocr ID [--region ...] [--json]
+  compare ID BASELINE.png [--mask X,Y,W,H]... [--tolerance N] [--diff OUT.png]
+Commands and files:
+  exec ID [--env NAME=VALUE]... [--cwd DIR] [--timeout S] [--background] [-i] [--] CMD [ARG...]
+  exec ID --shell 'LINE'
+  files get ID PATH [-o LOCAL]    files put ID LOCAL|- PATH [--mode M]
+  files ls ID PATH                files rm ID PATH [-r]
+Other:
+  demo [--template minimal] [-o demo.png] [--keep]    health    help [COMMAND]
+  mcp [--sandbox ID | --create TEMPLATE]              (MCP over stdio)
+
+Exit codes: 0 ok, 1 API or connection error, 2 usage error, 3 no match (wait timed out, locate
+found nothing, compare differs); exec exits with the command's code.
+Run 'deskbox COMMAND --help' for a command's options.
+)";
+
+const std::map<std::string, std::string> kUsage = {
+    {"create",
+     "usage: deskbox create [--template NAME] [--runtime container|microvm] [--size WxH]\n"
+     "         [--timeout SECONDS] [--dpi N] [--api-size WxH] [--on-timeout kill|pause]\n"
+     "         [--memory MB] [--cpus N] [--pids N] [--disk MB] [--env NAME=VALUE]...\n"
+     "         [--meta NAME=VALUE]...\n"
+     "         [--network on|off] [--allow ENTRY]... [--deny ENTRY]... [--egress-kbps N] [--json]\n"
+     "Creates a sandbox and prints its id (--json: the whole answer). Defaults: --template\n"
+     "minimal --runtime container --size 1280x800 --timeout 300, the server's network default.\n"
+     "--allow/--deny: a domain (example.org), a wildcard (*.example.org), an IP or a CIDR; with\n"
+     "--allow only those are reached, --deny alone takes names or ranges off the internet."},
+    {"ports",
+     "usage: deskbox ports ID [--json]\n"
+     "Lists the TCP ports programs in the sandbox listen on, with the URL deskboxd serves each\n"
+     "at (authorised by the sandbox's control token)."},
+    {"list", "usage: deskbox list [--json]"},
+    {"inspect", "usage: deskbox inspect ID"},
+    {"kill", "usage: deskbox kill ID..."},
+    {"pause", "usage: deskbox pause ID [--snapshot]"},
+    {"resume", "usage: deskbox resume ID"},
+    {"timeout", "usage: deskbox timeout ID SECONDS\nSets the sandbox to expire SECONDS from now."},
+    {"screenshot",
+     "usage: deskbox screenshot ID [-o FILE|-] [--format png|jpeg|webp] [--quality N]\n"
+     "         [--width N] [--height N]\n"
+     "Saves to FILE (default screenshot-ID.EXT) and prints its path; -o - writes the image to "
+     "stdout."},
+    {"act",
+     "usage: deskbox act ID JSON|- [--dialect native|anthropic|openai]\n"
+     "Sends one action or {\"actions\":[...]} (- reads it from stdin) and prints the results."},
+    {"click",
+     "usage: deskbox click ID X Y [--button left|right|middle] [--count N]\n"
+     "       deskbox click ID --text TEXT|--image FILE.png [--index N] [--offset DX,DY]\n"
+     "         [--region X,Y,W,H] [--threshold F] [--exact] [--timeout-ms N] [...]\n"
+     "With a target the server finds it on the screen (waiting up to --timeout-ms, default\n"
+     "5000) and clicks its centre; prints where."},
+    {"move",
+     "usage: deskbox move ID X Y\n"
+     "       deskbox move ID --text TEXT|--image FILE.png [target options as for click]"},
+    {"wait",
+     "usage: deskbox wait ID [--until change|stable|image|text|gone] [--text TEXT|--image FILE]\n"
+     "         [--region X,Y,W,H] [--timeout-ms N] [--stable-ms N] [--threshold F] [--json]\n"
+     "Returns as soon as the screen (or region) changes, has been still for --stable-ms, shows\n"
+     "the text or image, or no longer does (gone). Default --until: text or image when given,\n"
+     "else change; default --timeout-ms 10000. Exit 0 matched, 3 timed out."},
+    {"locate",
+     "usage: deskbox locate ID --image FILE.png|--text TEXT [--region X,Y,W,H] [--threshold F]\n"
+     "         [--max-results N] [--grayscale] [--exact] [--lang eng] [--json]\n"
+     "Prints X Y WIDTH HEIGHT and the score of each match, best first (text: in reading order).\n"
+     "Exit 3 when nothing matched."},
+    {"ocr",
+     "usage: deskbox ocr ID [--region X,Y,W,H] [--lang eng] [--min-confidence N] [--json]\n"
+     "Prints the text on the screen (--json: lines and words with boxes and confidence)."},
+    {"compare",
+     "usage: deskbox compare ID BASELINE.png [--region X,Y,W,H] [--mask X,Y,W,H]...\n"
+     "         [--tolerance N] [--diff OUT.png] [--json]\n"
+     "Compares the screen (or the region) with BASELINE: exit 0 identical, 3 different (the\n"
+     "changed boxes are printed). --diff saves the screen dimmed with the changes in red."},
+    {"scroll", "usage: deskbox scroll ID X Y DY [--dx N]\nDY in wheel notches, positive = down."},
+    {"type", "usage: deskbox type ID TEXT"},
+    {"key", "usage: deskbox key ID COMBO\nCOMBO like enter, ctrl+c, ctrl+shift+t."},
+    {"exec",
+     "usage: deskbox exec ID [--env NAME=VALUE]... [--cwd DIR] [--timeout S] [--background] [-i]\n"
+     "         [--] CMD [ARG...]\n"
+     "       deskbox exec ID [options] --shell 'LINE'\n"
+     "Runs a command in the sandbox, prints its stdout and stderr and exits with its code.\n"
+     "-i sends this program's stdin to it; --background prints the pid and returns at once."},
+    {"files",
+     "usage: deskbox files get ID PATH [-o LOCAL|-]\n"
+     "       deskbox files put ID LOCAL|- PATH [--mode 0644]\n"
+     "       deskbox files ls ID PATH [--json]\n"
+     "       deskbox files rm ID PATH [-r]\n"
+     "PATH is absolute, inside the sandbox; files get writes to stdout without -o."},
+    {"windows", "usage: deskbox windows ID [--json]"},
+    {"kill-processes",
+     "usage: deskbox kill-processes ID\n"
+     "Ends every process in the sandbox but the desktop session (agent, X server, window\n"
+     "manager): the way back for a sandbox at its process or memory limit."},
+    {"clipboard", "usage: deskbox clipboard get ID\n       deskbox clipboard set ID TEXT|-"},
+    {"cursor", "usage: deskbox cursor ID [--json]\nPrints X Y."},
+    {"health", "usage: deskbox health\nPrints the server's /healthz answer."},
+    {"demo",
+     "usage: deskbox demo [--template minimal] [--runtime R] [--size WxH] [-o demo.png] [--keep]\n"
+     "         [--wait SECONDS] [--start-terminal-after SECONDS]\n"
+     "Creates a sandbox, types a greeting into a terminal, saves a screenshot and prints the\n"
+     "viewer URL; kills the sandbox unless --keep. A terminal is started with xterm if none\n"
+     "shows within --start-terminal-after seconds (default 3); --wait bounds the whole wait\n"
+     "(default 120)."},
+    {"mcp",
+     "usage: deskbox mcp [--sandbox ID [--token CONTROL_TOKEN] | --create TEMPLATE [--runtime R]]\n"
+     "MCP over stdio for desktop MCP clients, bridged to deskboxd's /mcp. --sandbox: the\n"
+     "session's sandbox (with --token, the session may use only that one); --create: a new\n"
+     "sandbox, killed when stdin ends."},
+};
+
+}  // namespace
+
+const std::string& main_usage() {
+    static const std::string text = kMainUsage;
+    return text;
+}
+
+const std::string& usage_of(const std::string& command) {
+    static const std::string none;
+    auto it = kUsage.find(command);
+    return it == kUsage.end() ? none : it->second;
+}
+
+}  // namespace deskbox::cli
