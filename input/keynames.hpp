@@ -32,9 +32,4 @@ std::string keysym_name(Keysym keysym);
 // can type: other C0/C1 controls, surrogates, values above U+10FFFF.
 Keysym keysym_for_codepoint(char32_t codepoint);
 
-// Strict UTF-8 decoding (no overlong forms, surrogates or values above U+10FFFF).
-// On invalid input returns nullopt and, if `error_offset` is given, the offset of the bad byte.
-std::optional<std::u32string> decode_utf8(std::string_view text,
-                                          std::size_t* error_offset = nullptr);
-
 }  // namespace deskbox::input
