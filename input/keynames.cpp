@@ -256,4 +256,13 @@ std::string keysym_name(Keysym keysym) {
     return buffer.data();
 }
 
+std::string describe_keysym(Keysym keysym) {
+    std::array<char, 64> buffer{};
+    std::snprintf(buffer.data(), buffer.size(), "0x%lx", static_cast<unsigned long>(keysym));
+    std::string text = std::string("keysym ") + buffer.data();
+    if (xkb_keysym_get_name(keysym, buffer.data(), buffer.size()) > 0)
+        text += std::string(" (") + buffer.data() + ")";
+    return text;
+}
+
 }  // namespace deskbox::input

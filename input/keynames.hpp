@@ -26,6 +26,10 @@ std::vector<KeyChord> parse_key_sequence(std::string_view text, const std::strin
 // Canonical name for a keysym ("Return", "Control_L", "a"), used in native JSON.
 std::string keysym_name(Keysym keysym);
 
+// A keysym for an error message: "keysym 0xff0d (Return)", or just the hex for a value that
+// names no keysym.
+std::string describe_keysym(Keysym keysym);
+
 // The keysym that types a Unicode code point: the legacy keysym where X has one (Latin-1 direct,
 // "EuroSign", "hebrew_aleph"...), else 0x01000000 + cp (xkb_utf32_to_keysym). '\n' and '\r' give
 // Return (newline is Return in deskbox), '\t' Tab. Returns 0 (NoSymbol) for code points nothing

@@ -17,7 +17,7 @@
 #include "guest-desktop/services/window_service.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
 #include "input/parse.hpp"
-#include "input/xtest_injector.hpp"
+#include "input/x11/xtest_injector.hpp"
 
 namespace deskbox::agent {
 namespace {
