@@ -47,6 +47,26 @@ std::optional<std::size_t> first_invalid(std::string_view bytes) {
     return std::nullopt;
 }
 
+std::optional<std::u32string> code_points(std::string_view bytes, std::size_t* error_offset) {
+    std::u32string out;
+    out.reserve(bytes.size());
+    for (std::size_t i = 0; i < bytes.size();) {
+        const std::size_t n = sequence_length(bytes, i);
+        if (n == 0) {
+            if (error_offset) *error_offset = i;
+            return std::nullopt;
+        }
+        // The lead byte keeps 7, 5, 4 or 3 payload bits; each continuation byte adds 6.
+        constexpr std::uint8_t kLeadPayload[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+        char32_t cp = static_cast<std::uint8_t>(bytes[i]) & kLeadPayload[n];
+        for (std::size_t k = 1; k < n; ++k)
+            cp = (cp << 6) | (static_cast<std::uint8_t>(bytes[i + k]) & 0x3F);
+        out.push_back(cp);
+        i += n;
+    }
+    return out;
+}
+
 bool is_valid(std::string_view bytes) {
     return !first_invalid(bytes);
 }

@@ -17,6 +17,11 @@ bool is_valid(std::string_view bytes);
 // Offset of the first byte that does not start a valid sequence; nullopt when all are valid.
 std::optional<std::size_t> first_invalid(std::string_view bytes);
 
+// The code points of `bytes`, strictly decoded; nullopt if any sequence is invalid or cut off,
+// and then *error_offset (when given) is where the first bad one starts, as first_invalid says.
+std::optional<std::u32string> code_points(std::string_view bytes,
+                                          std::size_t* error_offset = nullptr);
+
 // ISO 8859-1 (X's STRING, RFB's classic cut text) as UTF-8.
 std::string from_latin1(std::string_view latin1);
 

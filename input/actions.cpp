@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "input/keynames.hpp"
+#include "common/utf8.hpp"
 
 namespace deskbox::input {
 
@@ -29,7 +29,7 @@ constexpr std::size_t kMaxQuotedBytes = 48;
 }  // namespace
 
 std::string quote_for_error(std::string_view value) {
-    if (!decode_utf8(value)) return "<invalid UTF-8>";
+    if (!utf8::is_valid(value)) return "<invalid UTF-8>";
     std::size_t cut = value.size();
     if (cut > kMaxQuotedBytes) {
         // Back off to a character boundary so the cut never splits a UTF-8 sequence.

@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/utf8.hpp"
+
 namespace deskbox::input {
 
 namespace {
@@ -143,46 +145,6 @@ const std::unordered_map<std::string, Keysym>& alias_table() {
 
 }  // namespace
 
-std::optional<std::u32string> decode_utf8(std::string_view text, std::size_t* error_offset) {
-    std::u32string out;
-    out.reserve(text.size());
-    const auto fail = [&](std::size_t offset) -> std::optional<std::u32string> {
-        if (error_offset) *error_offset = offset;
-        return std::nullopt;
-    };
-    std::size_t i = 0;
-    while (i < text.size()) {
-        const auto lead = static_cast<unsigned char>(text[i]);
-        if (lead < 0x80) {
-            out.push_back(lead);
-            ++i;
-            continue;
-        }
-        std::size_t length = 0;
-        char32_t cp = 0;
-        char32_t minimum = 0;
-        if (lead >= 0xc2 && lead <= 0xdf) {
-            length = 2, cp = lead & 0x1f, minimum = 0x80;
-        } else if (lead >= 0xe0 && lead <= 0xef) {
-            length = 3, cp = lead & 0x0f, minimum = 0x800;
-        } else if (lead >= 0xf0 && lead <= 0xf4) {
-            length = 4, cp = lead & 0x07, minimum = 0x10000;
-        } else {
-            return fail(i);  // continuation byte, overlong lead (c0/c1) or beyond U+10FFFF (f5..ff)
-        }
-        if (text.size() - i < length) return fail(i);
-        for (std::size_t k = 1; k < length; ++k) {
-            const auto byte = static_cast<unsigned char>(text[i + k]);
-            if ((byte & 0xc0) != 0x80) return fail(i);
-            cp = (cp << 6) | (byte & 0x3f);
-        }
-        if (cp < minimum || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return fail(i);
-        out.push_back(cp);
-        i += length;
-    }
-    return out;
-}
-
 Keysym keysym_for_codepoint(char32_t codepoint) {
     if (codepoint == U'\n' || codepoint == U'\r') return kReturn;
     if (codepoint == U'\t') return kTab;
@@ -201,7 +163,7 @@ std::optional<Keysym> keysym_from_name(std::string_view name) {
     if (Keysym exact = xkb_keysym_from_name(name_string.c_str(), XKB_KEYSYM_NO_FLAGS)) return exact;
 
     // One character stands for itself: "+", "é", "€", "日".
-    if (auto codepoints = decode_utf8(name); codepoints && codepoints->size() == 1) {
+    if (auto codepoints = utf8::code_points(name); codepoints && codepoints->size() == 1) {
         if (Keysym keysym = keysym_for_codepoint(codepoints->front())) return keysym;
         return std::nullopt;
     }
@@ -292,6 +254,15 @@ std::string keysym_name(Keysym keysym) {
     // Not a valid keysym: the hex form is still what xkb_keysym_from_name reads back.
     std::snprintf(buffer.data(), buffer.size(), "0x%08x", static_cast<unsigned>(keysym));
     return buffer.data();
+}
+
+std::string describe_keysym(Keysym keysym) {
+    std::array<char, 64> buffer{};
+    std::snprintf(buffer.data(), buffer.size(), "0x%lx", static_cast<unsigned long>(keysym));
+    std::string text = std::string("keysym ") + buffer.data();
+    if (xkb_keysym_get_name(keysym, buffer.data(), buffer.size()) > 0)
+        text += std::string(" (") + buffer.data() + ")";
+    return text;
 }
 
 }  // namespace deskbox::input

@@ -26,15 +26,14 @@ std::vector<KeyChord> parse_key_sequence(std::string_view text, const std::strin
 // Canonical name for a keysym ("Return", "Control_L", "a"), used in native JSON.
 std::string keysym_name(Keysym keysym);
 
+// A keysym for an error message: "keysym 0xff0d (Return)", or just the hex for a value that
+// names no keysym.
+std::string describe_keysym(Keysym keysym);
+
 // The keysym that types a Unicode code point: the legacy keysym where X has one (Latin-1 direct,
 // "EuroSign", "hebrew_aleph"...), else 0x01000000 + cp (xkb_utf32_to_keysym). '\n' and '\r' give
 // Return (newline is Return in deskbox), '\t' Tab. Returns 0 (NoSymbol) for code points nothing
 // can type: other C0/C1 controls, surrogates, values above U+10FFFF.
 Keysym keysym_for_codepoint(char32_t codepoint);
-
-// Strict UTF-8 decoding (no overlong forms, surrogates or values above U+10FFFF).
-// On invalid input returns nullopt and, if `error_offset` is given, the offset of the bad byte.
-std::optional<std::u32string> decode_utf8(std::string_view text,
-                                          std::size_t* error_offset = nullptr);
 
 }  // namespace deskbox::input

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "common/utf8.hpp"
 #include "input/keynames.hpp"
 
 namespace deskbox::input {
@@ -108,7 +109,7 @@ std::string read_typed_text(const json& value, const std::string& field) {
                                      std::to_string(kMaxTextBytes) + " allowed");
     }
     std::size_t bad_offset = 0;
-    const auto codepoints = decode_utf8(text, &bad_offset);
+    const auto codepoints = utf8::code_points(text, &bad_offset);
     if (!codepoints) {
         throw ActionError(
             field, "is not valid UTF-8 (bad byte at offset " + std::to_string(bad_offset) + ")");

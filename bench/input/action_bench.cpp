@@ -18,7 +18,7 @@
 
 #include "common/child_process.hpp"
 #include "guest-desktop/xvfb_server.hpp"
-#include "input/xtest_injector.hpp"
+#include "input/x11/xtest_injector.hpp"
 #include "tests/support/event_window.hpp"
 
 namespace {

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "guest-desktop/agent/input_actions.hpp"
 #include "guest-desktop/capture/capture_engine.hpp"
 #include "guest-desktop/services/clipboard_service.hpp"
 #include "guest-desktop/services/exec_service.hpp"
@@ -16,8 +17,7 @@
 #include "guest-desktop/services/system_service.hpp"
 #include "guest-desktop/services/window_service.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
-#include "input/parse.hpp"
-#include "input/xtest_injector.hpp"
+#include "input/x11/xtest_injector.hpp"
 
 namespace deskbox::agent {
 namespace {
@@ -287,34 +287,12 @@ void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::Captu
 
     // Input and screen syncs share the serial lane, so a sync always follows the actions
     // sent before it.
-    server.handle(
-        "input.actions", translated([this, &capture](const Request& request) {
-            if (!request.params.contains("actions"))
-                throw RpcError("bad_request", "actions: required", "actions");
-            auto actions = input::parse_actions(
-                nlohmann::json{{"actions", request.params["actions"]}}, input::Dialect::native);
-            input::Size screen{capture.width(), capture.height()};
-            for (std::size_t i = 0; i < actions.size(); ++i)
-                input::validate_on_screen(actions[i], screen, "actions[" + std::to_string(i) + "]");
-            nlohmann::json results = nlohmann::json::array();
-            for (std::size_t i = 0; i < actions.size(); ++i) {
-                std::string prefix = "actions[" + std::to_string(i) + "]";
-                try {
-                    results.push_back(injector_->execute(actions[i]));
-                } catch (const input::ActionError& e) {
-                    last_action_ns_ = now_ns();
-                    throw RpcError("invalid_action", e.what(), prefix + "." + e.field(),
-                                   {{"completed", i}, {"results", results}});
-                } catch (const std::exception& e) {
-                    last_action_ns_ = now_ns();
-                    throw RpcError("input_failed", prefix + ": " + e.what(), prefix,
-                                   {{"completed", i}, {"results", results}});
-                }
-            }
-            last_action_ns_ = now_ns();
-            return json_reply({{"results", std::move(results)}});
-        }),
-        Dispatch::serial);
+    server.handle("input.actions", translated([this, &capture](const Request& request) {
+                      const input::Size screen{capture.width(), capture.height()};
+                      return json_reply(run_input_actions(*injector_, request.params, screen,
+                                                          [this] { last_action_ns_ = now_ns(); }));
+                  }),
+                  Dispatch::serial);
 
     server.handle(
         "screen.sync", translated([this, &capture](const Request& request) {

@@ -27,7 +27,7 @@ class WindowService;
 class ClipboardService;
 }  // namespace deskbox::services
 namespace deskbox::input {
-class XTestInjector;
+class Injector;
 }
 namespace deskbox::capture {
 class CaptureEngine;
@@ -62,7 +62,7 @@ private:
     std::unique_ptr<session::SessionSupervisor> session_;
     std::string display_;
     desktop::DisplayPtr input_display_;
-    std::unique_ptr<input::XTestInjector> injector_;
+    std::unique_ptr<input::Injector> injector_;
     std::unique_ptr<services::ExecService> exec_;
     std::unique_ptr<services::FileService> files_;
     std::unique_ptr<services::WindowService> windows_;

@@ -33,6 +33,42 @@ TEST(Utf8, AcceptsWellFormedAndFindsTheFirstBadByte) {
     }
 }
 
+TEST(Utf8, CodePointsDecodesStrictlyAndLocatesTheBadByte) {
+    EXPECT_EQ(utf8::code_points(""), std::u32string());
+    EXPECT_EQ(utf8::code_points("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"),
+              (std::u32string{U'a', 0xe9, 0x20ac, 0x1f600}));
+    EXPECT_EQ(utf8::code_points("\x7f\xc2\x80\xdf\xbf\xe0\xa0\x80"),
+              (std::u32string{0x7f, 0x80, 0x7ff, 0x800}));  // the edges of each length
+    EXPECT_EQ(utf8::code_points("\xef\xbf\xbf"), std::u32string{0xffff});
+    EXPECT_EQ(utf8::code_points("\xf0\x90\x80\x80"), std::u32string{0x10000});
+    EXPECT_EQ(utf8::code_points("\xf4\x8f\xbf\xbf"), std::u32string{0x10ffff});
+    EXPECT_EQ(utf8::code_points(std::string("a\0b", 3)), (std::u32string{U'a', 0, U'b'}));
+
+    struct Bad {
+        std::string bytes;
+        std::size_t offset;
+    };
+    const std::vector<Bad> bad = {
+        {"a\x80", 1},             // lone continuation byte
+        {"\xc0\x80", 0},          // overlong NUL
+        {"\xc1\xbf", 0},          // overlong
+        {"\xe0\x80\xaf", 0},      // overlong '/'
+        {"\xed\xa0\x80", 0},      // surrogate U+D800
+        {"\xf4\x90\x80\x80", 0},  // U+110000
+        {"\xf5\x80\x80\x80", 0},  // lead byte beyond U+10FFFF
+        {"ab\xe2\x82", 2},        // truncated at the end
+        {"\xe2\x28\xa1", 0},      // bad continuation
+        {"ok\xff", 2},
+    };
+    for (const auto& b : bad) {
+        SCOPED_TRACE(::testing::Message() << "offset " << b.offset);
+        std::size_t offset = 999;
+        EXPECT_FALSE(utf8::code_points(b.bytes, &offset).has_value());
+        EXPECT_EQ(offset, b.offset);
+        EXPECT_EQ(utf8::first_invalid(b.bytes), std::optional<std::size_t>(b.offset));
+    }
+}
+
 TEST(Utf8, RepairsEscapesAndTrims) {
     EXPECT_EQ(utf8::to_valid("a\xFF"
                              "b"),

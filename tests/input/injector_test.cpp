@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
-#include "input/xtest_injector.hpp"
+#include "input/x11/xtest_injector.hpp"
 #include "tests/support/event_window.hpp"
 #include "tests/support/xvfb.hpp"
 

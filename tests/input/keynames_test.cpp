@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/utf8.hpp"
+
 namespace deskbox::input {
 namespace {
 
@@ -344,37 +346,6 @@ TEST(ParseKeySequence, RejectsBadSequences) {
     for (const auto& c : cases) expect_chord_error(c, true);
 }
 
-TEST(DecodeUtf8, AcceptsValidAndLocatesInvalidBytes) {
-    EXPECT_EQ(decode_utf8(""), std::u32string());
-    EXPECT_EQ(decode_utf8("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"),
-              (std::u32string{U'a', 0xe9, 0x20ac, 0x1f600}));
-    EXPECT_EQ(decode_utf8("\xef\xbf\xbf"), std::u32string{0xffff});
-    EXPECT_EQ(decode_utf8("\xf4\x8f\xbf\xbf"), std::u32string{0x10ffff});
-
-    struct Bad {
-        std::string bytes;
-        std::size_t offset;
-    };
-    const std::vector<Bad> bad = {
-        {"a\x80", 1},             // lone continuation byte
-        {"\xc0\x80", 0},          // overlong NUL
-        {"\xc1\xbf", 0},          // overlong
-        {"\xe0\x80\xaf", 0},      // overlong '/'
-        {"\xed\xa0\x80", 0},      // surrogate U+D800
-        {"\xf4\x90\x80\x80", 0},  // U+110000
-        {"\xf5\x80\x80\x80", 0},  // lead byte beyond U+10FFFF
-        {"ab\xe2\x82", 2},        // truncated at the end
-        {"\xe2\x28\xa1", 0},      // bad continuation
-        {"ok\xff", 2},
-    };
-    for (const auto& b : bad) {
-        SCOPED_TRACE(testing::Message() << "offset " << b.offset);
-        std::size_t offset = 999;
-        EXPECT_FALSE(decode_utf8(b.bytes, &offset).has_value());
-        EXPECT_EQ(offset, b.offset);
-    }
-}
-
 TEST(QuoteForError, IsShortPrintableAndValidUtf8) {
     EXPECT_EQ(quote_for_error("bogus"), "'bogus'");
     EXPECT_EQ(quote_for_error("a\nb"), "'a\\x0ab'");
@@ -382,7 +353,7 @@ TEST(QuoteForError, IsShortPrintableAndValidUtf8) {
     const std::string long_text = std::string(47, 'x') + "日日";  // 47 + 6 bytes
     const std::string quoted = quote_for_error(long_text);
     EXPECT_EQ(quoted, "'" + std::string(47, 'x') + "...'");  // never cuts inside 日
-    EXPECT_TRUE(decode_utf8(quoted).has_value());
+    EXPECT_TRUE(utf8::is_valid(quoted));
 }
 
 }  // namespace

@@ -1,16 +1,13 @@
 // Executes actions on an X display with XTest. Each call returns after the X server has
 // processed the events (XSync). Modifiers and buttons it pressed are released even on failure.
 //
-// Keys: a keysym is typed with a keycode of the current keymap and group, pressing Shift or
-// Level3/Level5 keys as the level needs; keysyms the layout lacks (é on "us", 日, 😀) go to
-// spare keycodes (those without keysyms; two keysyms each, plain and Shift) remapped on
-// demand, in batches. Clients resolve a keycode to a keysym when they *read* an event, not
-// when it was sent, so a spare keycode is reused (least recently used first) only when a
-// client reading one key press per `client_key_cost` would have read its last event, plus
-// `spare_reuse_interval`. Typing that needs no reuse is never slowed down. Spare keycodes are
-// emptied again on destruction. A client whose Xlib has not yet taken up XKB (it does so
-// lazily, at the first key it decodes) misses keymap changes made before that: toolkits take
-// XKB up at start, and the tests' event window does too.
+// Keys: a keysym is typed with a keycode of the current keymap and group (keymap.hpp), pressing
+// Shift or Level3/Level5 keys as the level needs; keysyms the layout lacks (é on "us", 日, 😀)
+// go to spare keycodes remapped on demand, in batches, and reused only once clients have read
+// the events that used them (spare_keycodes.hpp). Typing that needs no reuse is never slowed
+// down. Spare keycodes are emptied again on destruction. A client whose Xlib has not yet taken
+// up XKB (it does so lazily, at the first key it decodes) misses keymap changes made before
+// that: toolkits take XKB up at start, and the tests' event window does too.
 //
 // Text is typed with the user's held and locked modifiers (Shift, CapsLock) lifted for the
 // action and restored after it, so CapsLock does not turn "a" into "A".
@@ -22,12 +19,11 @@
 
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "input/actions.hpp"
+#include "input/injector.hpp"
 
 namespace deskbox::input {
 
@@ -41,22 +37,17 @@ struct XTestInjectorOptions {
     std::chrono::microseconds client_key_cost{1000};
 };
 
-class XTestInjector {
+class XTestInjector final : public Injector {
   public:
     // Does not take ownership of `display`: the injector opens its own connection to the same
     // display, so keymap notifications never consume the caller's events.
     // Throws std::runtime_error if the display cannot be opened or XTest/XKB are missing.
     explicit XTestInjector(Display* display, XTestInjectorOptions options = {});
-    ~XTestInjector();
-    XTestInjector(const XTestInjector&) = delete;
-    XTestInjector& operator=(const XTestInjector&) = delete;
+    ~XTestInjector() override;
 
-    // Runs one action (coordinates already in screen pixels and validated). Returns the
-    // action's result JSON: {} for most, {"x":..,"y":..} for cursor_position.
-    // Throws ActionError / std::runtime_error on failure (after releasing what it pressed).
-    nlohmann::json execute(const Action& action);
-
-    Point cursor_position();
+    // Coordinates off the screen are an ActionError: XTest would clamp them silently.
+    nlohmann::json execute(const Action& action) override;
+    Point cursor_position() override;
 
     // The keycodes the injector may remap (empty in the keymap when it started).
     std::vector<KeyCode> spare_keycodes() const;
