@@ -61,6 +61,7 @@ const std::map<std::string, CommandFunction>& commands() {
         {"exec", command_exec},
         {"files", command_files},
         {"health", command_health},
+        {"node", command_node},
         {"wait", command_wait},
         {"locate", command_locate},
         {"ocr", command_ocr},

@@ -108,6 +108,8 @@ int command_kill_processes(Context& context, const CommandTokens& tokens);
 int command_windows(Context& context, const CommandTokens& tokens);
 int command_cursor(Context& context, const CommandTokens& tokens);
 int command_clipboard(Context& context, const CommandTokens& tokens);
+// Cluster nodes (cli_nodes.cpp).
+int command_node(Context& context, const CommandTokens& tokens);
 // Commands and files (cli_exec.cpp).
 int command_exec(Context& context, const CommandTokens& tokens);
 int command_files(Context& context, const CommandTokens& tokens);

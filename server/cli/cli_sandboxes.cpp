@@ -91,18 +91,23 @@ int command_list(Context& context, const std::vector<std::string>& tokens) {
         context.out << answer.dump(2) << "\n";
         return kExitOk;
     }
-    std::vector<std::vector<std::string>> rows = {
-        {"ID", "STATE", "TEMPLATE", "RUNTIME", "SIZE", "EXPIRES"}};
     const json& sandboxes =
         answer.is_object() && answer.contains("sandboxes") ? answer["sandboxes"] : answer;
     if (!sandboxes.is_array()) {
         throw std::runtime_error("unexpected answer from deskboxd: no \"sandboxes\" list");
     }
+    // A cluster names each sandbox's node.
+    const bool clustered = std::any_of(sandboxes.begin(), sandboxes.end(),
+                                       [](const json& s) { return s.contains("node"); });
+    std::vector<std::vector<std::string>> rows = {
+        {"ID", "STATE", "TEMPLATE", "RUNTIME", "SIZE", "EXPIRES"}};
+    if (clustered) rows[0].push_back("NODE");
     for (const auto& sandbox : sandboxes) {
         rows.push_back({text_of(sandbox, "id"), text_of(sandbox, "state"),
                         text_of(sandbox, "template"), text_of(sandbox, "runtime"),
                         sandbox.contains("resolution") ? size_text(sandbox["resolution"]) : "-",
                         text_of(sandbox, "expires_at")});
+        if (clustered) rows.back().push_back(text_of(sandbox, "node"));
     }
     print_table(context.out, rows);
     return kExitOk;

@@ -42,6 +42,8 @@ Commands and files:
 Other:
   demo [--template minimal] [-o demo.png] [--keep]    health    help [COMMAND]
   mcp [--sandbox ID | --create TEMPLATE]              (MCP over stdio)
+Cluster (deskboxd --cluster):
+  node list [--json]      node drain NAME      node undrain NAME
 
 Exit codes: 0 ok, 1 API or connection error, 2 usage error, 3 no match (wait timed out, locate
 found nothing, compare differs); exec exits with the command's code.
@@ -128,6 +130,12 @@ const std::map<std::string, std::string> kUsage = {
     {"clipboard", "usage: deskbox clipboard get ID\n       deskbox clipboard set ID TEXT|-"},
     {"cursor", "usage: deskbox cursor ID [--json]\nPrints X Y."},
     {"health", "usage: deskbox health\nPrints the server's /healthz answer."},
+    {"node",
+     "usage: deskbox node list [--json]\n"
+     "       deskbox node drain NAME\n"
+     "       deskbox node undrain NAME\n"
+     "The nodes of a cluster (deskboxd --cluster): their state, sandboxes and capacity; the one\n"
+     "answering is starred. A drained node keeps its sandboxes and gets no new ones."},
     {"demo",
      "usage: deskbox demo [--template minimal] [--runtime R] [--size WxH] [-o demo.png] [--keep]\n"
      "         [--wait SECONDS] [--start-terminal-after SECONDS]\n"
