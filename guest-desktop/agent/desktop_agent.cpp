@@ -17,6 +17,7 @@
 #include "guest-desktop/services/system_service.hpp"
 #include "guest-desktop/services/window_service.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
+#include "guest-desktop/x11/error_trap.hpp"
 #include "input/x11/xtest_injector.hpp"
 
 namespace deskbox::agent {
@@ -68,29 +69,12 @@ int int_param(const nlohmann::json& params, const char* name, int fallback, int 
     return static_cast<int>(value);
 }
 
-int x_io_error(Display*) {
-    // Xlib cannot continue after losing the server; the host sees the channel close and
-    // reports the sandbox as failed with this reason from our log.
-    static const char msg[] = "deskbox-agent: lost the X server connection, exiting\n";
-    (void)!::write(2, msg, sizeof msg - 1);
-    ::_exit(70);
-}
-
-int x_error(Display* display, XErrorEvent* event) {
-    // A window vanishing mid-query is normal on a live desktop; never exit for it.
-    char text[256];
-    XGetErrorText(display, event->error_code, text, sizeof text);
-    std::fprintf(stderr, "deskbox-agent: X error %s (request %d.%d)\n", text, event->request_code,
-                 event->minor_code);
-    return 0;
-}
-
 }  // namespace
 
 DesktopAgent::DesktopAgent(AgentOptions options) : options_(std::move(options)) {
-    XInitThreads();
-    XSetIOErrorHandler(x_io_error);
-    XSetErrorHandler(x_error);
+    // Before any other Xlib call: the one X error handler of the process (traps, else "log and
+    // go on") and thread support.
+    x11::install_error_handlers();
 
     std::map<std::string, std::string> client_env;
     if (options_.attach_display) {

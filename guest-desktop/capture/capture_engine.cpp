@@ -10,7 +10,7 @@
 #include "guest-desktop/capture/damage_tracker.hpp"
 #include "guest-desktop/capture/screen_grabber.hpp"
 #include "guest-desktop/capture/tile_differ.hpp"
-#include "guest-desktop/capture/x_error_trap.hpp"
+#include "guest-desktop/x11/error_trap.hpp"
 
 namespace deskbox::capture {
 namespace {
@@ -43,11 +43,17 @@ void check_options(const CaptureOptions& options) {
 CaptureEngine::CaptureEngine(const std::string& display_name, CaptureOptions options)
     : options_(options), max_fps_(options.max_fps) {
     check_options(options_);
-    display_.reset(XOpenDisplay(display_name.c_str()));
-    if (!display_) throw CaptureError("cannot connect to X display '" + display_name + "'");
-    Display* dpy = display_.get();
+    try {
+        // Without its X server there is nothing left to capture, nor anything for the host
+        // to look at: losing it ends the process (as Xlib's default would).
+        connection_ =
+            std::make_unique<x11::XConnection>(display_name, x11::OnServerLoss::exit_process);
+    } catch (const x11::XConnectionError&) {
+        throw CaptureError("cannot connect to X display '" + display_name + "'");
+    }
+    Display* dpy = connection_->get();
 
-    XErrorTrap trap(dpy);
+    x11::XErrorTrap trap(dpy);
     grabber_ = std::make_unique<ScreenGrabber>(dpy, options_.use_xshm);
     width_ = grabber_->width();
     height_ = grabber_->height();
@@ -188,7 +194,7 @@ void CaptureEngine::report(const std::string& message) {
 void CaptureEngine::run() {
     // Kept for the thread's life: asynchronous errors (e.g. a failed DamageSubtract) surface
     // here instead of Xlib's default handler exiting the process.
-    XErrorTrap trap(display_.get());
+    x11::XErrorTrap trap(connection_->get());
     try {
         capture_full_frame();
         poll_cursor(true);
@@ -278,7 +284,7 @@ void CaptureEngine::run_commands() {
 }
 
 void CaptureEngine::drain_events() {
-    Display* dpy = display_.get();
+    Display* dpy = connection_->get();
     while (XPending(dpy) > 0) {
         XEvent event;
         XNextEvent(dpy, &event);
@@ -297,7 +303,7 @@ void CaptureEngine::drain_events() {
 }
 
 void CaptureEngine::wait_until(Clock::time_point deadline) {
-    Display* dpy = display_.get();
+    Display* dpy = connection_->get();
     // Replies read during captures may have queued events that poll() cannot see.
     if (XEventsQueued(dpy, QueuedAfterFlush) > 0) return;
     auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
@@ -355,7 +361,7 @@ void CaptureEngine::capture_full_frame() {
 
 bool CaptureEngine::recover_from_resize() {
     XWindowAttributes root{};
-    if (!XGetWindowAttributes(display_.get(), DefaultRootWindow(display_.get()), &root) ||
+    if (!XGetWindowAttributes(connection_->get(), DefaultRootWindow(connection_->get()), &root) ||
         (root.width == width_ && root.height == height_))
         return false;
     rebuild_for_new_size();
@@ -398,7 +404,7 @@ void CaptureEngine::rebuild_for_new_size() {
     // now the new size is only visible through width()/height() and the frame's rect.
     std::optional<bool> use_xshm = grabber_->using_xshm() ? std::optional<bool>() : false;
     // Built before the old ones go, so a failure leaves the engine usable at the old size.
-    auto grabber = std::make_unique<ScreenGrabber>(display_.get(), use_xshm);
+    auto grabber = std::make_unique<ScreenGrabber>(connection_->get(), use_xshm);
     auto differ =
         std::make_unique<TileDiffer>(grabber->width(), grabber->height(), options_.tile_size);
     grabber_ = std::move(grabber);

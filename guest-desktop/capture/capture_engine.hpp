@@ -23,7 +23,7 @@
 #include "common/unique_fd.hpp"
 #include "guest-desktop/capture/cursor_watcher.hpp"
 #include "guest-desktop/capture/types.hpp"
-#include "guest-desktop/xvfb_server.hpp"
+#include "guest-desktop/x11/connection.hpp"
 
 namespace deskbox::capture {
 
@@ -139,7 +139,7 @@ class CaptureEngine {
     Clock::duration period() const;
 
     CaptureOptions options_;
-    desktop::DisplayPtr display_;
+    std::unique_ptr<x11::XConnection> connection_;
     std::unique_ptr<ScreenGrabber> grabber_;
     std::unique_ptr<DamageTracker> damage_;
     std::unique_ptr<CursorWatcher> cursor_;

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "guest-desktop/capture/x_error_trap.hpp"
+#include "guest-desktop/x11/error_trap.hpp"
 
 namespace deskbox::capture {
 
@@ -102,7 +102,7 @@ bool ScreenGrabber::try_attach_shm(std::string& reason) {
     segment->info.readOnly = False;
     {
         // A remote server, or one in another IPC namespace, answers the attach with an error.
-        XErrorTrap trap(display_);
+        x11::XErrorTrap trap(display_);
         XShmAttach(display_, &segment->info);
         if (trap.sync_and_check()) {
             reason = "the X server cannot attach our segment: " + trap.first_error();
@@ -118,7 +118,7 @@ bool ScreenGrabber::try_attach_shm(std::string& reason) {
 ImageView ScreenGrabber::grab(const Rect& requested) {
     Rect area = intersect(requested, screen());
     if (area.empty()) throw CaptureError("grab: the area lies outside the screen");
-    XErrorTrap trap(display_);
+    x11::XErrorTrap trap(display_);
     if (shm_) {
         // XShmGetImage fills image->width x image->height from (x, y) at
         // image->data - shmaddr, rows padded to 32 bits: a header of the area's size over the

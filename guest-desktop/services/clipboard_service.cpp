@@ -16,22 +16,27 @@
 #include "common/utf8.hpp"
 #include "guest-desktop/services/params.hpp"
 #include "guest-desktop/services/text.hpp"
-#include "guest-desktop/services/x11_connection.hpp"
+#include "guest-desktop/services/x_display.hpp"
+#include "guest-desktop/x11/error_trap.hpp"
+#include "guest-desktop/x11/properties.hpp"
 
 namespace deskbox::services {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using x11::get_property;
+using x11::XConnection;
+using x11::XErrorTrap;
 
 namespace {
 
 struct Atoms {
     Atom clipboard, primary, targets, timestamp, utf8_string, text, text_plain_utf8, incr, multiple,
         transfer;
-    explicit Atoms(Display* d) {
+    explicit Atoms(x11::AtomCache& cache) {
         auto a =
-            intern_atoms(d, {"CLIPBOARD", "PRIMARY", "TARGETS", "TIMESTAMP", "UTF8_STRING", "TEXT",
-                             "text/plain;charset=utf-8", "INCR", "MULTIPLE", "DESKBOX_SELECTION"});
+            cache.intern({"CLIPBOARD", "PRIMARY", "TARGETS", "TIMESTAMP", "UTF8_STRING", "TEXT",
+                          "text/plain;charset=utf-8", "INCR", "MULTIPLE", "DESKBOX_SELECTION"});
         clipboard = a[0], primary = a[1], targets = a[2], timestamp = a[3], utf8_string = a[4];
         text = a[5], text_plain_utf8 = a[6], incr = a[7], multiple = a[8], transfer = a[9];
     }
@@ -75,9 +80,7 @@ Atom selection_atom(const std::string& name, const Atoms& atoms) {
 class ClipboardService::Owner {
   public:
     Owner(const std::string& display_name, std::chrono::milliseconds timeout)
-        : connection_(std::make_unique<XConnection>(display_name)),
-          atoms_(connection_->get()),
-          timeout_(timeout) {
+        : connection_(open_display(display_name)), atoms_(connection_->atoms()), timeout_(timeout) {
         Display* d = connection_->get();
         XSetWindowAttributes attrs{};
         attrs.event_mask = PropertyChangeMask;
@@ -272,7 +275,7 @@ class ClipboardService::Owner {
             }
         }
         XSendEvent(d, req.requestor, False, NoEventMask, &reply);
-        trap.error();
+        // The trap syncs as it goes: a requestor gone meanwhile is no error of ours.
     }
 
     void send_text(Window requestor, Atom property, Atom type, std::string data) {
@@ -308,7 +311,7 @@ class ClipboardService::Owner {
                         static_cast<int>(n));
         it->offset += n;
         it->last_progress = Clock::now();
-        if (n == 0 || trap.error()) finish_transfer(it);
+        if (n == 0 || trap.sync_and_check()) finish_transfer(it);
     }
 
     void finish_transfer(std::vector<Transfer>::iterator it) {
@@ -400,11 +403,9 @@ json ClipboardService::get(const json& params) {
         throw bad_request("selection", "must be \"clipboard\" or \"primary\"");
 
     std::lock_guard lock(get_mutex_);
-    if (requester_ && requester_->broken()) requester_.reset();
-    if (!requester_) requester_ = std::make_unique<XConnection>(display_name_);
-    XConnection& conn = *requester_;
+    XConnection& conn = live_display(requester_, display_name_);
     Display* d = conn.get();
-    Atoms atoms(d);
+    Atoms atoms(conn.atoms());
     Atom selection = selection_atom(which, atoms);
     auto lost = [&] {
         requester_.reset();

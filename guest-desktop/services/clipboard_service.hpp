@@ -19,9 +19,10 @@
 
 #include "guest-desktop/services/service_error.hpp"
 
-namespace deskbox::services {
-
+namespace deskbox::x11 {
 class XConnection;
+}
+namespace deskbox::services {
 
 struct ClipboardOptions {
     // Longest wait for the selection owner's next answer (each INCR chunk restarts it).
@@ -48,7 +49,7 @@ class ClipboardService {
     ClipboardOptions options_;
     std::string display_name_;
     std::mutex get_mutex_;
-    std::unique_ptr<XConnection> requester_;
+    std::unique_ptr<x11::XConnection> requester_;
     std::mutex set_mutex_;
     std::unique_ptr<Owner> owner_;
 };

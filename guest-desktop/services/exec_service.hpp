@@ -1,5 +1,5 @@
 // exec.*: runs commands in the guest. Each command gets its own process group, so a timeout or
-// exec.kill reaches everything it started (shell pipelines, `sh -c 'x & wait'`).
+// exec.kill reaches everything it started while it runs (shell pipelines, `sh -c 'x & wait'`).
 //
 // exec.run params: argv (non-empty array of strings) or cmd (a shell line for /bin/sh -c), not
 // both; env (object of strings, over the agent's environment and `base_env`); cwd (existing
@@ -18,9 +18,22 @@
 //    Default timeout: default_timeout_s.
 //  - background: returns {"pid"} at once; no timeout unless timeout_s is given; output is
 //    discarded unless stream is also set; on_exit is still called.
-// A timeout SIGKILLs the process group. When the command itself exits, processes it left
-// running in the background (`app &`) are not killed: starting daemons is a use case. Their
-// later output is not collected (the result or on_exit comes when the command exits).
+// One engine (command_io.hpp) pumps every command's pipes, foreground or not.
+//
+// What ends what (decided like E2B's sandboxes, where a started server outlives the command
+// that started it):
+//  - A command's timeout, and exec.kill while the command runs, signal its whole process
+//    group: the command and everything it started so far.
+//  - When the command itself exits, processes it left running (`python3 -m http.server &`,
+//    `app &`) keep running: starting daemons is a use case. The result (or on_exit) comes
+//    when the command exits; what they write afterwards to the inherited stdout/stderr is read
+//    and dropped, so they neither block on a full pipe nor die of SIGPIPE (up to
+//    max_draining_pipes pipes; past that the oldest is closed).
+//  - Those processes end with the sandbox, or with `processes.kill` (the agent's sweep of
+//    everything but the desktop session). exec.kill does not reach them once their command has
+//    exited: its pid is no longer ours and answers not_found.
+//  - Destroying the service (the agent stopping) kills every command still running, with its
+//    process group.
 // Callbacks run on the service's IO thread, never after destruction has begun.
 #pragma once
 
@@ -45,6 +58,8 @@ struct ExecLimits {
     double max_timeout_s = 86400;
     std::size_t max_async_processes = 256;
     std::size_t max_pending_stdin_bytes = std::size_t{64} << 20;
+    // Output pipes of exited commands that processes they left behind still hold open.
+    std::size_t max_draining_pipes = 256;
 };
 
 struct ExecCallbacks {

@@ -10,21 +10,26 @@
 
 #include "common/utf8.hpp"
 #include "guest-desktop/services/params.hpp"
-#include "guest-desktop/services/x11_connection.hpp"
+#include "guest-desktop/services/x_display.hpp"
+#include "guest-desktop/x11/error_trap.hpp"
+#include "guest-desktop/x11/properties.hpp"
 
 namespace deskbox::services {
 
 using nlohmann::json;
+using x11::get_longs;
+using x11::get_property;
+using x11::XErrorTrap;
 
 namespace {
 
 struct Atoms {
     Atom client_list, active_window, wm_name_utf8, utf8_string, wm_state, frame_extents, wm_pid,
         supporting_check;
-    explicit Atoms(Display* d) {
-        auto a = intern_atoms(
-            d, {"_NET_CLIENT_LIST", "_NET_ACTIVE_WINDOW", "_NET_WM_NAME", "UTF8_STRING", "WM_STATE",
-                "_NET_FRAME_EXTENTS", "_NET_WM_PID", "_NET_SUPPORTING_WM_CHECK"});
+    explicit Atoms(x11::AtomCache& cache) {
+        auto a = cache.intern({"_NET_CLIENT_LIST", "_NET_ACTIVE_WINDOW", "_NET_WM_NAME",
+                               "UTF8_STRING", "WM_STATE", "_NET_FRAME_EXTENTS", "_NET_WM_PID",
+                               "_NET_SUPPORTING_WM_CHECK"});
         client_list = a[0], active_window = a[1], wm_name_utf8 = a[2], utf8_string = a[3];
         wm_state = a[4], frame_extents = a[5], wm_pid = a[6], supporting_check = a[7];
     }
@@ -127,7 +132,8 @@ std::optional<json> describe(Display* d, Window root, Window w, const Atoms& ato
                          {"width", attrs.width + left + right},
                          {"height", attrs.height + top + bottom}};
     }
-    if (trap.error()) return std::nullopt;  // vanished while we looked
+    // Vanished while we looked? Every request above has a reply, so no sync is needed.
+    if (trap.caught()) return std::nullopt;
     return info;
 }
 
@@ -140,11 +146,10 @@ WindowService::~WindowService() = default;
 json WindowService::list(const json& params) {
     params::object(params, {});
     std::lock_guard lock(mutex_);
-    if (connection_ && connection_->broken()) connection_.reset();
-    if (!connection_) connection_ = std::make_unique<XConnection>(display_name_);
-    Display* d = connection_->get();
+    x11::XConnection& connection = live_display(connection_, display_name_);
+    Display* d = connection.get();
     Window root = DefaultRootWindow(d);
-    Atoms atoms(d);
+    Atoms atoms(connection.atoms());
 
     std::vector<Window> clients;
     bool ewmh = ewmh_wm_present(d, root, atoms);
@@ -154,7 +159,7 @@ json WindowService::list(const json& params) {
     } else {
         // No WM at all: top-level windows are the applications' own. With a WM (non-EWMH or
         // just crashed), only WM_STATE windows are clients; the rest are frames and WM bits.
-        Atom wm_s0 = intern_atoms(d, {"WM_S" + std::to_string(DefaultScreen(d))})[0];
+        Atom wm_s0 = connection.atoms().intern_one("WM_S" + std::to_string(DefaultScreen(d)));
         bool any_wm = XGetSelectionOwner(d, wm_s0) != None;
         XErrorTrap trap(d);
         for (Window top : children_of(d, root)) {

@@ -11,9 +11,10 @@
 
 #include "guest-desktop/services/service_error.hpp"
 
-namespace deskbox::services {
-
+namespace deskbox::x11 {
 class XConnection;
+}
+namespace deskbox::services {
 
 class WindowService {
   public:
@@ -33,7 +34,7 @@ class WindowService {
   private:
     std::mutex mutex_;
     std::string display_name_;
-    std::unique_ptr<XConnection> connection_;
+    std::unique_ptr<x11::XConnection> connection_;
 };
 
 }  // namespace deskbox::services

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "common/child_process.hpp"
-#include "guest-desktop/services/service_error.hpp"
-#include "guest-desktop/services/x11_connection.hpp"
+#include "guest-desktop/x11/connection.hpp"
+#include "guest-desktop/x11/properties.hpp"
 #include "guest-desktop/xvfb_server.hpp"
 
 namespace deskbox::session {
@@ -61,12 +61,12 @@ std::string describe_exit(const std::optional<ExitStatus>& status) {
 // probe is mapped again every round because an early MapRequest may be dropped.
 // `conn` must stay open while the session lives: the WM may still be handling the destroyed
 // probe when another client would get the same window id if this connection closed.
-bool wm_takes_windows(services::XConnection* conn, const std::function<bool()>& keep_waiting,
+bool wm_takes_windows(x11::XConnection* conn, const std::function<bool()>& keep_waiting,
                       Clock::time_point deadline) {
     if (!conn) return false;
     Display* d = conn->get();
     Window root = DefaultRootWindow(d);
-    Atom wm_state = XInternAtom(d, "WM_STATE", False);
+    Atom wm_state = conn->atoms().intern_one("WM_STATE");
     Window probe = None;
     bool managed = false;
     while (!conn->broken() && keep_waiting()) {
@@ -83,7 +83,7 @@ bool wm_takes_windows(services::XConnection* conn, const std::function<bool()>& 
             if (XQueryTree(d, probe, &root_return, &parent, &children, &count) && children)
                 XFree(children);
             managed = (parent != None && parent != root) ||
-                      services::get_property(d, probe, wm_state).has_value();
+                      x11::get_property(d, probe, wm_state).has_value();
             if (managed || conn->broken()) break;
             XMapWindow(d, probe);
             XSync(d, False);
@@ -113,7 +113,7 @@ struct SessionSupervisor::Impl {
     std::vector<ChildProcess> apps;
     std::deque<Clock::time_point> xvfb_restarts, wm_restarts;
     int display_number = -1;
-    std::unique_ptr<services::XConnection> probe_connection;  // see wm_takes_windows
+    std::unique_ptr<x11::XConnection> probe_connection;  // see wm_takes_windows
 
     // What other threads may read.
     mutable std::mutex mutex;
@@ -255,13 +255,13 @@ struct SessionSupervisor::Impl {
                std::to_string(options.wm_ready_timeout.count()) + " ms";
     }
 
-    services::XConnection* connect_probe() {
+    x11::XConnection* connect_probe() {
         if (probe_connection && probe_connection->broken()) probe_connection.reset();
         if (!probe_connection) {
             try {
                 probe_connection =
-                    std::make_unique<services::XConnection>(":" + std::to_string(display_number));
-            } catch (const services::ServiceError&) {
+                    std::make_unique<x11::XConnection>(":" + std::to_string(display_number));
+            } catch (const x11::XConnectionError&) {
                 return nullptr;
             }
         }
@@ -357,10 +357,10 @@ struct SessionSupervisor::Impl {
 
     bool x_server_answers() {
         try {
-            services::XConnection conn(":" + std::to_string(display_number));
+            x11::XConnection conn(":" + std::to_string(display_number));
             XSync(conn.get(), False);
             return !conn.broken();
-        } catch (const services::ServiceError&) {
+        } catch (const x11::XConnectionError&) {
             return false;
         }
     }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -22,15 +23,7 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 using deskbox::testing::children_of_self;
-
-// Alive means it exists and is not a zombie waiting for init.
-bool process_alive(pid_t pid) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) return false;
-    auto close = line.rfind(')');
-    return close != std::string::npos && line[close + 2] != 'Z' && line[close + 2] != 'X';
-}
+using deskbox::testing::process_alive;
 
 template <typename Fn>
 ServiceError error_of(Fn fn) {
@@ -154,8 +147,7 @@ TEST(Exec, TimeoutKillsTheCommandAndItsGrandchildren) {
 TEST(Exec, CommandExitingReturnsThoughADaemonHoldsItsOutput) {
     ExecService exec;
     // The backgrounded sleep keeps stdout open; run must still return when sh exits, not wait
-    // for the pipe's EOF (or the timeout). What the command left in its process group ends
-    // with it (ChildProcess kills the group), so only the return is asserted here.
+    // for the pipe's EOF (or the timeout). (That it lives on is exec_io_test's business.)
     json r = exec.run({{"cmd", "sleep 30 & echo $!"}, {"timeout_s", 20}});
     EXPECT_EQ(r["exit_code"], 0);
     EXPECT_EQ(r["timed_out"], false);
@@ -370,6 +362,175 @@ TEST(Exec, DestructionKillsEverythingAndLeavesNoZombie) {
     for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << pid;
     EXPECT_TRUE(children_of_self().empty());
     EXPECT_EQ(open_fds(), fds_before);  // pipes, pidfds and the eventfd are all closed
+}
+
+TEST(Exec, WhatACommandLeftRunningOutlivesItAndCanStillWrite) {
+    TempDir dir("deskbox-exec-test");
+    Events events;
+    ExecService exec(events.callbacks());
+    // Each survivor writes to the stdout and stderr it inherited once its command is gone,
+    // then leaves a mark: SIGPIPE on those writes would end it before the mark.
+    auto leaves_running = [&](const std::string& mark) {
+        return "sh -c 'sleep 0.3; echo late; echo late >&2; touch " + (dir.path() / mark).string() +
+               "; exec sleep 100' & echo $!";
+    };
+    json foreground = exec.run({{"cmd", leaves_running("foreground")}, {"timeout_s", 20}});
+    ASSERT_EQ(foreground["exit_code"], 0);
+    pid_t from_foreground = std::stoi(foreground["stdout"].get<std::string>());
+    pid_t streamed = exec.run({{"cmd", leaves_running("stream")}, {"stream", true}})["pid"];
+    std::string pid_file = (dir.path() / "background.pid").string();
+    pid_t background =
+        exec.run({{"cmd", "sleep 100 & echo $! > " + pid_file}, {"background", true}})["pid"];
+    ASSERT_TRUE(events.wait_exit(streamed));
+    ASSERT_TRUE(events.wait_exit(background));
+    pid_t from_stream = 0;
+    {
+        std::lock_guard lock(events.mutex);
+        from_stream = std::stoi(events.out[streamed]);
+    }
+    std::ifstream pid_in(pid_file);
+    pid_t from_background = 0;
+    pid_in >> from_background;
+    std::vector<pid_t> survivors = {from_foreground, from_stream, from_background};
+
+    for (const char* mark : {"foreground", "stream"}) {
+        auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (!std::filesystem::exists(dir.path() / mark) &&
+               std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(10ms);
+        EXPECT_TRUE(std::filesystem::exists(dir.path() / mark)) << mark;
+    }
+    for (pid_t pid : survivors) EXPECT_TRUE(process_alive(pid)) << pid;
+    // The command's pid is not ours any more: exec.kill cannot reach what it left behind.
+    EXPECT_EQ(error_of([&] { exec.kill({{"pid", streamed}}); }).code(), "not_found");
+    EXPECT_TRUE(process_alive(from_stream));
+    {
+        std::lock_guard lock(events.mutex);
+        EXPECT_FALSE(events.output_after_exit[streamed]);  // the late lines were dropped
+    }
+    for (pid_t pid : survivors) ::kill(pid, SIGKILL);
+}
+
+TEST(Exec, AStreamedCommandsTimeoutEndsItAndWhatItStarted) {
+    Events events;
+    ExecService exec(events.callbacks());
+    // Still running at its deadline: the command and its children go together.
+    pid_t pid = exec.run(
+        {{"cmd", "sleep 100 & echo $!; sleep 100"}, {"stream", true}, {"timeout_s", 0.5}})["pid"];
+    ASSERT_TRUE(events.wait_exit(pid));
+    pid_t child = 0;
+    {
+        std::lock_guard lock(events.mutex);
+        EXPECT_EQ(events.exits[pid], std::make_pair(128 + SIGKILL, SIGKILL));
+        child = std::stoi(events.out[pid]);
+    }
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (process_alive(child) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(10ms);
+    EXPECT_FALSE(process_alive(child));
+}
+
+TEST(Exec, OnlyTheNewestLeftBehindPipesAreKeptOpen) {
+    TempDir dir("deskbox-exec-test");
+    std::size_t fds_before = open_fds();
+    std::vector<pid_t> survivors;
+    auto outcome = [&](const std::string& name) -> std::string {
+        auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (std::chrono::steady_clock::now() < deadline) {
+            for (const char* result : {"wrote", "failed"})
+                if (std::filesystem::exists(dir.path() / (name + "." + result))) return result;
+            std::this_thread::sleep_for(10ms);
+        }
+        return "nothing";
+    };
+    {
+        ExecService exec({}, ExecLimits{.max_draining_pipes = 2});
+        // Each survivor writes once its command is gone and notes whether the write worked
+        // (SIGPIPE ignored, so a closed pipe is an error it can see).
+        for (std::string name : {"oldest", "newest"}) {
+            std::string mark = (dir.path() / name).string();
+            json r = exec.run({{"cmd", "sh -c \"trap '' PIPE; sleep 0.5; if echo x; then touch " +
+                                           mark + ".wrote; else touch " + mark +
+                                           ".failed; fi; exec sleep 100\" & echo $!"},
+                               {"timeout_s", 20}});
+            survivors.push_back(std::stoi(r["stdout"].get<std::string>()));
+        }
+        // stdout and stderr of each: four pipes, two kept, the oldest two closed.
+        EXPECT_EQ(outcome("oldest"), "failed");
+        EXPECT_EQ(outcome("newest"), "wrote");
+    }
+    for (pid_t pid : survivors) ::kill(pid, SIGKILL);
+    EXPECT_EQ(open_fds(), fds_before);  // the drained pipes went with the service
+}
+
+// SIGUSR1 at every other thread of this process, over and over, while it lives: each blocking
+// call of the service (poll, read, write, waitpid) keeps being interrupted with EINTR.
+class SignalStorm {
+  public:
+    SignalStorm() {
+        struct sigaction action {};
+        action.sa_handler = [](int) { delivered.fetch_add(1, std::memory_order_relaxed); };
+        sigemptyset(&action.sa_mask);
+        action.sa_flags = 0;  // no SA_RESTART
+        ::sigaction(SIGUSR1, &action, nullptr);
+        thread_ = std::thread([this] { blow(); });
+    }
+    ~SignalStorm() {
+        stop_ = true;
+        thread_.join();
+        ::signal(SIGUSR1, SIG_IGN);  // drops the ones still pending (the default would kill)
+    }
+    static inline std::atomic<long> delivered{0};
+
+  private:
+    void blow() {
+        const pid_t self = ::gettid();
+        while (!stop_) {
+            for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+                pid_t tid = std::stoi(task.path().filename());
+                if (tid != self) ::tgkill(::getpid(), tid, SIGUSR1);
+            }
+            std::this_thread::sleep_for(100us);
+        }
+    }
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+TEST(Exec, ASignalStormLosesNothingOnEitherPath) {
+    std::string numbers;
+    for (int i = 1; i <= 100000; ++i) numbers += std::to_string(i) + "\n";  // ~590 KB
+    std::string input(900'000, 'x');
+    for (std::size_t i = 0; i < input.size(); i += 1000) input[i] = '\n';
+    Events events;
+    ExecService exec(events.callbacks(), ExecLimits{.max_output_bytes = 1 << 20});
+    SignalStorm storm;
+
+    // Foreground: a big output, a big stdin, and the cap.
+    json counted = exec.run({{"argv", {"seq", "1", "100000"}}});
+    EXPECT_TRUE(counted["stdout"] == numbers);
+    EXPECT_FALSE(counted.contains("stdout_truncated"));
+    json echoed = exec.run({{"argv", {"cat"}}}, input);
+    EXPECT_TRUE(echoed["stdout"] == input);
+    json capped = exec.run({{"cmd", "head -c 3000000 /dev/zero | tr '\\0' a"}});
+    EXPECT_EQ(capped["stdout"].get<std::string>(), std::string(1 << 20, 'a'));
+    EXPECT_EQ(capped["stdout_truncated"], true);
+    EXPECT_EQ(capped["exit_code"], 0);
+
+    // Streamed: the same output, and stdin fed in pieces.
+    pid_t streamed = exec.run({{"argv", {"seq", "1", "100000"}}, {"stream", true}})["pid"];
+    pid_t fed = exec.run({{"argv", {"cat"}}, {"stream", true}, {"stdin_open", true}})["pid"];
+    for (std::size_t at = 0; at < input.size(); at += 100'000)
+        exec.write_stdin(fed, std::string_view(input).substr(at, 100'000), false);
+    exec.write_stdin(fed, "", true);
+    ASSERT_TRUE(events.wait_exit(streamed));
+    ASSERT_TRUE(events.wait_exit(fed));
+    std::lock_guard lock(events.mutex);
+    EXPECT_TRUE(events.out[streamed] == numbers) << events.out[streamed].size() << " bytes";
+    EXPECT_TRUE(events.out[fed] == input) << events.out[fed].size() << " bytes";
+    EXPECT_EQ(events.exits[streamed].first, 0);
+    EXPECT_EQ(events.exits[fed].first, 0);
+    EXPECT_GT(SignalStorm::delivered.load(), 100) << "the storm never reached the service";
 }
 
 }  // namespace

@@ -221,6 +221,16 @@ TEST(Api, SandboxEndToEnd) {
         {{"argv", {"sh", "-c", "echo $FOO; pwd"}}, {"env", {{"FOO", "bar"}}}, {"cwd", "/tmp"}});
     EXPECT_EQ(cmd.js()["stdout"], "bar\n/tmp\n");
     EXPECT_EQ(s.post(base + "/commands", {{"cmd", 5}}).status, 400u);
+    // What a command leaves running outlives it; processes/kill ends it (init reaps it).
+    std::string left = run(s, id, "sleep 1000 & echo $!");
+    ASSERT_FALSE(left.empty());
+    left.pop_back();
+    EXPECT_EQ(run(s, id, "sleep 0.3; kill -0 " + left + " && echo alive"), "alive\n");
+    EXPECT_EQ(s.post(base + "/processes/kill", json::object()).status, 200u);
+    EXPECT_EQ(run(s, id,
+                  "for i in $(seq 100); do kill -0 " + left +
+                      " 2>/dev/null || { echo gone; exit; }; sleep 0.05; done; echo alive"),
+              "gone\n");
 
     // Files: binary round trip, listing, removal.
     std::string blob;

@@ -27,4 +27,12 @@ std::vector<pid_t> children_of(pid_t parent) {
     return out;
 }
 
+bool process_alive(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    auto close = line.rfind(')');
+    return close != std::string::npos && line[close + 2] != 'Z' && line[close + 2] != 'X';
+}
+
 }  // namespace deskbox::testing

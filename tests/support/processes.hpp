@@ -13,5 +13,7 @@ std::vector<pid_t> children_of(pid_t parent);
 inline std::vector<pid_t> children_of_self() {
     return children_of(::getpid());
 }
+// Whether `pid` exists and is not a zombie waiting to be reaped.
+bool process_alive(pid_t pid);
 
 }  // namespace deskbox::testing
