@@ -69,6 +69,11 @@ struct ClusterNode::Impl {
     std::thread heartbeat;
     std::unique_ptr<EtcdWatch> watch;
 
+    // This node's sandboxes as last written to etcd; the heartbeat brings their records in
+    // line with what runs (made, changed, gone) whatever path changed them.
+    std::mutex written_mutex;
+    std::map<std::string, SandboxRecord> written;
+
     Impl(ClusterOptions o, LocalNode& l)
         : options(std::move(o)),
           local(l),
@@ -139,11 +144,42 @@ struct ClusterNode::Impl {
             return;
         }
         NodeRecord record = my_record();
-        json written = record.to_json();
-        if (written != last_written) {
+        json described = record.to_json();
+        if (described != last_written) {
             record.heartbeat_at_ms = now_ms();
             client.put(keys.node(options.node_name), record.to_json().dump(), lease.load());
-            last_written = std::move(written);
+            last_written = std::move(described);
+        }
+        sync_local();
+    }
+
+    void sync_local() {
+        std::lock_guard lock(written_mutex);
+        std::map<std::string, SandboxRecord> current;
+        for (auto record : local.local_sandboxes()) {
+            record.node = options.node_name;
+            current[record.id] = std::move(record);
+        }
+        for (const auto& [id, record] : current) {
+            auto before = written.find(id);
+            if (before == written.end()) {
+                record_here(record);
+            } else if (before->second.state != record.state ||
+                       before->second.summary != record.summary) {
+                update_record(record);
+            }
+        }
+        for (const auto& [id, record] : written)
+            if (!current.count(id)) give_slot_back(id);
+        written = std::move(current);
+    }
+
+    // A sandbox this node runs gets its record (and slot) if it has none yet.
+    void record_here(const SandboxRecord& record) {
+        try {
+            take_slot(record, std::nullopt);
+        } catch (const std::invalid_argument&) {
+            update_record(record);  // recorded already (placed here, or adopted)
         }
     }
 
@@ -297,11 +333,7 @@ struct ClusterNode::Impl {
         for (auto record : local.local_sandboxes()) {
             record.node = options.node_name;
             running.insert(record.id);
-            try {
-                take_slot(record, std::nullopt);
-            } catch (const std::invalid_argument&) {
-                update_record(record);  // recorded already
-            }
+            record_here(record);
         }
         std::vector<std::string> gone;
         {
@@ -310,6 +342,14 @@ struct ClusterNode::Impl {
                 if (record.node == options.node_name && !running.count(id)) gone.push_back(id);
         }
         for (const auto& id : gone) give_slot_back(id);
+        {
+            std::lock_guard lock(written_mutex);
+            written.clear();
+            for (auto record : local.local_sandboxes()) {
+                record.node = options.node_name;
+                written[record.id] = std::move(record);
+            }
+        }
         // The allocation may have drifted (a crash between a create and its record's removal):
         // set it to the records' count, both read in one transaction so a reservation made
         // meanwhile changes the allocation and makes the write retry.
@@ -425,11 +465,9 @@ std::string ClusterNode::reserve(const std::string& id, const PlacementRequest& 
 void ClusterNode::record_local(const SandboxRecord& record) {
     SandboxRecord mine = record;
     mine.node = impl_->options.node_name;
-    try {
-        impl_->take_slot(mine, std::nullopt);
-    } catch (const std::invalid_argument&) {
-        impl_->update_record(mine);
-    }
+    std::lock_guard lock(impl_->written_mutex);
+    impl_->record_here(mine);
+    impl_->written[mine.id] = mine;
 }
 
 void ClusterNode::update(const SandboxRecord& record) {

@@ -7,6 +7,10 @@
 // from nodes/ after the lease's TTL, and every other node then shows its sandboxes as lost.
 // When it comes back it registers again with a new lease, under the same name, and its
 // sandboxes are simply there again (their records never moved).
+//
+// Every heartbeat also brings this node's sandbox records in line with LocalNode's list: new
+// ones are recorded, changed ones (state, summary) rewritten, vanished ones released. The
+// explicit record_local/release calls only make that happen sooner.
 #pragma once
 
 #include <chrono>

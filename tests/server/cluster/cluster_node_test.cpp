@@ -102,12 +102,16 @@ TEST(ClusterNode, ConcurrentReservationsNeverOverbookANode) {
     }));
     // 20 creates at once, through every node: 9 slots in all.
     std::atomic<int> placed{0}, full{0}, other{0};
+    std::mutex placed_mutex;
+    std::vector<std::string> placed_ids;
     std::vector<std::thread> threads;
     for (int i = 0; i < 20; ++i)
         threads.emplace_back([&, i] {
             try {
                 nodes[i % 3]->reserve("sb-" + std::to_string(i), {"container", "minimal"});
                 ++placed;
+                std::lock_guard lock(placed_mutex);
+                placed_ids.push_back("sb-" + std::to_string(i));
             } catch (const PlacementError& e) {
                 (e.capacity_exhausted() ? full : other)++;
             }
@@ -128,8 +132,9 @@ TEST(ClusterNode, ConcurrentReservationsNeverOverbookANode) {
         EXPECT_EQ(Allocation::from_json(nlohmann::json::parse(alloc->value)).sandboxes, 3u);
     }
     // A release gives the slot back to the next create.
-    n1.release("sb-0");
-    n1.release("sb-0");  // idempotent
+    ASSERT_FALSE(placed_ids.empty());
+    n1.release(placed_ids.front());
+    n1.release(placed_ids.front());  // idempotent
     EXPECT_NO_THROW(n2.reserve("sb-new", {"container", "minimal"}));
     EXPECT_THROW(n2.reserve("sb-newer", {"container", "minimal"}), PlacementError);
 }
