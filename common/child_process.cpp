@@ -31,18 +31,10 @@ ExitStatus decode_status(int raw) {
     return s;
 }
 
-[[noreturn]] void child_fail(int report_fd, int err) {
-    (void)!::write(report_fd, &err, sizeof err);
-    ::_exit(127);
-}
+// ---- before fork (the parent; may allocate) ----
 
-}  // namespace
-
-ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
-    if (options.argv.empty())
-        throw std::system_error(EINVAL, std::generic_category(), "empty argv");
-
-    // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
+// The environment the program gets: `env` or ours, with env_overrides on top.
+std::vector<std::string> environment_strings(const SpawnOptions& options) {
     std::vector<std::string> env_strings;
     if (options.env) {
         for (const auto& [k, v] : *options.env)
@@ -57,102 +49,175 @@ ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
         }
     }
     for (const auto& [k, v] : options.env_overrides) env_strings.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_copy = options.argv;
-    std::vector<char*> argv;
-    for (auto& s : argv_copy) argv.push_back(s.data());
-    argv.push_back(nullptr);
+    return env_strings;
+}
 
-    Pipe in, out, err;
-    if (options.pipe_stdin) in = Pipe::create();
-    if (options.pipe_stdout) out = Pipe::create();
-    if (options.pipe_stderr) err = Pipe::create();
-    auto open_log = [](const std::string& path) {
-        if (path.empty()) return UniqueFd();
-        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + path);
-        return UniqueFd(fd);
-    };
-    UniqueFd out_file = open_log(options.stdout_file);
-    UniqueFd err_file = open_log(options.stderr_file);
-    Pipe report = Pipe::create();
-    const char* cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
-    std::vector<int> keep = options.keep_fds;
-
-    const pid_t parent = ::getpid();
-    pid_t pid = ::fork();
-    if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
-    if (pid == 0) {
-        int rfd = report.write.get();
-        if (options.new_process_group) ::setpgid(0, 0);
-        if (options.parent_death_signal != 0) {
-            ::prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
-            if (::getppid() != parent) ::raise(options.parent_death_signal);  // already gone
-        }
-        // Default signal dispositions and an empty mask, whatever the parent had.
-        sigset_t none;
-        sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
-        int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-        auto place = [&](int from, int to) {
-            if (from < 0) return;
-            if (from == to) {
-                int flags = ::fcntl(from, F_GETFD);
-                ::fcntl(from, F_SETFD, flags & ~FD_CLOEXEC);
-            } else if (::dup2(from, to) < 0) {
-                child_fail(rfd, errno);
-            }
-        };
-        place(options.pipe_stdin ? in.read.get() : devnull, 0);
-        if (options.pipe_stdout)
-            place(out.write.get(), 1);
-        else if (out_file)
-            place(out_file.get(), 1);
-        else if (options.stdout_to_null)
-            place(devnull, 1);
-        if (options.pipe_stderr)
-            place(err.write.get(), 2);
-        else if (err_file)
-            place(err_file.get(), 2);
-        else if (options.stderr_to_null)
-            place(devnull, 2);
-        // Nothing else of ours reaches the program: a socket or file the server opened without
-        // O_CLOEXEC (Asio's listening socket is one) would otherwise live on in runc or QEMU,
-        // and a restarted server could not listen on its port while a sandbox runs.
-        if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-            for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-        for (int fd : keep) {
-            int flags = ::fcntl(fd, F_GETFD);
-            if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
-        }
-        if (options.netns_fd >= 0 && ::setns(options.netns_fd, CLONE_NEWNET) != 0)
-            child_fail(rfd, errno);
-        if (cwd && ::chdir(cwd) != 0) child_fail(rfd, errno);
-        ::execvpe(argv[0], argv.data(), envp.data());
-        child_fail(rfd, errno);
+// execvpe's argv and envp, built before fork because the child may not allocate. Pinned in
+// place: the pointer arrays point into the strings.
+class ExecArguments {
+  public:
+    explicit ExecArguments(const SpawnOptions& options)
+        : argv_strings_(options.argv), env_strings_(environment_strings(options)) {
+        for (auto& s : argv_strings_) argv_.push_back(s.data());
+        argv_.push_back(nullptr);
+        for (auto& s : env_strings_) envp_.push_back(s.data());
+        envp_.push_back(nullptr);
     }
+    ExecArguments(const ExecArguments&) = delete;
+    ExecArguments& operator=(const ExecArguments&) = delete;
 
-    ChildProcess child;
-    child.pid_ = pid;
-    child.own_group_ = options.new_process_group;
-    if (options.new_process_group) ::setpgid(pid, pid);  // avoid racing the child's own setpgid
+    char* const* argv() const { return argv_.data(); }
+    char* const* envp() const { return envp_.data(); }
+
+  private:
+    std::vector<std::string> argv_strings_;
+    std::vector<std::string> env_strings_;
+    std::vector<char*> argv_;
+    std::vector<char*> envp_;
+};
+
+// Where the child's stdin, stdout and stderr come from, opened before fork.
+struct ChildStdio {
+    Pipe in, out, err;
+    UniqueFd out_file, err_file;
+};
+
+UniqueFd open_log(const std::string& path) {
+    if (path.empty()) return UniqueFd();
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + path);
+    return UniqueFd(fd);
+}
+
+ChildStdio open_stdio(const SpawnOptions& options) {
+    ChildStdio stdio;
+    if (options.pipe_stdin) stdio.in = Pipe::create();
+    if (options.pipe_stdout) stdio.out = Pipe::create();
+    if (options.pipe_stderr) stdio.err = Pipe::create();
+    stdio.out_file = open_log(options.stdout_file);
+    stdio.err_file = open_log(options.stderr_file);
+    return stdio;
+}
+
+// ---- between fork and exec (the child): async-signal-safe calls only, no allocation ----
+
+[[noreturn]] void child_fail(int report_fd, int err) {
+    (void)!::write(report_fd, &err, sizeof err);
+    ::_exit(127);
+}
+
+// Default signal dispositions and an empty mask, whatever the parent had.
+void reset_signals() {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+}
+
+// `from` becomes descriptor `to` (kept open across exec); nothing for from < 0.
+void place_fd(int from, int to, int report_fd) {
+    if (from < 0) return;
+    if (from == to) {
+        int flags = ::fcntl(from, F_GETFD);
+        ::fcntl(from, F_SETFD, flags & ~FD_CLOEXEC);
+    } else if (::dup2(from, to) < 0) {
+        child_fail(report_fd, errno);
+    }
+}
+
+// Output descriptor `to` (1 or 2): the pipe if piped, else the log file, else /dev/null if asked
+// for; otherwise the parent's stays.
+void place_output(int to, bool piped, const Pipe& pipe, const UniqueFd& file, bool to_null,
+                  int devnull, int report_fd) {
+    if (piped)
+        place_fd(pipe.write.get(), to, report_fd);
+    else if (file)
+        place_fd(file.get(), to, report_fd);
+    else if (to_null)
+        place_fd(devnull, to, report_fd);
+}
+
+void redirect_stdio(const SpawnOptions& options, const ChildStdio& stdio, int report_fd) {
+    int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    place_fd(options.pipe_stdin ? stdio.in.read.get() : devnull, 0, report_fd);
+    place_output(1, options.pipe_stdout, stdio.out, stdio.out_file, options.stdout_to_null, devnull,
+                 report_fd);
+    place_output(2, options.pipe_stderr, stdio.err, stdio.err_file, options.stderr_to_null, devnull,
+                 report_fd);
+}
+
+void close_inherited_fds(const std::vector<int>& keep) {
+    // Nothing else of ours reaches the program: a socket or file the server opened without
+    // O_CLOEXEC (Asio's listening socket is one) would otherwise live on in runc or QEMU,
+    // and a restarted server could not listen on its port while a sandbox runs.
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+        for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    for (int fd : keep) {
+        int flags = ::fcntl(fd, F_GETFD);
+        if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
+    }
+}
+
+// Sets up the process as `options` asks and execs the program; on failure reports errno on
+// report_fd (close-on-exec, so a successful exec closes it instead) and exits 127.
+[[noreturn]] void exec_child(const SpawnOptions& options, const ChildStdio& stdio,
+                             const ExecArguments& exec, int report_fd, pid_t parent) {
+    if (options.new_process_group) ::setpgid(0, 0);
+    if (options.parent_death_signal != 0) {
+        ::prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
+        if (::getppid() != parent) ::raise(options.parent_death_signal);  // already gone
+    }
+    reset_signals();
+    redirect_stdio(options, stdio, report_fd);
+    close_inherited_fds(options.keep_fds);
+    if (options.netns_fd >= 0 && ::setns(options.netns_fd, CLONE_NEWNET) != 0)
+        child_fail(report_fd, errno);
+    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) child_fail(report_fd, errno);
+    ::execvpe(exec.argv()[0], exec.argv(), exec.envp());
+    child_fail(report_fd, errno);
+}
+
+// ---- after fork (the parent) ----
+
+// 0 once the child has exec'd (the report pipe closed), else the errno it reported.
+int read_exec_error(Pipe& report) {
     report.write.reset();
     int child_errno = 0;
     ssize_t n;
     do {
         n = ::read(report.read.get(), &child_errno, sizeof child_errno);
     } while (n < 0 && errno == EINTR);
-    if (n == static_cast<ssize_t>(sizeof child_errno)) {
+    return n == static_cast<ssize_t>(sizeof child_errno) ? child_errno : 0;
+}
+
+}  // namespace
+
+ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
+    if (options.argv.empty())
+        throw std::system_error(EINVAL, std::generic_category(), "empty argv");
+
+    // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
+    const ExecArguments exec(options);
+    ChildStdio stdio = open_stdio(options);
+    Pipe report = Pipe::create();
+
+    const pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
+    if (pid == 0) exec_child(options, stdio, exec, report.write.get(), parent);
+
+    ChildProcess child;
+    child.pid_ = pid;
+    child.own_group_ = options.new_process_group;
+    if (options.new_process_group) ::setpgid(pid, pid);  // avoid racing the child's own setpgid
+    if (int child_errno = read_exec_error(report)) {
         child.wait();
         throw std::system_error(child_errno, std::generic_category(),
                                 "cannot start '" + options.argv[0] + "'");
     }
-    child.stdin_ = std::move(in.write);
-    child.stdout_ = std::move(out.read);
-    child.stderr_ = std::move(err.read);
+    child.stdin_ = std::move(stdio.in.write);
+    child.stdout_ = std::move(stdio.out.read);
+    child.stderr_ = std::move(stdio.err.read);
     return child;
 }
 

@@ -137,6 +137,7 @@ struct H264Encoder::State {
     int source_height = 0;
     int output_width = 0;
     int output_height = 0;
+    bool scaled = false;  // through swscale; else libyuv converts at the same size
     int level = 0;
     std::string codec;
     CodecContextPtr context;
@@ -147,10 +148,22 @@ struct H264Encoder::State {
     std::optional<std::int64_t> last_pts;
     std::optional<std::int64_t> last_keyframe_pts;
     bool codec_confirmed = false;  // codec was read from the stream's SPS
+
+    // The constructor's steps, in order.
+    void choose_sizes(const Options& o);
+    void choose_level_and_codec(const Options& o);
+    void open_codec(const Options& o);
+    void configure_context(const Options& o);
+    void configure_x264(const Options& o);
+    void take_global_headers();
+    void allocate_frame();
+    void create_scaler();
 };
 
-H264Encoder::H264Encoder(Options options) : state_(std::make_unique<State>()) {
-    State& s = *state_;
+namespace {
+
+// Throws ParameterError naming the first bad option.
+void check_options(const H264Encoder::Options& options) {
     check_range("input_width", options.input_width, 2, kMaxInputDimension);
     check_range("input_height", options.input_height, 2, kMaxInputDimension);
     check_range("output_width", options.output_width, 0, kMaxInputDimension);
@@ -175,99 +188,132 @@ H264Encoder::H264Encoder(Options options) : state_(std::make_unique<State>()) {
                                            "medium, slow, slower, veryslow, placebo)");
     check_range("keyframe_interval_ms", options.keyframe_interval_ms, 0, INT_MAX);
     check_range("threads", options.threads, 0, kMaxThreads);
+}
 
-    s.output_width = even_down(options.output_width ? options.output_width : options.input_width);
-    s.output_height =
-        even_down(options.output_height ? options.output_height : options.input_height);
-    bool same_size = s.output_width == even_down(options.input_width) &&
-                     s.output_height == even_down(options.input_height);
-    s.source_width = same_size ? s.output_width : options.input_width;
-    s.source_height = same_size ? s.output_height : options.input_height;
-    long long peak_kbps = std::max(options.bitrate_kbps, options.max_bitrate_kbps);
-    s.level = level_for(s.output_width, s.output_height, options.max_fps, peak_kbps);
-    bool baseline = options.profile == H264Profile::constrained_baseline;
+}  // namespace
+
+H264Encoder::H264Encoder(Options options) : state_(std::make_unique<State>()) {
+    check_options(options);
+    State& s = *state_;
+    s.choose_sizes(options);
+    s.choose_level_and_codec(options);
+    s.open_codec(options);
+    s.allocate_frame();
+    if (s.scaled) s.create_scaler();
+    s.options = std::move(options);
+}
+
+void H264Encoder::State::choose_sizes(const Options& o) {
+    output_width = even_down(o.output_width ? o.output_width : o.input_width);
+    output_height = even_down(o.output_height ? o.output_height : o.input_height);
+    bool same_size =
+        output_width == even_down(o.input_width) && output_height == even_down(o.input_height);
+    source_width = same_size ? output_width : o.input_width;
+    source_height = same_size ? output_height : o.input_height;
+    scaled = !same_size;
+}
+
+void H264Encoder::State::choose_level_and_codec(const Options& o) {
+    long long peak_kbps = std::max(o.bitrate_kbps, o.max_bitrate_kbps);
+    level = level_for(output_width, output_height, o.max_fps, peak_kbps);
+    bool baseline = o.profile == H264Profile::constrained_baseline;
     // x264 signals the profile the stream needs, not the one asked for: main only with CABAC
     // (every preset but ultrafast), else constrained baseline (constraint_set0+1; main sets
     // constraint_set1). encode() confirms this from the first SPS.
-    bool signals_main = !baseline && options.preset != "ultrafast";
-    s.codec =
-        signals_main ? codec_string_of(0x4D, 0x40, s.level) : codec_string_of(0x42, 0xC0, s.level);
+    bool signals_main = !baseline && o.preset != "ultrafast";
+    codec = signals_main ? codec_string_of(0x4D, 0x40, level) : codec_string_of(0x42, 0xC0, level);
+}
 
-    const AVCodec* codec = avcodec_find_encoder_by_name("libx264");
-    if (!codec) throw std::runtime_error("H.264: FFmpeg was built without libx264");
-    s.context.reset(avcodec_alloc_context3(codec));
-    s.frame.reset(av_frame_alloc());
-    s.packet.reset(av_packet_alloc());
-    if (!s.context || !s.frame || !s.packet) throw std::bad_alloc();
+void H264Encoder::State::open_codec(const Options& o) {
+    const AVCodec* encoder = avcodec_find_encoder_by_name("libx264");
+    if (!encoder) throw std::runtime_error("H.264: FFmpeg was built without libx264");
+    context.reset(avcodec_alloc_context3(encoder));
+    frame.reset(av_frame_alloc());
+    packet.reset(av_packet_alloc());
+    if (!context || !frame || !packet) throw std::bad_alloc();
+    configure_context(o);
+    configure_x264(o);
+    check_av(avcodec_open2(context.get(), encoder, nullptr), "H.264: opening libx264");
+    if (o.global_header) take_global_headers();
+}
 
-    AVCodecContext* c = s.context.get();
-    c->width = s.output_width;
-    c->height = s.output_height;
+// Size, timing, level, colour signalling and rate control.
+void H264Encoder::State::configure_context(const Options& o) {
+    AVCodecContext* c = context.get();
+    c->width = output_width;
+    c->height = output_height;
     c->pix_fmt = AV_PIX_FMT_YUV420P;
     c->time_base = AVRational{1, 1000};
-    c->framerate = AVRational{options.max_fps, 1};
+    c->framerate = AVRational{o.max_fps, 1};
     c->max_b_frames = 0;
     // Our own timer places the periodic IDRs (on timestamps); x264's keyint counts frames.
     c->gop_size = 1 << 30;  // x264's "infinite"
-    c->level = s.level;
-    c->thread_count = options.threads;
+    c->level = level;
+    c->thread_count = o.threads;
     c->color_range = AVCOL_RANGE_MPEG;
     // Screen pixels are sRGB; the matrix is BT.601's, as libyuv converts.
     c->colorspace = AVCOL_SPC_SMPTE170M;
     c->color_primaries = AVCOL_PRI_BT709;
     c->color_trc = AVCOL_TRC_IEC61966_2_1;
-    if (options.global_header) c->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
-    if (options.bitrate_kbps > 0) {
-        c->bit_rate = options.bitrate_kbps * 1000LL;
-        int peak = std::max(options.bitrate_kbps, options.max_bitrate_kbps);
+    if (o.global_header) c->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    if (o.bitrate_kbps > 0) {
+        c->bit_rate = o.bitrate_kbps * 1000LL;
+        int peak = std::max(o.bitrate_kbps, o.max_bitrate_kbps);
         c->rc_max_rate = peak * 1000LL;
         c->rc_buffer_size = peak * 1000;  // one second of VBV
     } else {
-        check_av(av_opt_set_double(c->priv_data, "crf", options.crf, 0), "H.264: crf");
-        if (options.max_bitrate_kbps > 0) {
-            c->rc_max_rate = options.max_bitrate_kbps * 1000LL;
-            c->rc_buffer_size = options.max_bitrate_kbps * 1000;
+        check_av(av_opt_set_double(c->priv_data, "crf", o.crf, 0), "H.264: crf");
+        if (o.max_bitrate_kbps > 0) {
+            c->rc_max_rate = o.max_bitrate_kbps * 1000LL;
+            c->rc_buffer_size = o.max_bitrate_kbps * 1000;
         }
     }
-    check_av(av_opt_set(c->priv_data, "preset", options.preset.c_str(), 0), "H.264: preset");
-    check_av(av_opt_set(c->priv_data, "tune", "zerolatency", 0), "H.264: tune");
-    check_av(av_opt_set(c->priv_data, "profile", baseline ? "baseline" : "main", 0),
-             "H.264: profile");
-    check_av(av_opt_set_int(c->priv_data, "forced-idr", 1, 0), "H.264: forced-idr");
+}
+
+// libx264's private options: preset, zerolatency, profile, IDR keyframes, in-band headers.
+void H264Encoder::State::configure_x264(const Options& o) {
+    void* x264 = context->priv_data;
+    bool baseline = o.profile == H264Profile::constrained_baseline;
+    check_av(av_opt_set(x264, "preset", o.preset.c_str(), 0), "H.264: preset");
+    check_av(av_opt_set(x264, "tune", "zerolatency", 0), "H.264: tune");
+    check_av(av_opt_set(x264, "profile", baseline ? "baseline" : "main", 0), "H.264: profile");
+    check_av(av_opt_set_int(x264, "forced-idr", 1, 0), "H.264: forced-idr");
     // Headers in every IDR for late joiners (libavcodec turns them off with global headers);
     // x264's info lines would otherwise go to stderr for every viewer that connects.
-    std::string params = options.global_header ? "log=1" : "log=1:repeat-headers=1";
-    check_av(av_opt_set(c->priv_data, "x264-params", params.c_str(), 0), "H.264: x264-params");
-    check_av(avcodec_open2(c, codec, nullptr), "H.264: opening libx264");
+    std::string params = o.global_header ? "log=1" : "log=1:repeat-headers=1";
+    check_av(av_opt_set(x264, "x264-params", params.c_str(), 0), "H.264: x264-params");
+}
 
-    if (options.global_header) {
-        if (!c->extradata || c->extradata_size <= 0)
-            throw std::runtime_error("H.264: libx264 gave no global headers");
-        s.extradata.assign(c->extradata, c->extradata + c->extradata_size);
-        if (auto from_sps = codec_string_from_sps(s.extradata)) {
-            s.codec = *from_sps;
-            s.codec_confirmed = true;
-        }
+// With global_header, SPS/PPS come once, from the opened codec; they also confirm the codec.
+void H264Encoder::State::take_global_headers() {
+    const AVCodecContext* c = context.get();
+    if (!c->extradata || c->extradata_size <= 0)
+        throw std::runtime_error("H.264: libx264 gave no global headers");
+    extradata.assign(c->extradata, c->extradata + c->extradata_size);
+    if (auto from_sps = codec_string_from_sps(extradata)) {
+        codec = *from_sps;
+        codec_confirmed = true;
     }
+}
 
-    s.frame->format = AV_PIX_FMT_YUV420P;
-    s.frame->width = s.output_width;
-    s.frame->height = s.output_height;
-    check_av(av_frame_get_buffer(s.frame.get(), 0), "H.264: frame buffer");
+void H264Encoder::State::allocate_frame() {
+    frame->format = AV_PIX_FMT_YUV420P;
+    frame->width = output_width;
+    frame->height = output_height;
+    check_av(av_frame_get_buffer(frame.get(), 0), "H.264: frame buffer");
+}
 
-    if (!same_size) {
-        // Downscaling averages (area) so text stays legible; upscaling is bicubic.
-        bool shrinking = s.output_width < s.source_width || s.output_height < s.source_height;
-        s.scaler.reset(sws_getContext(
-            s.source_width, s.source_height, AV_PIX_FMT_BGR0, s.output_width, s.output_height,
-            AV_PIX_FMT_YUV420P, shrinking ? SWS_AREA : SWS_BICUBIC, nullptr, nullptr, nullptr));
-        if (!s.scaler) throw std::runtime_error("H.264: swscale refused the conversion");
-        // RGB in (full range), BT.601 limited-range YUV out: what libyuv gives on the direct
-        // path and what the VUI says.
-        const int* bt601 = sws_getCoefficients(SWS_CS_ITU601);
-        sws_setColorspaceDetails(s.scaler.get(), bt601, 1, bt601, 0, 0, 1 << 16, 1 << 16);
-    }
-    s.options = std::move(options);
+void H264Encoder::State::create_scaler() {
+    // Downscaling averages (area) so text stays legible; upscaling is bicubic.
+    bool shrinking = output_width < source_width || output_height < source_height;
+    scaler.reset(sws_getContext(source_width, source_height, AV_PIX_FMT_BGR0, output_width,
+                                output_height, AV_PIX_FMT_YUV420P,
+                                shrinking ? SWS_AREA : SWS_BICUBIC, nullptr, nullptr, nullptr));
+    if (!scaler) throw std::runtime_error("H.264: swscale refused the conversion");
+    // RGB in (full range), BT.601 limited-range YUV out: what libyuv gives on the direct
+    // path and what the VUI says.
+    const int* bt601 = sws_getCoefficients(SWS_CS_ITU601);
+    sws_setColorspaceDetails(scaler.get(), bt601, 1, bt601, 0, 0, 1 << 16, 1 << 16);
 }
 
 H264Encoder::~H264Encoder() = default;

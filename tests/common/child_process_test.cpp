@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -121,6 +122,43 @@ TEST(ChildProcess, EnvAndCwd) {
     const std::string out = read_all(child.stdout_fd().get());
     EXPECT_EQ(child.wait()->exit_code, 0);
     EXPECT_EQ(out, "bar baz:" + std::filesystem::canonical(dir.path()).string());
+}
+
+std::string file_text(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(ChildProcess, LogFilesAreAppendedToAndPrivate) {
+    TempDir dir;
+    SpawnOptions o;
+    o.argv = {"/bin/sh", "-c", "printf out; printf err >&2"};
+    o.stdout_file = (dir.path() / "out.log").string();
+    o.stderr_file = (dir.path() / "err.log").string();
+    for (int run = 0; run < 2; ++run) EXPECT_EQ(ChildProcess::spawn(o).wait()->exit_code, 0);
+    EXPECT_EQ(file_text(o.stdout_file), "outout");
+    EXPECT_EQ(file_text(o.stderr_file), "errerr");
+    struct stat st {};
+    ASSERT_EQ(::stat(o.stdout_file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// What each of the child's standard descriptors is: a pipe before a log file before /dev/null;
+// stdin is /dev/null unless piped.
+TEST(ChildProcess, StdioGoesToThePipeElseTheFileElseDevNull) {
+    TempDir dir;
+    const auto links = dir.path() / "links";
+    SpawnOptions o;
+    o.argv = {"/bin/sh", "-c",
+              "readlink /proc/$$/fd/0 /proc/$$/fd/2 > " + links.string() + "; printf piped"};
+    o.pipe_stdout = true;
+    o.stdout_file = (dir.path() / "unused.log").string();  // opened, but the pipe wins
+    o.stderr_to_null = true;
+    auto child = ChildProcess::spawn(o);
+    EXPECT_EQ(read_all(child.stdout_fd().get()), "piped");
+    EXPECT_EQ(child.wait()->exit_code, 0);
+    EXPECT_EQ(file_text(links), "/dev/null\n/dev/null\n");
+    EXPECT_EQ(file_text(o.stdout_file), "");
 }
 
 TEST(TempDir, RemovedWithContents) {
