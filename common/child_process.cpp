@@ -86,7 +86,7 @@ UniqueFd open_log(const std::string& path) {
     if (path.empty()) return UniqueFd();
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + path);
-    return UniqueFd(fd);
+    return above_stdio(UniqueFd(fd));
 }
 
 ChildStdio open_stdio(const SpawnOptions& options) {
@@ -139,6 +139,8 @@ void place_output(int to, bool piped, const Pipe& pipe, const UniqueFd& file, bo
 
 void redirect_stdio(const SpawnOptions& options, const ChildStdio& stdio, int report_fd) {
     int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    // Not on 0-2 (the parent may have had them closed), or placing one would overwrite it.
+    if (devnull >= 0 && devnull <= 2) devnull = ::fcntl(devnull, F_DUPFD_CLOEXEC, 3);
     place_fd(options.pipe_stdin ? stdio.in.read.get() : devnull, 0, report_fd);
     place_output(1, options.pipe_stdout, stdio.out, stdio.out_file, options.stdout_to_null, devnull,
                  report_fd);

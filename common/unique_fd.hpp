@@ -8,7 +8,7 @@
 namespace deskbox {
 
 class UniqueFd {
-public:
+  public:
     UniqueFd() = default;
     explicit UniqueFd(int fd) : fd_(fd) {}
     ~UniqueFd() { reset(); }
@@ -29,11 +29,16 @@ public:
         fd_ = fd;
     }
 
-private:
+  private:
     int fd_ = -1;
 };
 
-// A pipe with both ends owned. Throws std::system_error.
+// `fd` moved to a number above 2 (close-on-exec kept). A process started with stdin, stdout or
+// stderr closed hands those numbers out first, and a child's stdio made from such an fd would
+// be overwritten while it is set up. Throws std::system_error.
+UniqueFd above_stdio(UniqueFd fd);
+
+// A pipe with both ends owned, both above 2. Throws std::system_error.
 struct Pipe {
     UniqueFd read;
     UniqueFd write;

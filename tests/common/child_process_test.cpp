@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -159,6 +160,42 @@ TEST(ChildProcess, StdioGoesToThePipeElseTheFileElseDevNull) {
     EXPECT_EQ(child.wait()->exit_code, 0);
     EXPECT_EQ(file_text(links), "/dev/null\n/dev/null\n");
     EXPECT_EQ(file_text(o.stdout_file), "");
+}
+
+// A parent started with stdin, stdout and stderr closed hands out 0-2 for its pipes; the child's
+// stdio must still be the right ones (each pipe end would otherwise be overwritten by another).
+TEST(ChildProcess, StdioIsRightWhenTheParentHadItsOwnClosed) {
+    TempDir dir;
+    const auto log = dir.path() / "out.log";
+    pid_t tester = ::fork();
+    ASSERT_GE(tester, 0);
+    if (tester == 0) {
+        ::close(0);
+        ::close(1);
+        ::close(2);
+        int code = 10;
+        try {
+            auto result = run_process({"/bin/sh", "-c", "cat; printf out; printf err >&2"},
+                                      std::chrono::seconds(20), "in-");
+            // A log file opened as fd 0: the child's stdin from /dev/null must not replace it.
+            SpawnOptions o;
+            o.argv = {"/bin/sh", "-c", "printf logged"};
+            o.stdout_file = log.string();
+            auto child = ChildProcess::spawn(o);
+            const bool waited = child.wait().has_value();
+            code = result.out == "in-out" && result.err == "err" && result.status.exit_code == 0
+                       ? (waited ? 0 : 13)
+                       : 11;
+        } catch (...) {
+            code = 12;
+        }
+        ::_exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(tester, &status, 0), tester);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "11: wrong output, 12: an exception";
+    EXPECT_EQ(file_text(log), "logged");
 }
 
 TEST(TempDir, RemovedWithContents) {
