@@ -29,6 +29,7 @@
 #include "server/api/http_util.hpp"
 #include "server/runtime/fake_runtime.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "tests/support/fake_sandbox_manager.hpp"
 
 namespace {
 
@@ -50,16 +51,10 @@ struct Harness {
     std::unique_ptr<server::ApiRouter> router;
 
     Harness() {
-        server::ManagerOptions o;
-        o.state_dir = images.scratch() / "state";
-        o.images_dir = images.images_dir();
-        o.template_cache = images.scratch() / "cache";
-        o.default_template = "fake";
-        o.max_sandboxes = 1;  // a create that passes validation meets 429 while one runs
-        o.agent_timeout = std::chrono::seconds(5);
-        o.default_network = network::NetworkPolicy::closed();
-        o.container_runtime = [] { return std::make_unique<runtime::FakeRuntime>(); };
-        manager = std::make_unique<server::SandboxManager>(std::move(o));
+        manager = test::make_fake_sandbox_manager(images, [](server::ManagerOptions& o) {
+            o.max_sandboxes = 1;  // a create that passes validation meets 429 while one runs
+            o.agent_timeout = std::chrono::seconds(5);
+        });
         router = std::make_unique<server::ApiRouter>(*manager, server::ApiOptions{});
     }
 
