@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api/api_router.hpp"
+#include "server/api/api_routes.hpp"
 #include "server/api/http_util.hpp"
 #include "server/runtime/fake_runtime.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
@@ -173,9 +174,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        request.body().find("wait_for") != std::string::npos ||
                        request.body().find("find_on_screen") != std::string::npos;
     if (waits) return 0;
-    bool mcp = false;  // as the router decides it: on the decoded path
+    bool mcp = false;  // as the router decides it: the decoded path is /mcp's route
     try {
-        mcp = server::url_decode(target.substr(0, target.find('?')), false) == "/mcp";
+        const auto route =
+            server::match_api_route(server::url_decode(target.substr(0, target.find('?')), false));
+        mcp = route && route.route->path == "/mcp";
     } catch (const std::exception&) {
     }
 
