@@ -1,10 +1,29 @@
 #include "server/api/api_routes.hpp"
 
+#include "server/api/routes/actions.hpp"
+#include "server/api/routes/analysis.hpp"
+#include "server/api/routes/commands.hpp"
+#include "server/api/routes/desktop.hpp"
+#include "server/api/routes/files.hpp"
+#include "server/api/routes/lifecycle.hpp"
+#include "server/api/routes/mcp.hpp"
+#include "server/api/routes/metrics.hpp"
+#include "server/api/routes/ports.hpp"
+#include "server/api/routes/recordings.hpp"
+#include "server/api/routes/sandboxes.hpp"
+#include "server/api/routes/screen.hpp"
+#include "server/api/routes/system.hpp"
+#include "server/api/routes/viewers.hpp"
+
 namespace deskbox::server {
 
 namespace {
 
-using boost::beast::http::verb;
+using http::verb;
+using RouteAuth::api_key;
+using RouteAuth::open;
+using RouteAuth::own;
+using RouteAuth::sandbox_token;
 
 std::vector<std::string_view> segments(std::string_view path) {
     std::vector<std::string_view> out;
@@ -18,62 +37,122 @@ std::vector<std::string_view> segments(std::string_view path) {
     return out;
 }
 
-bool matches(const std::vector<std::string_view>& want,
-             const std::vector<std::string_view>& parts) {
+bool is_variable(std::string_view segment) {
+    return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+// Fills `params` with the template's variables when `parts` fit `want`.
+bool matches(const std::vector<std::string_view>& want, const std::vector<std::string_view>& parts,
+             RouteParams& params) {
     for (std::size_t i = 0; i < want.size(); ++i) {
-        const bool rest = want[i] == "{path}" && i + 1 == want.size();
-        if (rest) return parts.size() >= i;  // "" and deeper paths alike
+        if (want[i] == "{path}" && i + 1 == want.size()) {  // "" and deeper paths alike
+            if (parts.size() < i) return false;
+            std::string rest;
+            for (std::size_t j = i; j < parts.size(); ++j)
+                rest += (j == i ? "" : "/") + std::string(parts[j]);
+            params.emplace("path", std::move(rest));
+            return true;
+        }
         if (i >= parts.size()) return false;
-        const bool variable = want[i].size() > 2 && want[i].front() == '{';
-        if (variable ? parts[i].empty() : parts[i] != want[i]) return false;
+        if (!is_variable(want[i])) {
+            if (parts[i] != want[i]) return false;
+        } else {
+            if (parts[i].empty()) return false;
+            params.emplace(std::string(want[i].substr(1, want[i].size() - 2)), parts[i]);
+        }
     }
     return parts.size() == want.size();
 }
 
 }  // namespace
 
-const std::vector<ApiRoute>& api_routes() {
-    static const std::vector<ApiRoute> routes = {
-        {"/healthz", {verb::get, verb::head}},
-        {"/metrics", {verb::get}},
-        {"/v1/openapi.json", {verb::get}},
-        {"/mcp", {verb::post, verb::get, verb::delete_}},
-        {"/v1/sandboxes", {verb::get, verb::post}},
-        {"/v1/sandboxes/{id}", {verb::get, verb::delete_}},
-        {"/v1/sandboxes/{id}/timeout", {verb::post}},
-        {"/v1/sandboxes/{id}/pause", {verb::post}},
-        {"/v1/sandboxes/{id}/resume", {verb::post}},
-        {"/v1/sandboxes/{id}/screenshot", {verb::get}},
-        {"/v1/sandboxes/{id}/actions", {verb::post}},
-        {"/v1/sandboxes/{id}/wait", {verb::post}},
-        {"/v1/sandboxes/{id}/locate", {verb::post}},
-        {"/v1/sandboxes/{id}/ocr", {verb::post}},
-        {"/v1/sandboxes/{id}/compare", {verb::post}},
-        {"/v1/sandboxes/{id}/commands", {verb::post}},
-        {"/v1/sandboxes/{id}/processes/kill", {verb::post}},
-        {"/v1/sandboxes/{id}/files", {verb::get, verb::put, verb::delete_}},
-        {"/v1/sandboxes/{id}/recording", {verb::get, verb::post, verb::delete_}},
-        {"/v1/sandboxes/{id}/ports", {verb::get}},
-        {"/v1/sandboxes/{id}/ports/{port}/{path}",
-         {verb::get, verb::post, verb::put, verb::patch, verb::delete_, verb::head, verb::options}},
-        {"/v1/sandboxes/{id}/windows", {verb::get}},
-        {"/v1/sandboxes/{id}/cursor", {verb::get}},
-        {"/v1/sandboxes/{id}/clipboard", {verb::get, verb::put, verb::post}},
-        {"/v1/sandboxes/{id}/stream", {verb::get}},
-        {"/v1/sandboxes/{id}/vnc", {verb::get}},
-        {"/v1/recordings", {verb::get}},
-        {"/v1/recordings/{id}", {verb::get, verb::head, verb::delete_}},
-        {"/v1/recordings/{id}/events", {verb::get, verb::head}},
-        {"/v1/templates", {verb::get}},
-        {"/view/{id}", {verb::get}},
-        {"/", {verb::get, verb::head}},
-        {"/assets/{name}", {verb::get, verb::head}},
-    };
-    return routes;
+bool ApiRoute::per_sandbox() const {
+    return path.starts_with("/v1/sandboxes/{id}") || path.starts_with("/view/{id}");
 }
 
-const ApiRoute* match_api_route(std::string_view path) {
-    if (path.empty() || path.front() != '/') return nullptr;
+RouteHandler ApiRoute::handler_for(http::verb verb) const {
+    for (const auto& method : methods)
+        if (method.verb == verb) return method.handler;
+    return as_sent && !methods.empty() ? methods.front().handler : nullptr;
+}
+
+const std::vector<ApiRoute>& api_routes() {
+    using namespace routes;
+    static const std::vector<ApiRoute> table = {
+        // The server itself (routes/system.cpp, routes/metrics.cpp, routes/mcp.cpp).
+        {"/healthz", open, {{verb::get, healthz}, {verb::head, healthz}}},
+        {"/metrics", api_key, {{verb::get, metrics_page}}},
+        {"/v1/openapi.json", open, {{verb::get, openapi_json}}},
+        {"/mcp", own, {{verb::post, mcp}, {verb::get, mcp}, {verb::delete_, mcp}}},
+        {"/v1/templates", api_key, {{verb::get, list_templates}}},
+        // Sandboxes and their lifecycle (routes/sandboxes.cpp, routes/lifecycle.cpp).
+        {"/v1/sandboxes", api_key, {{verb::get, list_sandboxes}, {verb::post, create_sandbox}}},
+        {"/v1/sandboxes/{id}",
+         api_key,
+         {{verb::get, inspect_sandbox}, {verb::delete_, kill_sandbox}}},
+        {"/v1/sandboxes/{id}/timeout", api_key, {{verb::post, set_timeout}}},
+        {"/v1/sandboxes/{id}/pause", api_key, {{verb::post, pause_sandbox}}},
+        {"/v1/sandboxes/{id}/resume", api_key, {{verb::post, resume_sandbox}}},
+        // The screen, input and analysis (routes/screen.cpp, actions.cpp, analysis.cpp).
+        {"/v1/sandboxes/{id}/screenshot", api_key, {{verb::get, screenshot}}},
+        {"/v1/sandboxes/{id}/actions", api_key, {{verb::post, run_actions}}},
+        {"/v1/sandboxes/{id}/wait", api_key, {{verb::post, wait_for_screen}}},
+        {"/v1/sandboxes/{id}/locate", api_key, {{verb::post, locate_on_screen}}},
+        {"/v1/sandboxes/{id}/ocr", api_key, {{verb::post, read_screen_text}}},
+        {"/v1/sandboxes/{id}/compare", api_key, {{verb::post, compare_screen}}},
+        // Processes and files in the guest (routes/commands.cpp, routes/files.cpp).
+        {"/v1/sandboxes/{id}/commands", api_key, {{verb::post, run_command}}},
+        {"/v1/sandboxes/{id}/processes/kill", api_key, {{verb::post, kill_processes}}},
+        {"/v1/sandboxes/{id}/files",
+         api_key,
+         {{verb::get, read_file}, {verb::put, write_file}, {verb::delete_, remove_file}}},
+        // Recordings (routes/recordings.cpp).
+        {"/v1/sandboxes/{id}/recording",
+         api_key,
+         {{verb::get, recording_status},
+          {verb::post, start_recording},
+          {verb::delete_, stop_recording}}},
+        {"/v1/recordings", api_key, {{verb::get, list_recordings}}},
+        {"/v1/recordings/{id}",
+         api_key,
+         {{verb::get, download_recording},
+          {verb::head, download_recording},
+          {verb::delete_, delete_recording}}},
+        {"/v1/recordings/{id}/events",
+         api_key,
+         {{verb::get, download_recording_events}, {verb::head, download_recording_events}}},
+        // Exposed ports (routes/ports.cpp).
+        {"/v1/sandboxes/{id}/ports", api_key, {{verb::get, list_ports}}},
+        {"/v1/sandboxes/{id}/ports/{port}/{path}",
+         own,
+         {{verb::get, relay_to_port},
+          {verb::post, relay_to_port},
+          {verb::put, relay_to_port},
+          {verb::patch, relay_to_port},
+          {verb::delete_, relay_to_port},
+          {verb::head, relay_to_port},
+          {verb::options, relay_to_port}},
+         true},
+        // The desktop's state (routes/desktop.cpp).
+        {"/v1/sandboxes/{id}/windows", api_key, {{verb::get, list_windows}}},
+        {"/v1/sandboxes/{id}/cursor", api_key, {{verb::get, cursor_position}}},
+        {"/v1/sandboxes/{id}/clipboard",
+         api_key,
+         {{verb::get, read_clipboard},
+          {verb::put, write_clipboard},
+          {verb::post, write_clipboard}}},
+        // People watching (routes/viewers.cpp).
+        {"/v1/sandboxes/{id}/stream", sandbox_token, {{verb::get, stream_socket}}},
+        {"/v1/sandboxes/{id}/vnc", sandbox_token, {{verb::get, vnc_socket}}},
+        {"/view/{id}", sandbox_token, {{verb::get, viewer_page}}},
+        {"/", open, {{verb::get, dashboard_page}, {verb::head, dashboard_page}}},
+        {"/assets/{name}", open, {{verb::get, viewer_asset}, {verb::head, viewer_asset}}},
+    };
+    return table;
+}
+
+RouteMatch match_api_route(std::string_view path) {
+    if (path.empty() || path.front() != '/') return {};
     if (path == "/index.html") path = "/";
     if (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
     auto parts = segments(path);
@@ -86,9 +165,11 @@ const ApiRoute* match_api_route(std::string_view path) {
     }();
     const auto& routes = api_routes();
     for (std::size_t i = 0; i < routes.size(); ++i) {
-        if (routes[i].path == "/" ? path == "/" : matches(templates[i], parts)) return &routes[i];
+        RouteMatch match{&routes[i], {}};
+        if (routes[i].path == "/" ? path == "/" : matches(templates[i], parts, match.params))
+            return match;
     }
-    return nullptr;
+    return {};
 }
 
 }  // namespace deskbox::server

@@ -1,27 +1,55 @@
-// The routes deskboxd answers, as OpenAPI path templates ("/v1/sandboxes/{id}/files"). The
-// router refuses a request whose path matches none (404) or whose method its route does not
-// list (405) before any handler runs, so this table is the whole surface: a test checks
-// openapi.json against it.
+// The routes deskboxd answers: each an OpenAPI path template ("/v1/sandboxes/{id}/files"), who
+// may call it, and a handler per method. The router refuses a request whose path matches none
+// (404) or whose method its route does not list (405) before any handler runs, so this table
+// is the whole surface: a test checks openapi.json against it.
 #pragma once
 
-#include <ostream>  // verb.hpp needs it and does not include it
 #include <string_view>
 #include <vector>
 
-#include <boost/beast/http/verb.hpp>
+#include "server/api/route_context.hpp"
 
 namespace deskbox::server {
 
+// What the router checks before a route's handler runs.
+enum class RouteAuth {
+    open,           // anyone: health, the OpenAPI document, the dashboard page and its assets
+    api_key,        // an API key, when the server has any
+    sandbox_token,  // the sandbox's view or control token, or an API key: viewers in browsers
+    own,            // the handler decides: /mcp, exposed ports
+};
+
+struct RouteMethod {
+    http::verb verb;
+    RouteHandler handler;
+};
+
 struct ApiRoute {
     std::string_view path;  // template; a last segment "{path}" takes the rest of the path
-    std::vector<boost::beast::http::verb> methods;
+    RouteAuth auth;
+    std::vector<RouteMethod> methods;
+    // Relayed to a program in the sandbox as sent: no UTF-8 check, and methods beyond the
+    // documented ones go on too (the program decides what it takes).
+    bool as_sent = false;
+
+    // Its {id} is a sandbox's (/v1/sandboxes/{id}..., /view/{id}): the router resolves it, in
+    // one place, before the handler runs (a recording's {id} is not a sandbox's).
+    bool per_sandbox() const;
+    // The handler of `verb`, or nullptr (405).
+    RouteHandler handler_for(http::verb verb) const;
+};
+
+struct RouteMatch {
+    const ApiRoute* route = nullptr;
+    RouteParams params;  // the template's variables, without braces: {"id", "sb-1"}
+    explicit operator bool() const { return route != nullptr; }
 };
 
 const std::vector<ApiRoute>& api_routes();
 
-// The route `path` (already URL-decoded, without the query) falls under, or nullptr. One
-// trailing slash is ignored ("/v1/sandboxes/" is "/v1/sandboxes").
-const ApiRoute* match_api_route(std::string_view path);
+// The route `path` (already URL-decoded, without the query) falls under, with its variables;
+// no route if none. One trailing slash is ignored ("/v1/sandboxes/" is "/v1/sandboxes").
+RouteMatch match_api_route(std::string_view path);
 
 // The OpenAPI 3.1 document (server/api/openapi.json, compiled in).
 std::string_view openapi_document();

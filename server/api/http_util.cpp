@@ -224,12 +224,4 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
     return diff == 0;
 }
 
-void require_method(const HttpRequest& r, std::initializer_list<http::verb> verbs) {
-    for (auto v : verbs)
-        if (r.method() == v) return;
-    throw ApiError(
-        405, "method_not_allowed",
-        std::string(r.method_string()) + " is not allowed on " + std::string(r.target()));
-}
-
 }  // namespace deskbox::server

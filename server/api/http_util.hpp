@@ -1,8 +1,7 @@
 // Small pieces every route uses: JSON answers, query parsing, strict integers, JSON bodies,
-// method checks and constant-time secret comparison. Errors are ApiError (400/405).
+// and constant-time secret comparison. Errors are ApiError (400).
 #pragma once
 
-#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
@@ -36,6 +35,5 @@ bool bool_query(const std::map<std::string, std::string>& query, const std::stri
 std::string required_query(const std::map<std::string, std::string>& query,
                            const std::string& name);
 bool constant_time_equal(const std::string& a, const std::string& b);
-void require_method(const HttpRequest& request, std::initializer_list<http::verb> verbs);
 
 }  // namespace deskbox::server

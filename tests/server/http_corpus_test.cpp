@@ -13,9 +13,8 @@
 
 #include "common/utf8.hpp"
 #include "server/api/api_router.hpp"
-#include "server/runtime/fake_runtime.hpp"
-#include "server/sandbox/sandbox_manager.hpp"
 #include "tests/support/corpus_replay.hpp"
+#include "tests/support/fake_sandbox_manager.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -29,13 +28,7 @@ TEST(HttpCorpus, EverySeedPassesTheFuzzChecks) {
 class FakeSandboxApi : public ::testing::Test {
   protected:
     void SetUp() override {
-        ManagerOptions o;
-        o.state_dir = images_.scratch() / "state";
-        o.images_dir = images_.images_dir();
-        o.default_template = "fake";
-        o.default_network = network::NetworkPolicy::closed();
-        o.container_runtime = [] { return std::make_unique<runtime::FakeRuntime>(); };
-        manager_ = std::make_unique<SandboxManager>(std::move(o));
+        manager_ = test::make_fake_sandbox_manager(images_);
         router_ = std::make_unique<ApiRouter>(*manager_, ApiOptions{});
         auto created = call(http::verb::post, "/v1/sandboxes", "{}");
         ASSERT_EQ(created.result_int(), 201u) << created.body();

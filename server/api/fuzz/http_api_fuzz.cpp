@@ -26,9 +26,11 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api/api_router.hpp"
+#include "server/api/api_routes.hpp"
 #include "server/api/http_util.hpp"
 #include "server/runtime/fake_runtime.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "tests/support/fake_sandbox_manager.hpp"
 
 namespace {
 
@@ -50,16 +52,10 @@ struct Harness {
     std::unique_ptr<server::ApiRouter> router;
 
     Harness() {
-        server::ManagerOptions o;
-        o.state_dir = images.scratch() / "state";
-        o.images_dir = images.images_dir();
-        o.template_cache = images.scratch() / "cache";
-        o.default_template = "fake";
-        o.max_sandboxes = 1;  // a create that passes validation meets 429 while one runs
-        o.agent_timeout = std::chrono::seconds(5);
-        o.default_network = network::NetworkPolicy::closed();
-        o.container_runtime = [] { return std::make_unique<runtime::FakeRuntime>(); };
-        manager = std::make_unique<server::SandboxManager>(std::move(o));
+        manager = test::make_fake_sandbox_manager(images, [](server::ManagerOptions& o) {
+            o.max_sandboxes = 1;  // a create that passes validation meets 429 while one runs
+            o.agent_timeout = std::chrono::seconds(5);
+        });
         router = std::make_unique<server::ApiRouter>(*manager, server::ApiOptions{});
     }
 
@@ -178,9 +174,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        request.body().find("wait_for") != std::string::npos ||
                        request.body().find("find_on_screen") != std::string::npos;
     if (waits) return 0;
-    bool mcp = false;  // as the router decides it: on the decoded path
+    bool mcp = false;  // as the router decides it: the decoded path is /mcp's route
     try {
-        mcp = server::url_decode(target.substr(0, target.find('?')), false) == "/mcp";
+        const auto route =
+            server::match_api_route(server::url_decode(target.substr(0, target.find('?')), false));
+        mcp = route && route.route->path == "/mcp";
     } catch (const std::exception&) {
     }
 

@@ -1,0 +1,63 @@
+// What a route handler is given: the request, the variables of its path template ({id},
+// {port}, {path}, {name}), the query, who is asking, and, for a route under a sandbox, the
+// sandbox the router resolved. Handlers are plain functions of this context
+// (server/api/routes/), so each can be called and tested without the rest of the router.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/api/metrics.hpp"
+#include "server/http/http_server.hpp"
+#include "server/network/port_proxy.hpp"
+#include "server/sandbox/sandbox.hpp"
+#include "server/stream/viewer_session.hpp"
+
+namespace deskbox::server {
+
+class SandboxManager;
+class McpServer;
+
+struct ApiOptions {
+    std::vector<std::string> api_keys;  // empty: no key needed (loopback only)
+    // Exposed ports by host name: {port}-{id}.<ports_domain> (empty: path form only).
+    std::string ports_domain;
+};
+
+// What every route may use, for the server's lifetime (owned by ApiRouter).
+struct ApiServices {
+    SandboxManager& manager;
+    const ApiOptions& options;
+    Metrics& metrics;
+    ViewerCounters& viewers;
+    network::PortProxyCounters& ports;
+    McpServer& mcp;
+};
+
+// What the request's credentials allow on a sandbox.
+enum class Access { none, view, control };
+
+using Query = std::map<std::string, std::string>;
+using RouteParams = std::map<std::string, std::string, std::less<>>;
+
+struct RouteContext {
+    ApiServices& api;
+    HttpExchange& exchange;
+    std::string path;         // URL-decoded, without the query
+    Query query{};            // without `key`
+    std::string query_key{};  // ?key=: the API key in the URL, for browsers (page loads, sockets)
+    RouteParams params{};     // the template's variables by name: "id", "port", "path", "name"
+    // Routes under a sandbox (/v1/sandboxes/{id}/..., /view/{id}): the one {id} names.
+    std::shared_ptr<Sandbox> sandbox{};
+    // An API key: control; on a sandbox-token route, what the sandbox's token allows.
+    Access access = Access::none;
+
+    HttpRequest& request() const { return exchange.request; }
+};
+
+using RouteHandler = HttpResponse (*)(RouteContext& context);
+
+}  // namespace deskbox::server

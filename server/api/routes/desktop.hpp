@@ -1,0 +1,19 @@
+// The desktop's state, from the agent: its windows, the pointer, the clipboard.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "server/api/route_context.hpp"
+
+namespace deskbox::server::routes {
+
+HttpResponse list_windows(RouteContext& context);     // GET /v1/sandboxes/{id}/windows
+HttpResponse cursor_position(RouteContext& context);  // GET /v1/sandboxes/{id}/cursor
+HttpResponse read_clipboard(RouteContext& context);   // GET /v1/sandboxes/{id}/clipboard
+HttpResponse write_clipboard(RouteContext& context);  // PUT|POST, {"text": "..."}
+
+// The clipboard body is {"text": string} and nothing else; throws ApiError 400 bad_request
+// naming the field.
+void check_clipboard_body(const nlohmann::json& body);
+
+}  // namespace deskbox::server::routes

@@ -1,0 +1,160 @@
+#include "server/api/routes/metrics.hpp"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/sandbox/sandbox_manager.hpp"
+
+namespace deskbox::server::routes {
+
+namespace {
+
+std::string egress_metrics(const SandboxManager& manager) {
+    // Per sandbox: connections by decision and destination (the busiest 20 names, so a sandbox
+    // cannot blow up the label set), bytes each way, DNS answers.
+    std::string connections =
+        "# HELP deskbox_egress_connections_total Sandbox egress connections by decision and "
+        "destination (busiest 20 per sandbox).\n# TYPE deskbox_egress_connections_total counter\n";
+    std::string bytes =
+        "# HELP deskbox_egress_bytes_total Bytes a sandbox sent out and got back.\n"
+        "# TYPE deskbox_egress_bytes_total counter\n";
+    std::string dns =
+        "# HELP deskbox_dns_queries_total Sandbox DNS queries answered and refused.\n"
+        "# TYPE deskbox_dns_queries_total counter\n";
+    auto label = [](const std::string& text) {
+        std::string out;
+        for (char c : text) {
+            if (c == '"' || c == '\\') out += '\\';
+            if (c == '\n') {
+                out += "\\n";
+                continue;
+            }
+            out += c;
+        }
+        return out;
+    };
+    for (const auto& sandbox : manager.list()) {
+        auto net = sandbox->network();
+        if (!net || !net->has_interface()) continue;
+        const std::string id = "sandbox=\"" + label(sandbox->id()) + "\"";
+        for (const auto& [name, c] : net->top_destinations(20))
+            for (auto [decision, n] :
+                 {std::pair{"allowed", c.allowed}, std::pair{"blocked", c.blocked}})
+                if (n)
+                    connections += "deskbox_egress_connections_total{" + id + ",decision=\"" +
+                                   decision + "\",destination=\"" + label(name) + "\"} " +
+                                   std::to_string(n) + "\n";
+        auto t = net->totals();
+        bytes += "deskbox_egress_bytes_total{" + id + ",direction=\"out\"} " +
+                 std::to_string(t.bytes_out) + "\n";
+        bytes += "deskbox_egress_bytes_total{" + id + ",direction=\"in\"} " +
+                 std::to_string(t.bytes_in) + "\n";
+        dns += "deskbox_dns_queries_total{" + id + ",decision=\"answered\"} " +
+               std::to_string(t.dns_answered) + "\n";
+        dns += "deskbox_dns_queries_total{" + id + ",decision=\"refused\"} " +
+               std::to_string(t.dns_refused) + "\n";
+    }
+    return connections + bytes + dns;
+}
+
+// One metric family in Prometheus' text format: HELP, TYPE, then its sample lines.
+std::string metric_family(const std::string& name, const std::string& help, const char* type,
+                          const std::string& samples) {
+    return "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + samples;
+}
+
+std::string process_metrics() {
+    // What a leak or a fragmenting heap looks like from outside: resident memory, the heap's
+    // own view of what is in use and what it holds free, fds and threads.
+    std::string out;
+    auto gauge = [&](const std::string& name, const char* help, std::uint64_t value) {
+        out += metric_family(name, help, "gauge", name + " " + std::to_string(value) + "\n");
+    };
+    std::ifstream statm("/proc/self/statm");
+    std::uint64_t pages = 0, resident = 0;
+    if (statm >> pages >> resident)
+        gauge("deskboxd_resident_bytes", "Resident memory of deskboxd.",
+              resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+    struct mallinfo2 heap = ::mallinfo2();
+    gauge("deskboxd_heap_in_use_bytes", "Heap bytes handed out (malloc's own count).",
+          heap.uordblks + heap.hblkhd);
+    gauge("deskboxd_heap_free_bytes", "Heap bytes free but kept by malloc.", heap.fordblks);
+    std::error_code ec;
+    std::uint64_t fds = 0, threads = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+        ++fds;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+        ++threads;
+    gauge("deskboxd_open_fds", "Open file descriptors of deskboxd.", fds);
+    gauge("deskboxd_threads", "Threads of deskboxd.", threads);
+    return out;
+}
+
+std::string usage_metrics(const SandboxManager& manager) {
+    std::string out;
+    auto family = [&](const char* name, const char* help, const std::string& lines) {
+        if (!lines.empty()) out += metric_family(name, help, "gauge", lines);
+    };
+    std::string pids, memory, disk;
+    for (const auto& sandbox : manager.list()) {
+        auto u = sandbox->usage();
+        // Ids are [A-Za-z0-9_.-]: nothing to escape in a label.
+        const std::string id = "{sandbox=\"" + sandbox->id() + "\"} ";
+        if (u.pids) pids += "deskbox_sandbox_pids" + id + std::to_string(*u.pids) + "\n";
+        if (u.memory_bytes)
+            memory += "deskbox_sandbox_memory_bytes" + id + std::to_string(*u.memory_bytes) + "\n";
+        if (u.disk_bytes)
+            disk += "deskbox_sandbox_disk_bytes" + id + std::to_string(*u.disk_bytes) + "\n";
+    }
+    family("deskbox_sandbox_pids", "Processes and threads of a sandbox (limits.pids).", pids);
+    family("deskbox_sandbox_memory_bytes", "Memory a sandbox uses (limits.memory_mb).", memory);
+    family("deskbox_sandbox_disk_bytes",
+           "What a sandbox wrote to its writable layer (limits.disk_mb).", disk);
+    return out;
+}
+
+}  // namespace
+
+HttpResponse metrics_page(RouteContext& context) {
+    const Metrics& metrics = context.api.metrics;
+    const ViewerCounters& viewers = context.api.viewers;
+    const network::PortProxyCounters& ports = context.api.ports;
+    std::string text;
+    text += "# HELP deskbox_sandboxes Sandboxes by state.\n# TYPE deskbox_sandboxes gauge\n";
+    for (auto& [state, n] : context.api.manager.count_by_state())
+        text += "deskbox_sandboxes{state=\"" + state + "\"} " + std::to_string(n) + "\n";
+    text += metrics.create_seconds.render("deskbox_create_seconds", "Sandbox create latency.");
+    text += metrics.screenshot_seconds.render("deskbox_screenshot_seconds", "Screenshot latency.");
+    text += metrics.action_seconds.render("deskbox_action_seconds", "Action request latency.");
+    text += metrics.command_seconds.render("deskbox_command_seconds", "Command request latency.");
+    text += metrics.render_counters();
+    auto counter = [&](const std::string& name, const char* help, const char* type, auto value) {
+        text += metric_family(name, help, type, name + " " + std::to_string(value) + "\n");
+    };
+    counter("deskbox_viewers", "Connected stream and VNC viewers.", "gauge",
+            viewers.connected.load());
+    counter("deskbox_viewer_input_ignored_total", "Input sent with a view-only token.", "counter",
+            viewers.input_ignored.load());
+    counter("deskbox_viewer_bad_messages_total", "Malformed viewer messages.", "counter",
+            viewers.bad_messages.load());
+    counter("deskbox_viewer_packets_dropped_total", "Video packets skipped for slow viewers.",
+            "counter", viewers.packets_dropped.load());
+    counter("deskbox_port_proxy_connections", "Open exposed-port connections.", "gauge",
+            ports.open.load());
+    counter("deskbox_port_proxy_requests_total", "Exposed-port requests relayed.", "counter",
+            ports.total.load());
+    text += egress_metrics(context.api.manager);
+    text += usage_metrics(context.api.manager);
+    text += process_metrics();
+    HttpResponse res{http::status::ok, 11};
+    res.set(http::field::content_type, "text/plain; version=0.0.4");
+    res.body() = std::move(text);
+    return res;
+}
+
+}  // namespace deskbox::server::routes

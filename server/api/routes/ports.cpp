@@ -1,0 +1,198 @@
+#include "server/api/routes/ports.hpp"
+
+#include "common/parse_integer.hpp"
+#include "server/api/auth.hpp"
+#include "server/api/http_util.hpp"
+#include "server/network/port_proxy.hpp"
+
+namespace deskbox::server::routes {
+
+namespace {
+
+constexpr const char* kTokenCookie = "deskbox_token";
+
+// The raw query without deskbox's own parameters, for the program behind the port.
+std::string program_query(std::string_view raw_query) {
+    std::string out;
+    std::size_t start = 0;
+    while (start <= raw_query.size() && !raw_query.empty()) {
+        auto end = raw_query.find('&', start);
+        std::string_view item = raw_query.substr(
+            start, end == std::string_view::npos ? std::string_view::npos : end - start);
+        std::string_view key = item.substr(0, item.find('='));
+        if (!item.empty() && key != "token" && key != "key") {
+            out += out.empty() ? "?" : "&";
+            out += item;
+        }
+        if (end == std::string_view::npos) break;
+        start = end + 1;
+    }
+    return out;
+}
+
+// The request's target as sent (still percent-encoded), split at '?'.
+std::pair<std::string, std::string> raw_path_and_query(const HttpRequest& request) {
+    std::string raw(request.target());
+    auto qmark = raw.find('?');
+    return {raw.substr(0, qmark), qmark == std::string::npos ? "" : raw.substr(qmark + 1)};
+}
+
+// The path form's target: the program sees the raw path after /v1/sandboxes/{id}/ports/{port}.
+PortTarget path_port_target(const RouteContext& context) {
+    const auto [raw_path, raw_query] = raw_path_and_query(context.request());
+    PortTarget t;
+    t.id = context.params.at("id");
+    t.port = parse_port_number(context.params.at("port"));
+    t.prefix = "/v1/sandboxes/" + t.id + "/ports/" + std::to_string(t.port);
+    if (raw_path.rfind(t.prefix, 0) != 0)
+        throw ApiError(400, "bad_request", "the sandbox id and port must not be percent-encoded",
+                       "path");
+    std::string program_path = raw_path.substr(t.prefix.size());
+    if (program_path.empty() || program_path.front() != '/') program_path = "/" + program_path;
+    t.target = program_path + program_query(raw_query);
+    t.cookie_path = t.prefix;
+    t.path_form = true;
+    return t;
+}
+
+// A browser's first visit with ?token=: keep the token in a cookie for this port only and go
+// on without it in the URL (pages then load their scripts and styles with the cookie).
+HttpResponse token_cookie_redirect(const HttpRequest& request, const PortTarget& t,
+                                   const std::string& token) {
+    HttpResponse res{http::status::found, request.version()};
+    res.set(http::field::location, t.path_form ? t.prefix + t.target : t.target);
+    res.set(http::field::set_cookie, std::string(kTokenCookie) + "=" + token +
+                                         "; Path=" + t.cookie_path + "; HttpOnly; SameSite=Lax");
+    res.set(http::field::cache_control, "no-store");
+    res.prepare_payload();
+    return res;
+}
+
+}  // namespace
+
+std::uint16_t parse_port_number(const std::string& text) {
+    auto n = parse_integer(text);
+    if (!n || *n < 1 || *n > 65535)
+        throw ApiError(400, "bad_request",
+                       "port: expected 1..65535, got '" + text.substr(0, 16) + "'", "port");
+    return static_cast<std::uint16_t>(*n);
+}
+
+std::optional<PortTarget> host_port_target(const HttpRequest& request,
+                                           const std::string& ports_domain) {
+    if (ports_domain.empty()) return std::nullopt;
+    std::string host(request[http::field::host]);
+    host =
+        host.substr(0, host.rfind(':') == std::string::npos || host.find(']') != std::string::npos
+                           ? host.size()
+                           : host.rfind(':'));
+    const std::string suffix = "." + ports_domain;
+    if (host.size() <= suffix.size() ||
+        host.compare(host.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return std::nullopt;
+    std::string label = host.substr(0, host.size() - suffix.size());
+    auto dash = label.find('-');
+    if (dash == std::string::npos || label.find('.') != std::string::npos)
+        throw ApiError(404, "not_found", "expected {port}-{sandbox id}." + ports_domain, "host");
+    const auto [raw_path, raw_query] = raw_path_and_query(request);
+    PortTarget t;
+    t.port = parse_port_number(label.substr(0, dash));
+    t.id = label.substr(dash + 1);
+    t.target = (raw_path.empty() ? "/" : raw_path) + program_query(raw_query);
+    t.cookie_path = "/";
+    return t;
+}
+
+HttpResponse relay_to_port(RouteContext& context) {
+    return relay(context, path_port_target(context));
+}
+
+HttpResponse relay(RouteContext& context, const PortTarget& t) {
+    HttpRequest& request = context.request();
+    Sandbox& sandbox = *context.sandbox;
+    std::string cookie =
+        network::cookie_value(std::string(request[http::field::cookie]), kTokenCookie);
+    const std::string bearer = bearer_token(request);
+    const auto token = context.query.find("token");
+    const std::string query_token = token != context.query.end() ? token->second : std::string();
+    bool allowed = false;
+    for (const std::string& given : {query_token, bearer, cookie})
+        allowed |= !given.empty() && constant_time_equal(given, sandbox.control_token());
+    if (!allowed && !context.api.options.api_keys.empty()) allowed = api_key_valid(context);
+    if (!allowed)
+        throw ApiError(401, "unauthorized",
+                       "exposed ports need the sandbox's control_token (?token=, Authorization: "
+                       "Bearer, or the deskbox_token cookie) or an API key");
+    auto net = sandbox.network();
+    if (!net || !net->ports_reachable())
+        throw ApiError(409, "port_unreachable",
+                       "sandbox " + t.id +
+                           " has no network to reach its ports through (a "
+                           "microVM created with network: false has no NIC)",
+                       "port");
+    if (sandbox.status() != SandboxStatus::running)
+        throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(sandbox.status()));
+    const bool upgrade = request.find(http::field::upgrade) != request.end();
+    if (!query_token.empty() && !upgrade &&
+        (request.method() == http::verb::get || request.method() == http::verb::head))
+        return token_cookie_redirect(request, t, query_token);
+    if (!context.exchange.stream)  // in-process callers (the HTTP fuzzer)
+        throw ApiError(400, "no_connection", "this request has no connection to forward");
+    network::PortRequest forward;
+    forward.request = std::move(request);
+    forward.port = t.port;
+    forward.target = t.target;
+    if (t.path_form) {
+        // Development servers check Host against localhost (their DNS-rebinding guard).
+        forward.host = "localhost:" + std::to_string(t.port);
+        forward.prefix = t.prefix;
+    }
+    forward.strip_bearer = bearer;
+    sandbox.audit("port", {{"port", t.port},
+                           {"method", std::string(forward.request.method_string())},
+                           {"target", t.target.substr(0, 256)}});
+    network::start_port_proxy(std::move(*context.exchange.stream), std::move(forward), *net,
+                              context.api.ports);
+    context.exchange.taken = true;
+    return HttpResponse{};
+}
+
+HttpResponse list_ports(RouteContext& context) {
+    auto ports = listening_ports(*context.sandbox, context.api.options.ports_domain);
+    if (ports.is_null())
+        throw ApiError(409, "conflict", "the sandbox's agent cannot list its ports now");
+    return json_response(200, {{"ports", ports}});
+}
+
+nlohmann::json listening_ports(Sandbox& sandbox, const std::string& ports_domain) {
+    nlohmann::json out = nlohmann::json::array();
+    try {
+        auto reply =
+            sandbox.call("net.listening", nlohmann::json::object(), {}, std::chrono::seconds(2));
+        const bool microvm = sandbox.config().runtime_name == "microvm";
+        for (auto& p : reply.result.value("ports", nlohmann::json::array())) {
+            int port = p.value("port", 0);
+            bool reachable = false;
+            for (auto& a : p.value("addresses", nlohmann::json::array())) {
+                std::string address = a.get<std::string>();
+                // A container's port is reached on its loopback; a microVM's only on its link.
+                reachable |= !microvm || (address != "127.0.0.1" && address != "::1" &&
+                                          address.rfind("127.", 0) != 0);
+            }
+            nlohmann::json entry = {
+                {"port", port},
+                {"addresses", p["addresses"]},
+                {"reachable",
+                 reachable && sandbox.network() && sandbox.network()->ports_reachable()},
+                {"path", "/v1/sandboxes/" + sandbox.id() + "/ports/" + std::to_string(port) + "/"}};
+            if (!ports_domain.empty())
+                entry["host"] = std::to_string(port) + "-" + sandbox.id() + "." + ports_domain;
+            out.push_back(std::move(entry));
+        }
+    } catch (const std::exception&) {
+        return nullptr;  // not running, or an agent without net.listening: not known
+    }
+    return out;
+}
+
+}  // namespace deskbox::server::routes
