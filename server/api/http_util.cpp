@@ -172,7 +172,8 @@ json parse_body(const HttpRequest& request, bool allow_empty) {
         // Depth is bounded while parsing: the code that walks a body afterwards (validation,
         // the audit line's dump) recurses, and a 64 MiB body of '[' would overflow its stack.
         return json::parse(request.body(), [](int depth, json::parse_event_t, json&) {
-            if (depth > kMaxJsonDepth)
+            // nlohmann counts the outermost value as depth 0: `depth` values nest depth + 1 deep.
+            if (depth >= kMaxJsonDepth)
                 throw ApiError(
                     400, "too_deep",
                     "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
