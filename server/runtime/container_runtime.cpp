@@ -501,6 +501,16 @@ void ContainerSandbox::do_kill(const KillOptions& options) {
     shared_->live.erase(Shared::live_key(spec_.state_root, spec_.id));
 }
 
+UniqueFd ContainerSandbox::adopted_network_namespace() {
+    std::lock_guard lock(mutex_);
+    const std::string path = "/proc/" + std::to_string(entry_pid_) + "/ns/net";
+    UniqueFd netns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns)
+        throw RuntimeError("cannot open the network namespace of sandbox " + spec_.id + " (" +
+                           path + "): " + std::strerror(errno));
+    return netns;
+}
+
 bool ContainerSandbox::release() {
     std::lock_guard lock(mutex_);
     if (torn_down_ || !alive_locked()) return false;
@@ -674,6 +684,19 @@ std::unique_ptr<ContainerSandbox> ContainerRuntime::adopt(const SandboxSpec& spe
     }
     sandbox->torn_down_ = false;
     return sandbox;
+}
+
+std::string ContainerRuntime::agent_channel_arg() const {
+    return std::string("unix-listen:") + kGuestRunDir + "/" + kAgentSocketName;
+}
+
+std::unique_ptr<SandboxInstance> ContainerRuntime::adopt_left_running(
+    const fs::path& state_root, const std::string& id, const ResourceLimits& limits) {
+    SandboxSpec spec;
+    spec.id = id;
+    spec.state_root = state_root;
+    spec.limits = limits;
+    return adopt(spec);
 }
 
 std::vector<std::string> ContainerRuntime::list_leftovers(const fs::path& state_root) {

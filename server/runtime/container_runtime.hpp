@@ -69,6 +69,8 @@ class ContainerSandbox : public SandboxInstance {
     std::string log_tail(std::size_t max_bytes = 4096) override;
     ResourceUsage usage() override;
     bool release() override;
+    // The sandbox's own network namespace (its entry's).
+    UniqueFd adopted_network_namespace() override;
 
     const ContainerPaths& paths() const { return paths_; }
     std::string cgroup_path() const;
@@ -109,7 +111,7 @@ class ContainerSandbox : public SandboxInstance {
     std::string final_log_tail_;
 };
 
-class ContainerRuntime : public Runtime {
+class ContainerRuntime : public Runtime, public RunningAdoption {
   public:
     explicit ContainerRuntime(ContainerRuntimeOptions options = {});
     // Removes the cgroup parent's directories if they are empty (never kills anything).
@@ -130,6 +132,21 @@ class ContainerRuntime : public Runtime {
     std::unique_ptr<ContainerSandbox> adopt(const SandboxSpec& spec);
     std::vector<std::string> list_leftovers(const std::filesystem::path& state_root) override;
     void cleanup_leftover(const std::filesystem::path& state_root, const std::string& id) override;
+    NetworkAttach network_attach() const override { return NetworkAttach::netns; }
+    std::string agent_channel_arg() const override;
+    bool needs_user_namespace() const override { return true; }
+    RunningAdoption* running_adoption() override { return this; }
+    // Every sandbox no live instance owns: adopt_left_running finds out which still run.
+    std::vector<std::string> adoption_candidates(const std::filesystem::path& state_root) override {
+        return list_leftovers(state_root);
+    }
+    std::unique_ptr<SandboxInstance> adopt_left_running(const std::filesystem::path& state_root,
+                                                        const std::string& id,
+                                                        const ResourceLimits& limits) override;
+    // A running agent answers a new host at once.
+    std::chrono::milliseconds reconnect_timeout() const override {
+        return std::chrono::milliseconds(5000);
+    }
 
     // What of sandbox `id` still exists: runc container, mounts, cgroup dirs, its directory.
     // Empty means nothing is left.

@@ -1252,7 +1252,7 @@ bool MicrovmSandbox::release() {
     return true;
 }
 
-UniqueFd MicrovmSandbox::tap_namespace() {
+UniqueFd MicrovmSandbox::adopted_network_namespace() {
     std::lock_guard lock(mutex_);
     const std::string what = "cannot find the network of sandbox " + spec_.id + ": ";
     if (!spec_.network) return {};
@@ -1391,6 +1391,10 @@ MicrovmRuntime::MicrovmRuntime(MicrovmRuntimeOptions options)
 }
 
 MicrovmRuntime::~MicrovmRuntime() = default;
+
+std::chrono::milliseconds MicrovmRuntime::boot_timeout(std::chrono::milliseconds configured) const {
+    return std::max(configured, std::chrono::milliseconds(180000));
+}
 
 const MicrovmRuntimeOptions& MicrovmRuntime::options() const {
     return shared_->options;

@@ -129,6 +129,7 @@ class Sandbox {
     void pause(bool snapshot = false);
     void resume();
     bool snapshotted() const;
+    bool can_snapshot() const;  // its runtime can save it (pause with `snapshot`)
     // How long a sandbox saved to a snapshot is kept without a resume (the server's maximum
     // timeout).
     void set_max_saved_lifetime(std::chrono::seconds lifetime) { max_saved_lifetime_ = lifetime; }
@@ -280,6 +281,5 @@ class Sandbox {
     // the server record, so the next server continues it (as a new recording) on adoption.
     std::optional<nlohmann::json> recording_options_;
 };
-
 
 }  // namespace deskbox::server

@@ -104,8 +104,9 @@ class SandboxManager {
                                         const AdoptOne& take);
     // Also hands back the template's definition, read once per create.
     SandboxConfig parse_create(const nlohmann::json& request, nlohmann::json& definition) const;
-    runtime::Runtime& runtime_for(const std::string& name);
-    std::chrono::milliseconds microvm_agent_timeout() const;
+    // Every runtime by the name a create asks for.
+    std::vector<std::pair<std::string, runtime::Runtime*>> runtimes() const;
+    runtime::Runtime& runtime_for(const std::string& name) const;  // 400 if unknown
     std::filesystem::path template_rootfs(const std::string& name) const;
     nlohmann::json template_definition(const std::string& name) const;
     void reaper_loop();
@@ -146,7 +147,10 @@ class SandboxManager {
     bool stopping_ = false;
     std::atomic<bool> keep_on_exit_{false};
     std::thread reaper_;
-    std::map<std::string, std::vector<std::shared_ptr<Sandbox>>> pool_;  // template -> ready
+    // The runtime whose sandboxes ManagerOptions::microvm_pool keeps ready.
+    static constexpr const char* kPoolRuntime = "microvm";
+    // (runtime, template) -> ready sandboxes
+    std::map<std::pair<std::string, std::string>, std::vector<std::shared_ptr<Sandbox>>> pool_;
     std::condition_variable pool_wake_;
     std::thread pool_filler_;
 };

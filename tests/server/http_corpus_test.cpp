@@ -34,7 +34,9 @@ class FakeSandboxApi : public ::testing::Test {
         o.images_dir = images_.images_dir();
         o.default_template = "fake";
         o.default_network = network::NetworkPolicy::closed();
-        o.container_runtime = [] { return std::make_unique<runtime::FakeRuntime>(); };
+        o.container_runtime = [] {
+            return std::make_unique<runtime::FakeRuntime>(runtime::NetworkAttach::netns);
+        };
         manager_ = std::make_unique<SandboxManager>(std::move(o));
         router_ = std::make_unique<ApiRouter>(*manager_, ApiOptions{});
         auto created = call(http::verb::post, "/v1/sandboxes", "{}");

@@ -58,7 +58,9 @@ struct Harness {
         o.max_sandboxes = 1;  // a create that passes validation meets 429 while one runs
         o.agent_timeout = std::chrono::seconds(5);
         o.default_network = network::NetworkPolicy::closed();
-        o.container_runtime = [] { return std::make_unique<runtime::FakeRuntime>(); };
+        o.container_runtime = [] {
+            return std::make_unique<runtime::FakeRuntime>(runtime::NetworkAttach::netns);
+        };
         manager = std::make_unique<server::SandboxManager>(std::move(o));
         router = std::make_unique<server::ApiRouter>(*manager, server::ApiOptions{});
     }
