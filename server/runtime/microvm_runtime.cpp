@@ -862,9 +862,9 @@ std::string MicrovmSandbox::failure_detail() {
     return detail;
 }
 
-// Where each vCPU is (its RIP, and whether it halted), for a guest that never got as far as
-// its agent: the rare TCG boot stall leaves a console that just stops, and the instruction
-// pointers are what can tell a spin from a wait. Empty if QEMU cannot say.
+// Where each vCPU is (its instruction pointer, and whether it halted), for a guest that never got
+// as far as its agent: the rare TCG boot stall leaves a console that just stops, and the
+// instruction pointers are what can tell a spin from a wait. Empty if QEMU cannot say.
 std::string MicrovmSandbox::vcpu_whereabouts_locked() {
     if (!alive_locked()) return {};
     try {
@@ -874,10 +874,13 @@ std::string MicrovmSandbox::vcpu_whereabouts_locked() {
         std::string out;
         std::istringstream lines(dump);
         for (std::string line; std::getline(lines, line);) {
+            // RIP in long mode; EIP before it (early boot, or a CPU not started yet).
+            auto ip = line.find("RIP=");
+            if (ip == std::string::npos) ip = line.find("EIP=");
             if (line.rfind("CPU#", 0) == 0)
                 out += "\n  " + line.substr(0, 100);
-            else if (auto rip = line.find("RIP="); rip != std::string::npos)
-                out += "\n  " + line.substr(rip, 100);
+            else if (ip != std::string::npos)
+                out += "\n  " + line.substr(ip, 100);
             else if (auto hlt = line.find("HLT="); hlt != std::string::npos)
                 out += " " + line.substr(hlt, 5);
         }
