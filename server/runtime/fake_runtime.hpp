@@ -9,6 +9,7 @@
 
 #include "common/temp_dir.hpp"
 #include "server/runtime/runtime.hpp"
+#include "server/runtime/runtime_registry.hpp"
 
 namespace deskbox::runtime {
 
@@ -29,6 +30,10 @@ class FakeRuntime : public Runtime {
   private:
     NetworkAttach network_;
 };
+
+// The runtimes of a SandboxManager that has only a FakeRuntime (its name: "fake", which
+// ManagerOptions::default_runtime must then be).
+RuntimeRegistry fake_runtimes(NetworkAttach network = NetworkAttach::none);
 
 // A template named "fake" for a SandboxManager to create fake sandboxes from: a definition
 // (320x200 screen), a "built" rootfs and the images/build.py --print-path that finds it.

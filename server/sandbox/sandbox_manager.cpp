@@ -14,25 +14,10 @@
 
 #include "common/child_process.hpp"
 #include "common/random.hpp"
-#include "server/runtime/container_runtime.hpp"
-#include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/mounts.hpp"
 
 namespace deskbox::server {
 namespace {
-
-const std::set<std::string> kCreateFields = {
-    "template",       "runtime",    "resolution", "dpi",     "timeout_s", "metadata", "env",
-    "api_resolution", "on_timeout", "limits",     "network", "record",    "vnc",      "fast_start"};
-
-std::pair<int, int> parse_size(const nlohmann::json& v, const std::string& field) {
-    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
-        throw bad_request(field, "expected [width, height] as two integers");
-    int w = v[0], h = v[1];
-    if (w < 64 || h < 64 || w > 8192 || h > 8192)
-        throw bad_request(field, "each side must be in 64..8192");
-    return {w, h};
-}
 
 // The template VM is saved once its desktop is up: the agent answered and the screen
 // arrived. The host's session ends before the save (restored copies get their own).
@@ -72,29 +57,24 @@ UniqueFd lock_state_dir(const std::filesystem::path& state_dir) {
 
 }  // namespace
 
-SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(options)) {
+SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry runtimes)
+    : options_(std::move(options)), runtimes_(std::move(runtimes)) {
     std::filesystem::create_directories(options_.state_dir);
     state_lock_ = lock_state_dir(options_.state_dir);
-    if (options_.container_runtime) {
-        container_runtime_ = options_.container_runtime();
-    } else {
-        runtime::ContainerRuntimeOptions runtime_options;
-        runtime_options.cgroup_parent =
-            runtime::ContainerRuntime::cgroup_parent_for(options_.state_dir);
-        container_runtime_ = std::make_unique<runtime::ContainerRuntime>(runtime_options);
-    }
-    microvm_runtime_ = std::make_unique<runtime::MicrovmRuntime>();
-    const auto named = runtimes();
-    if (options_.user_namespaces && std::any_of(named.begin(), named.end(), [](const auto& entry) {
-            return entry.second->needs_user_namespace();
-        })) {
+    const auto all = runtimes_.all();
+    if (options_.user_namespaces &&
+        std::any_of(all.begin(), all.end(),
+                    [](const runtime::Runtime* r) { return r->needs_user_namespace(); })) {
         if (auto problem = runtime::host_id_range_problem(options_.host_ids); !problem.empty())
             throw std::runtime_error("cannot give sandboxes their own host ids: " + problem);
         runtime::open_the_way_to_sandboxes(options_.state_dir);
     }
-    if (!options_.microvm_pool.empty() && !runtime_for(kPoolRuntime).template_snapshots())
-        throw std::runtime_error(std::string("a pool needs the ") + kPoolRuntime +
-                                 " runtime's template snapshots");
+    if (!options_.microvm_pool.empty()) {
+        auto* pool_runtime = runtimes_.find(kPoolRuntime);
+        if (!pool_runtime || !pool_runtime->template_snapshots())
+            throw std::runtime_error(std::string("a pool needs the ") + kPoolRuntime +
+                                     " runtime with template snapshots");
+    }
     // Sandboxes get a copy of the agent, so rebuilding it never disturbs running ones.
     agent_dir_ = options_.state_dir / "agent";
     if (!options_.agent_binary.empty()) {
@@ -182,7 +162,8 @@ std::vector<std::string> SandboxManager::adopt_each(const std::vector<std::strin
 
 std::vector<std::string> SandboxManager::adopt_running() {
     std::vector<std::string> adopted;
-    for (const auto& [name, runtime] : runtimes()) {
+    for (auto* runtime : runtimes_.all()) {
+        const std::string name = runtime->name();
         auto* adoption = runtime->running_adoption();
         if (!adoption) continue;  // this runtime's sandboxes end with their server
         const auto boot_timeout = runtime->boot_timeout(options_.agent_timeout);
@@ -221,7 +202,8 @@ std::vector<std::string> SandboxManager::adopt_running() {
 
 std::vector<std::string> SandboxManager::adopt_snapshots() {
     std::vector<std::string> adopted;
-    for (const auto& [name, runtime] : runtimes()) {
+    for (auto* runtime : runtimes_.all()) {
+        const std::string name = runtime->name();
         auto* adoption = runtime->snapshot_adoption();
         if (!adoption) continue;
         for (const auto& id : adoption->list_snapshotted(options_.state_dir)) {
@@ -269,7 +251,7 @@ std::vector<std::string> SandboxManager::adopt_snapshots() {
 
 std::vector<std::string> SandboxManager::clean_leftovers() {
     std::vector<std::string> cleaned;
-    for (const auto& [name, runtime] : runtimes())
+    for (auto* runtime : runtimes_.all())
         for (const auto& id : runtime->list_leftovers(options_.state_dir)) {
             try {
                 runtime->cleanup_leftover(options_.state_dir, id);
@@ -301,17 +283,9 @@ std::vector<std::string> SandboxManager::clean_leftovers() {
     return cleaned;
 }
 
-std::vector<std::pair<std::string, runtime::Runtime*>> SandboxManager::runtimes() const {
-    return {{"container", container_runtime_.get()}, {"microvm", microvm_runtime_.get()}};
-}
-
 runtime::Runtime& SandboxManager::runtime_for(const std::string& name) const {
-    std::string known;
-    for (const auto& [registered, runtime] : runtimes()) {
-        if (registered == name) return *runtime;
-        known += (known.empty() ? "" : ", ") + registered;
-    }
-    throw bad_request("runtime", "unknown runtime '" + name + "' (" + known + ")");
+    if (auto* runtime = runtimes_.find(name)) return *runtime;
+    throw bad_request("runtime", "unknown runtime '" + name + "' (" + runtimes_.names() + ")");
 }
 
 std::vector<std::string> SandboxManager::template_names() const {
@@ -358,143 +332,20 @@ std::filesystem::path SandboxManager::template_rootfs(const std::string& name) c
     return path;
 }
 
-SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
-                                           nlohmann::json& definition) const {
-    if (!request.is_object()) throw bad_request("", "request body must be a JSON object");
-    for (auto& [key, value] : request.items())
-        if (!kCreateFields.count(key)) throw bad_request(key, "unknown field");
-    SandboxConfig c;
-    c.template_name = options_.default_template;
-    c.runtime_name = options_.default_runtime;
-    c.timeout = options_.default_timeout;
-    c.limits.disk_mb = options_.default_disk_mb;
-    auto string_field = [&](const char* name, std::string& out) {
-        if (!request.contains(name)) return;
-        if (!request[name].is_string()) throw bad_request(name, "expected a string");
-        out = request[name];
-    };
-    string_field("template", c.template_name);
-    string_field("runtime", c.runtime_name);
-    definition = template_definition(c.template_name);
-    if (definition.contains("session")) {
-        auto& s = definition["session"];
-        if (s.contains("resolution"))
-            std::tie(c.width, c.height) =
-                parse_size(s["resolution"], "template.session.resolution");
-        c.dpi = s.value("dpi", c.dpi);
-    }
-    if (request.contains("resolution"))
-        std::tie(c.width, c.height) = parse_size(request["resolution"], "resolution");
-    if (request.contains("api_resolution")) {
-        auto [w, h] = parse_size(request["api_resolution"], "api_resolution");
-        c.api_resolution = input::Size{w, h};
-    }
-    if (request.contains("dpi")) {
-        if (!request["dpi"].is_number_integer()) throw bad_request("dpi", "expected an integer");
-        c.dpi = request["dpi"];
-        if (c.dpi < 24 || c.dpi > 600) throw bad_request("dpi", "must be in 24..600");
-    }
-    if (request.contains("timeout_s")) {
-        const auto& t = request["timeout_s"];
-        if (!t.is_number_integer())
-            throw bad_request("timeout_s", "expected an integer number of seconds");
-        long long s = t;
-        if (s < 1 || s > options_.max_timeout.count())
-            throw bad_request("timeout_s",
-                              "must be in 1.." + std::to_string(options_.max_timeout.count()));
-        c.timeout = std::chrono::seconds(s);
-    }
-    if (request.contains("on_timeout")) {
-        const auto& v = request["on_timeout"];
-        if (v != "kill" && v != "pause")
-            throw bad_request("on_timeout", "expected \"kill\" or \"pause\"");
-        c.pause_on_timeout = v == "pause";
-    }
-    if (request.contains("metadata")) {
-        if (!request["metadata"].is_object()) throw bad_request("metadata", "expected an object");
-        if (request["metadata"].dump().size() > 16384)
-            throw bad_request("metadata", "larger than 16 KiB");
-        c.metadata = request["metadata"];
-    }
-    if (request.contains("env")) {
-        if (!request["env"].is_object()) throw bad_request("env", "expected an object of strings");
-        for (auto& [k, v] : request["env"].items()) {
-            if (!v.is_string()) throw bad_request("env." + k, "expected a string");
-            if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
-                throw bad_request("env", "invalid variable name '" + k + "'");
-            c.env[k] = v;
-        }
-    }
-    if (request.contains("vnc")) {
-        if (!request["vnc"].is_boolean()) throw bad_request("vnc", "expected a boolean");
-        c.vnc = request["vnc"];
-    }
-    if (request.contains("record")) {
-        const auto& r = request["record"];
-        if (!r.is_boolean() && !r.is_object())
-            throw bad_request("record", "expected true or {\"actions\": bool, \"fps\": n}");
-        if (r.is_object()) {
-            for (auto& [k, v] : r.items())
-                if (k != "actions" && k != "fps") throw bad_request("record." + k, "unknown field");
-            if (r.contains("actions") && !r["actions"].is_boolean())
-                throw bad_request("record.actions", "expected true or false");
-            if (r.contains("fps") && (!r["fps"].is_number_integer() || r["fps"].get<int>() < 1 ||
-                                      r["fps"].get<int>() > 60))
-                throw bad_request("record.fps", "expected an integer in 1..60");
-        }
-    }
-    if (request.contains("fast_start")) {
-        if (!request["fast_start"].is_boolean())
-            throw bad_request("fast_start", "expected a boolean");
-        c.fast_start = request["fast_start"];
-    }
-    c.network = options_.default_network;
-    if (request.contains("network")) {
-        try {
-            c.network = network::NetworkPolicy::parse(request["network"]);
-        } catch (const network::PolicyError& e) {
-            throw bad_request(e.field(), std::string(e.what()).substr(e.field().size() + 2));
-        }
-    }
-    if (request.contains("limits")) {
-        const auto& l = request["limits"];
-        if (!l.is_object()) throw bad_request("limits", "expected an object");
-        for (auto& [k, v] : l.items()) {
-            if (k == "memory_mb") {
-                if (!v.is_number_integer() || v.get<long long>() < 128 ||
-                    v.get<long long>() > 65536)
-                    throw bad_request("limits.memory_mb", "expected an integer in 128..65536");
-                c.limits.memory_mb = v;
-            } else if (k == "cpus") {
-                if (!v.is_number() || v.get<double>() < 0.1 || v.get<double>() > 64)
-                    throw bad_request("limits.cpus", "expected a number in 0.1..64");
-                c.limits.cpus = v;
-            } else if (k == "egress_kbps") {
-                if (!v.is_number_integer() || v.get<long long>() < 8 ||
-                    v.get<long long>() > 100'000'000)
-                    throw bad_request("limits.egress_kbps",
-                                      "expected an integer in 8..100000000 (kbit/s)");
-                c.egress_kbps = v;
-            } else if (k == "pids") {
-                if (!v.is_number_integer() || v.get<long long>() < 32 || v.get<long long>() > 65536)
-                    throw bad_request("limits.pids", "expected an integer in 32..65536");
-                c.limits.pids = v;
-            } else if (k == "disk_mb") {
-                if (!v.is_number_integer() || v.get<long long>() < 64 ||
-                    v.get<long long>() > (1ll << 22))
-                    throw bad_request("limits.disk_mb", "expected an integer in 64..4194304 (MiB)");
-                c.limits.disk_mb = v;
-            } else {
-                throw bad_request("limits." + k, "unknown field");
-            }
-        }
-    }
-    return c;
+CreateRequest SandboxManager::parse_create(const nlohmann::json& request) const {
+    CreateDefaults defaults;
+    defaults.template_name = options_.default_template;
+    defaults.runtime_name = options_.default_runtime;
+    defaults.timeout = options_.default_timeout;
+    defaults.max_timeout = options_.max_timeout;
+    defaults.disk_mb = options_.default_disk_mb;
+    defaults.network = options_.default_network;
+    return parse_create_request(
+        request, defaults, [this](const std::string& name) { return template_definition(name); });
 }
 
 std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
-    nlohmann::json definition;
-    SandboxConfig config = parse_create(request, definition);
+    auto [config, definition] = parse_create(request);
     runtime_for(config.runtime_name);  // an unknown runtime is a 400 before anything else
     std::shared_ptr<Sandbox> sandbox = take_pooled(request, config);
     if (!sandbox) {
@@ -750,8 +601,7 @@ void SandboxManager::pool_loop() {
         std::shared_ptr<Sandbox> sandbox;
         try {
             nlohmann::json request = {{"template", wanted}, {"runtime", kPoolRuntime}};
-            nlohmann::json definition;
-            SandboxConfig config = parse_create(request, definition);
+            auto [config, definition] = parse_create(request);
             config.pooled = true;
             sandbox = start_sandbox(request, std::move(config), definition);
         } catch (const std::exception& e) {

@@ -34,10 +34,10 @@ class FakeSandboxApi : public ::testing::Test {
         o.images_dir = images_.images_dir();
         o.default_template = "fake";
         o.default_network = network::NetworkPolicy::closed();
-        o.container_runtime = [] {
-            return std::make_unique<runtime::FakeRuntime>(runtime::NetworkAttach::netns);
-        };
-        manager_ = std::make_unique<SandboxManager>(std::move(o));
+        o.default_runtime = "fake";
+        // A real container network (root), as runc's sandboxes get: exposed ports reach it.
+        manager_ = std::make_unique<SandboxManager>(
+            std::move(o), runtime::fake_runtimes(runtime::NetworkAttach::netns));
         router_ = std::make_unique<ApiRouter>(*manager_, ApiOptions{});
         auto created = call(http::verb::post, "/v1/sandboxes", "{}");
         ASSERT_EQ(created.result_int(), 201u) << created.body();

@@ -1,6 +1,6 @@
 // libFuzzer target for deskboxd's HTTP surface: request bytes -> Beast's request parser (with
-// deskboxd's header limit) -> ApiRouter -> validation, against a SandboxManager whose
-// "container" runtime is a FakeRuntime, so one sandbox is there to aim at without a guest.
+// deskboxd's header limit) -> ApiRouter -> validation, against a SandboxManager whose only
+// runtime is a FakeRuntime, so one sandbox is there to aim at without a guest.
 // In an input, "sb-fuzz" stands for that sandbox's id, "tok-fuzz" for its control token and
 // "mcp-fuzz" for an open MCP session. Invariants, for every request:
 //   - no crash, no sanitizer report, no exception out of the router;
@@ -58,10 +58,10 @@ struct Harness {
         o.max_sandboxes = 1;  // a create that passes validation meets 429 while one runs
         o.agent_timeout = std::chrono::seconds(5);
         o.default_network = network::NetworkPolicy::closed();
-        o.container_runtime = [] {
-            return std::make_unique<runtime::FakeRuntime>(runtime::NetworkAttach::netns);
-        };
-        manager = std::make_unique<server::SandboxManager>(std::move(o));
+        o.default_runtime = "fake";
+        // A real container network (root), as runc's sandboxes get: exposed ports reach it.
+        manager = std::make_unique<server::SandboxManager>(
+            std::move(o), runtime::fake_runtimes(runtime::NetworkAttach::netns));
         router = std::make_unique<server::ApiRouter>(*manager, server::ApiOptions{});
     }
 
