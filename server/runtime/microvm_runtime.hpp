@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "server/runtime/process_sandbox.hpp"
 #include "server/runtime/qemu_process.hpp"
 #include "server/runtime/qmp_client.hpp"
 #include "server/runtime/runtime.hpp"
@@ -110,7 +111,7 @@ struct AcceleratorChoice {
 
 class MicrovmRuntime;
 
-class MicrovmSandbox : public SandboxInstance, public Snapshots {
+class MicrovmSandbox : public ProcessSandbox, public Snapshots {
   public:
     ~MicrovmSandbox() override;
 
@@ -151,10 +152,6 @@ class MicrovmSandbox : public SandboxInstance, public Snapshots {
     std::uint64_t snapshot_bytes() override;
     Snapshots* snapshots() override { return this; }
     bool shares_host_clock() const override { return false; }  // a guest kernel keeps its own
-    bool alive() override;
-    SandboxState state() override;
-    std::optional<ExitInfo> exit_info() override;
-    std::string log_tail(std::size_t max_bytes = 4096) override;
 
     const MicrovmPaths& paths() const { return paths_; }
     const MicrovmImage& image() const { return image_; }
@@ -175,6 +172,9 @@ class MicrovmSandbox : public SandboxInstance, public Snapshots {
 
   protected:
     void do_kill(const KillOptions& options) override;
+    bool process_running_locked() override { return qemu_.running(); }
+    ExitInfo describe_exit_locked() override;  // from the console, QEMU's status and log
+    bool saved_locked() const override { return snapshotted_; }
 
   private:
     friend class MicrovmRuntime;
@@ -187,9 +187,7 @@ class MicrovmSandbox : public SandboxInstance, public Snapshots {
     void restore_locked(const std::filesystem::path& memory, bool consume);
     void launch_from_template(const std::filesystem::path& template_dir);
     void write_metadata_locked(const nlohmann::json& extra);
-    bool alive_locked();
     bool agent_port_connected_locked();  // QEMU has a host connection on agent.sock
-    void record_exit_locked();
     std::string console_lines(std::size_t lines);
     std::string failure_detail();  // console tail (+ QEMU's stderr if it said anything)
 
@@ -199,19 +197,13 @@ class MicrovmSandbox : public SandboxInstance, public Snapshots {
     MicrovmImage image_;
     Accelerator accelerator_;
     std::vector<std::string> command_;
-    std::mutex mutex_;
     QemuProcess qemu_;
     QmpClient qmp_;
-    bool paused_ = false;
     bool snapshotted_ = false;  // saved to paths_.memory, no QEMU process
     std::optional<std::filesystem::path> agent_image_;
     std::optional<std::filesystem::path> template_dir_;  // restored from this template snapshot
     std::uint64_t tsc_khz_ = 0;
-    bool kill_requested_ = false;
     bool agent_connected_before_ = false;  // a later connect_agent is a reconnect
-    bool torn_down_ = false;
-    std::optional<ExitInfo> exit_;
-    std::string final_log_tail_;
 };
 
 class MicrovmRuntime : public Runtime,
