@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
         ::setrlimit(RLIMIT_NOFILE, &files);
     }
     try {
-        SandboxManager manager(config.manager);
+        SandboxManager manager(config.manager, make_runtimes(config.manager));
         for (auto& id : manager.adopt_snapshots())
             std::fprintf(stderr, "deskboxd: adopted sandbox %s (saved to a snapshot; resume it)\n",
                          id.c_str());

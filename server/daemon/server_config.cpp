@@ -4,6 +4,8 @@
 #include <stdexcept>
 
 #include "common/parse_integer.hpp"
+#include "server/runtime/container_runtime.hpp"
+#include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/user_namespace.hpp"
 
 namespace deskbox::server {
@@ -215,6 +217,15 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
         throw std::invalid_argument("refusing to listen on " + c.http.address +
                                     " without an API key (--api-key or DESKBOX_API_KEYS)");
     return c;
+}
+
+runtime::RuntimeRegistry make_runtimes(const ManagerOptions& options) {
+    runtime::RuntimeRegistry runtimes;
+    runtime::ContainerRuntimeOptions container;
+    container.cgroup_parent = runtime::ContainerRuntime::cgroup_parent_for(options.state_dir);
+    runtimes.add(std::make_unique<runtime::ContainerRuntime>(container));
+    runtimes.add(std::make_unique<runtime::MicrovmRuntime>());
+    return runtimes;
 }
 
 }  // namespace deskbox::server

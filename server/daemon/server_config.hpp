@@ -27,6 +27,10 @@ ServerConfig parse_server_config(const std::vector<std::string>& args);
 
 bool is_loopback(const std::string& address);
 
+// The runtimes deskboxd offers: `container` (runc, its cgroups under a parent of this state
+// dir's own) and `microvm` (QEMU).
+runtime::RuntimeRegistry make_runtimes(const ManagerOptions& options);
+
 extern const char* const kServerUsage;
 
 }  // namespace deskbox::server

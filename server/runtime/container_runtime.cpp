@@ -22,6 +22,7 @@
 
 #include "common/parse_integer.hpp"
 #include "server/runtime/cgroups.hpp"
+#include "server/runtime/exit_classification.hpp"
 #include "server/runtime/mounts.hpp"
 #include "server/runtime/oci_bundle.hpp"
 #include "server/runtime/runtime_util.hpp"
@@ -34,12 +35,7 @@ using nlohmann::json;
 
 struct ContainerSandbox::Shared {
     ContainerRuntimeOptions options;
-    std::mutex mutex;
-    std::set<std::string> live;  // live_key(state_root, id) of every instance not torn down
-
-    static std::string live_key(const fs::path& state_root, const std::string& id) {
-        return state_root.lexically_normal().string() + '\n' + id;
-    }
+    LiveSandboxes live;
 };
 
 namespace {
@@ -167,7 +163,10 @@ ContainerPaths::ContainerPaths(const fs::path& state_root, const std::string& id
 // ---------------------------------------------------------------- ContainerSandbox
 
 ContainerSandbox::ContainerSandbox(Key, std::shared_ptr<Shared> shared, const SandboxSpec& spec)
-    : shared_(std::move(shared)), spec_(spec), paths_(spec.state_root, spec.id) {}
+    : ProcessSandbox(ContainerPaths(spec.state_root, spec.id).console_log),
+      shared_(std::move(shared)),
+      spec_(spec),
+      paths_(spec.state_root, spec.id) {}
 
 ContainerSandbox::~ContainerSandbox() {
     try {
@@ -316,73 +315,11 @@ bool ContainerSandbox::entry_alive_locked() {
     return runc_.pid() > 0 && runc_.running();
 }
 
-bool ContainerSandbox::alive_locked() {
-    if (exit_ || torn_down_) return false;
-    if (entry_alive_locked()) return true;
-    // The entry is gone; runc may still be cleaning up. Dead all the same: wait for its status.
+ExitInfo ContainerSandbox::describe_exit_locked() {
+    // The entry is gone; runc may still be cleaning up: its status says how the entry ended.
     if (runc_.pid() > 0 && runc_.running()) runc_.wait(shared_->options.stop_timeout);
-    record_exit_locked();
-    return false;
-}
-
-void ContainerSandbox::record_exit_locked() {
-    if (exit_) return;
-    ExitInfo info;
-    info.requested = kill_requested_;
-    auto status = runc_.status();
-    if (kill_requested_ && (!status || status->signal != 0)) {
-        info.reason = "killed on request";
-    } else if (!status) {
-        info.reason = "ended (no runc monitor to tell how)";
-    } else if (status->signal != 0) {
-        info.exit_code = status->exit_code;
-        info.reason = "ended after its runc monitor died of " + signal_name(status->signal);
-    } else {
-        // runc reports an entry killed by a signal as 128 + signal, like a shell.
-        info.exit_code = status->exit_code;
-        if (status->exit_code > 128 && status->exit_code < 128 + 65)
-            info.signal = status->exit_code - 128;
-        if (kill_requested_) {
-            info.reason = "killed on request";
-        } else if (info.signal == SIGKILL) {
-            info.reason = "killed by SIGKILL (the memory limit of " +
-                          std::to_string(spec_.limits.memory_mb) + " MiB is the usual cause)";
-        } else if (info.signal != 0) {
-            info.reason = "killed by " + signal_name(info.signal);
-        } else {
-            info.reason = "exited with code " + std::to_string(status->exit_code);
-        }
-        if (std::string errors = runc_log_errors(paths_.runc_log); !errors.empty())
-            info.reason += "; runc: " + errors;
-    }
-    exit_ = std::move(info);
-}
-
-bool ContainerSandbox::alive() {
-    std::lock_guard lock(mutex_);
-    return alive_locked();
-}
-
-SandboxState ContainerSandbox::state() {
-    std::lock_guard lock(mutex_);
-    if (!alive_locked()) return SandboxState::exited;
-    return paused_ ? SandboxState::paused : SandboxState::running;
-}
-
-std::optional<ExitInfo> ContainerSandbox::exit_info() {
-    std::lock_guard lock(mutex_);
-    alive_locked();
-    return exit_;
-}
-
-std::string ContainerSandbox::log_tail(std::size_t max_bytes) {
-    std::lock_guard lock(mutex_);
-    if (torn_down_) {
-        return final_log_tail_.size() <= max_bytes
-                   ? final_log_tail_
-                   : final_log_tail_.substr(final_log_tail_.size() - max_bytes);
-    }
-    return read_tail(paths_.console_log, max_bytes);
+    return classify_container_exit({kill_requested_, runc_.status(),
+                                    runc_log_errors(paths_.runc_log), spec_.limits.memory_mb});
 }
 
 ResourceUsage ContainerSandbox::usage() {
@@ -436,9 +373,7 @@ UniqueFd ContainerSandbox::connect_agent(std::chrono::milliseconds timeout) {
 
 void ContainerSandbox::pause() {
     std::lock_guard lock(mutex_);
-    if (!alive_locked())
-        throw RuntimeError("cannot pause sandbox " + spec_.id + ": it is not running (" +
-                           (exit_ ? exit_->reason : "") + ")");
+    require_running_locked("pause");
     if (paused_) return;
     check_runc(run_runc(shared_->options, paths_.runc_root, {"pause", spec_.id}),
                "pause " + spec_.id);
@@ -447,9 +382,7 @@ void ContainerSandbox::pause() {
 
 void ContainerSandbox::resume() {
     std::lock_guard lock(mutex_);
-    if (!alive_locked())
-        throw RuntimeError("cannot resume sandbox " + spec_.id + ": it is not running (" +
-                           (exit_ ? exit_->reason : "") + ")");
+    require_running_locked("resume");
     if (!paused_) return;
     check_runc(run_runc(shared_->options, paths_.runc_root, {"resume", spec_.id}),
                "resume " + spec_.id);
@@ -492,13 +425,21 @@ void ContainerSandbox::do_kill(const KillOptions& options) {
         !pidfd_wait_exit(orphan_monitor_pidfd_.get(), runtime_options.stop_timeout))
         pidfd_signal(orphan_monitor_pidfd_.get(), SIGKILL);
     orphan_monitor_pidfd_.reset();
-    record_exit_locked();
-    final_log_tail_ = read_tail(paths_.console_log, 65536);
-    entry_pidfd_.reset();
-    teardown(runtime_options, spec_.state_root, spec_.id, options.keep_state);
-    torn_down_ = true;
-    std::lock_guard live_lock(shared_->mutex);
-    shared_->live.erase(Shared::live_key(spec_.state_root, spec_.id));
+    finish_kill_locked([&] {
+        entry_pidfd_.reset();
+        teardown(runtime_options, spec_.state_root, spec_.id, options.keep_state);
+    });
+    shared_->live.erase(spec_.state_root, spec_.id);
+}
+
+UniqueFd ContainerSandbox::adopted_network_namespace() {
+    std::lock_guard lock(mutex_);
+    const std::string path = "/proc/" + std::to_string(entry_pid_) + "/ns/net";
+    UniqueFd netns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns)
+        throw RuntimeError("cannot open the network namespace of sandbox " + spec_.id + " (" +
+                           path + "): " + std::strerror(errno));
+    return netns;
 }
 
 bool ContainerSandbox::release() {
@@ -510,8 +451,7 @@ bool ContainerSandbox::release() {
     orphan_monitor_pidfd_.reset();
     entry_pidfd_.reset();
     torn_down_ = true;
-    std::lock_guard live_lock(shared_->mutex);
-    shared_->live.erase(Shared::live_key(spec_.state_root, spec_.id));
+    shared_->live.erase(spec_.state_root, spec_.id);
     return true;
 }
 
@@ -604,12 +544,8 @@ std::unique_ptr<ContainerSandbox> ContainerRuntime::start_container(const Sandbo
     if (!spec.template_rootfs.is_absolute())
         throw SpecError("template_rootfs", "must be an absolute path");
 
-    std::string key = ContainerSandbox::Shared::live_key(spec.state_root, spec.id);
-    {
-        std::lock_guard lock(shared_->mutex);
-        if (shared_->live.count(key))
-            throw SpecError("id", "sandbox '" + spec.id + "' already runs in this state root");
-    }
+    if (shared_->live.contains(spec.state_root, spec.id))
+        throw SpecError("id", "sandbox '" + spec.id + "' already runs in this state root");
     fs::create_directories(spec.state_root / "sandboxes", ec);
     if (ec)
         throw RuntimeError("cannot create " + (spec.state_root / "sandboxes").string() + ": " +
@@ -624,22 +560,15 @@ std::unique_ptr<ContainerSandbox> ContainerRuntime::start_container(const Sandbo
     // From here on the sandbox object owns the directory: its destructor removes it and
     // whatever launch() managed to create when launch() throws.
     auto sandbox = std::make_unique<ContainerSandbox>(ContainerSandbox::Key(), shared_, spec);
-    {
-        std::lock_guard lock(shared_->mutex);
-        shared_->live.insert(key);
-    }
+    shared_->live.insert(spec.state_root, spec.id);
     sandbox->launch();
     return sandbox;
 }
 
 std::unique_ptr<ContainerSandbox> ContainerRuntime::adopt(const SandboxSpec& spec) {
     validate_id(spec.id);
-    const std::string key = ContainerSandbox::Shared::live_key(spec.state_root, spec.id);
-    {
-        std::lock_guard lock(shared_->mutex);
-        if (shared_->live.count(key))
-            throw RuntimeError("sandbox " + spec.id + " is already live in this server");
-    }
+    if (shared_->live.contains(spec.state_root, spec.id))
+        throw RuntimeError("sandbox " + spec.id + " is already live in this server");
     auto sandbox = std::make_unique<ContainerSandbox>(ContainerSandbox::Key(), shared_, spec);
     // Until it is adopted for real, the destructor must not tear down what we only looked at.
     sandbox->torn_down_ = true;
@@ -667,13 +596,23 @@ std::unique_ptr<ContainerSandbox> ContainerRuntime::adopt(const SandboxSpec& spe
     sandbox->entry_pid_ = pid;
     sandbox->entry_pidfd_ = std::move(pidfd);
     sandbox->paused_ = status == "paused";
-    {
-        std::lock_guard lock(shared_->mutex);
-        if (!shared_->live.insert(key).second)
-            throw RuntimeError("sandbox " + spec.id + " is already live in this server");
-    }
+    if (!shared_->live.insert(spec.state_root, spec.id))
+        throw RuntimeError("sandbox " + spec.id + " is already live in this server");
     sandbox->torn_down_ = false;
     return sandbox;
+}
+
+std::string ContainerRuntime::agent_channel_arg() const {
+    return std::string("unix-listen:") + kGuestRunDir + "/" + kAgentSocketName;
+}
+
+std::unique_ptr<SandboxInstance> ContainerRuntime::adopt_left_running(
+    const fs::path& state_root, const std::string& id, const ResourceLimits& limits) {
+    SandboxSpec spec;
+    spec.id = id;
+    spec.state_root = state_root;
+    spec.limits = limits;
+    return adopt(spec);
 }
 
 std::vector<std::string> ContainerRuntime::list_leftovers(const fs::path& state_root) {
@@ -712,7 +651,6 @@ std::vector<std::string> ContainerRuntime::list_leftovers(const fs::path& state_
     for (const auto& name : child_cgroups("/" + options.cgroup_parent)) ids.insert(name);
 
     std::vector<std::string> leftovers;
-    std::lock_guard lock(shared_->mutex);
     for (const auto& id : ids) {
         bool valid = true;
         try {
@@ -720,19 +658,15 @@ std::vector<std::string> ContainerRuntime::list_leftovers(const fs::path& state_
         } catch (const SpecError&) {
             valid = false;
         }
-        if (valid && !shared_->live.count(ContainerSandbox::Shared::live_key(state_root, id)))
-            leftovers.push_back(id);
+        if (valid && !shared_->live.contains(state_root, id)) leftovers.push_back(id);
     }
     return leftovers;
 }
 
 void ContainerRuntime::cleanup_leftover(const fs::path& state_root, const std::string& id) {
     validate_id(id);
-    {
-        std::lock_guard lock(shared_->mutex);
-        if (shared_->live.count(ContainerSandbox::Shared::live_key(state_root, id)))
-            throw RuntimeError("sandbox " + id + " is live in this server; kill it instead");
-    }
+    if (shared_->live.contains(state_root, id))
+        throw RuntimeError("sandbox " + id + " is live in this server; kill it instead");
     teardown(shared_->options, state_root, id, /*keep_state=*/false);
 }
 

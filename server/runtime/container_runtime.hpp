@@ -29,6 +29,7 @@
 
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
+#include "server/runtime/process_sandbox.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {
@@ -54,7 +55,7 @@ struct ContainerPaths {
 
 class ContainerRuntime;
 
-class ContainerSandbox : public SandboxInstance {
+class ContainerSandbox : public ProcessSandbox {
   public:
     ~ContainerSandbox() override;
 
@@ -63,12 +64,10 @@ class ContainerSandbox : public SandboxInstance {
     UniqueFd connect_agent(std::chrono::milliseconds timeout) override;
     void pause() override;
     void resume() override;
-    bool alive() override;
-    SandboxState state() override;
-    std::optional<ExitInfo> exit_info() override;
-    std::string log_tail(std::size_t max_bytes = 4096) override;
     ResourceUsage usage() override;
     bool release() override;
+    // The sandbox's own network namespace (its entry's).
+    UniqueFd adopted_network_namespace() override;
 
     const ContainerPaths& paths() const { return paths_; }
     std::string cgroup_path() const;
@@ -85,31 +84,25 @@ class ContainerSandbox : public SandboxInstance {
 
   protected:
     void do_kill(const KillOptions& options) override;
+    bool process_running_locked() override { return entry_alive_locked(); }
+    ExitInfo describe_exit_locked() override;
 
   private:
     friend class ContainerRuntime;
     void launch();  // mounts, writes the bundle, runs runc; throws
     bool entry_alive_locked();
-    bool alive_locked();
-    void record_exit_locked();
     std::string runc_errors() const;
 
     std::shared_ptr<Shared> shared_;
     SandboxSpec spec_;
     ContainerPaths paths_;
-    std::mutex mutex_;
     ChildProcess runc_;              // none in an adopted sandbox
     UniqueFd orphan_monitor_pidfd_;  // an adopted sandbox's `runc run`, our predecessor's child
     UniqueFd entry_pidfd_;
     pid_t entry_pid_ = -1;
-    bool paused_ = false;
-    bool kill_requested_ = false;
-    bool torn_down_ = false;
-    std::optional<ExitInfo> exit_;
-    std::string final_log_tail_;
 };
 
-class ContainerRuntime : public Runtime {
+class ContainerRuntime : public Runtime, public RunningAdoption {
   public:
     explicit ContainerRuntime(ContainerRuntimeOptions options = {});
     // Removes the cgroup parent's directories if they are empty (never kills anything).
@@ -130,6 +123,21 @@ class ContainerRuntime : public Runtime {
     std::unique_ptr<ContainerSandbox> adopt(const SandboxSpec& spec);
     std::vector<std::string> list_leftovers(const std::filesystem::path& state_root) override;
     void cleanup_leftover(const std::filesystem::path& state_root, const std::string& id) override;
+    NetworkAttach network_attach() const override { return NetworkAttach::netns; }
+    std::string agent_channel_arg() const override;
+    bool needs_user_namespace() const override { return true; }
+    RunningAdoption* running_adoption() override { return this; }
+    // Every sandbox no live instance owns: adopt_left_running finds out which still run.
+    std::vector<std::string> adoption_candidates(const std::filesystem::path& state_root) override {
+        return list_leftovers(state_root);
+    }
+    std::unique_ptr<SandboxInstance> adopt_left_running(const std::filesystem::path& state_root,
+                                                        const std::string& id,
+                                                        const ResourceLimits& limits) override;
+    // A running agent answers a new host at once.
+    std::chrono::milliseconds reconnect_timeout() const override {
+        return std::chrono::milliseconds(5000);
+    }
 
     // What of sandbox `id` still exists: runc container, mounts, cgroup dirs, its directory.
     // Empty means nothing is left.

@@ -132,4 +132,10 @@ std::unique_ptr<SandboxInstance> FakeRuntime::start(const SandboxSpec& spec) {
     return std::make_unique<FakeSandbox>(spec);
 }
 
+RuntimeRegistry fake_runtimes(NetworkAttach network) {
+    RuntimeRegistry runtimes;
+    runtimes.add(std::make_unique<FakeRuntime>(network));
+    return runtimes;
+}
+
 }  // namespace deskbox::runtime

@@ -9,16 +9,31 @@
 
 #include "common/temp_dir.hpp"
 #include "server/runtime/runtime.hpp"
+#include "server/runtime/runtime_registry.hpp"
 
 namespace deskbox::runtime {
 
+// It has none of the optional capabilities (no snapshots, adoption or fast start).
 class FakeRuntime : public Runtime {
   public:
+    // `network`: what the server makes for each sandbox. none needs nothing (no root);
+    // netns makes the server build a real container network (root), as for runc.
+    explicit FakeRuntime(NetworkAttach network = NetworkAttach::none) : network_(network) {}
     const char* name() const override { return "fake"; }
     std::unique_ptr<SandboxInstance> start(const SandboxSpec& spec) override;
     std::vector<std::string> list_leftovers(const std::filesystem::path&) override { return {}; }
     void cleanup_leftover(const std::filesystem::path&, const std::string&) override {}
+    NetworkAttach network_attach() const override { return network_; }
+    // The fake agent runs in-process; the entry is never run.
+    std::string agent_channel_arg() const override { return "in-process"; }
+
+  private:
+    NetworkAttach network_;
 };
+
+// The runtimes of a SandboxManager that has only a FakeRuntime (its name: "fake", which
+// ManagerOptions::default_runtime must then be).
+RuntimeRegistry fake_runtimes(NetworkAttach network = NetworkAttach::none);
 
 // A template named "fake" for a SandboxManager to create fake sandboxes from: a definition
 // (320x200 screen), a "built" rootfs and the images/build.py --print-path that finds it.

@@ -22,7 +22,6 @@
 #include <ctime>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -32,6 +31,7 @@
 #include "common/atomic_file.hpp"
 #include "common/random.hpp"
 #include "common/temp_dir.hpp"
+#include "server/runtime/exit_classification.hpp"
 #include "server/runtime/oci_bundle.hpp"
 #include "server/runtime/runtime_util.hpp"
 
@@ -47,10 +47,6 @@ namespace {
 constexpr const char* kRuntimeName = "microvm";
 constexpr std::uint64_t kMinMemoryMb = 256;
 constexpr std::size_t kConsoleLinesInErrors = 25;
-
-std::string live_key(const fs::path& state_root, const std::string& id) {
-    return state_root.lexically_normal().string() + '\n' + id;
-}
 
 // QEMU's option syntax splits on ',' and takes ",," as a literal comma.
 std::string qemu_escape(const std::string& value) {
@@ -517,7 +513,7 @@ MicrovmPaths::MicrovmPaths(const fs::path& state_root, const std::string& id)
 struct MicrovmSandbox::Shared {
     MicrovmRuntimeOptions options;
     std::mutex mutex;
-    std::set<std::string> live;  // live_key of every instance not torn down
+    LiveSandboxes live;
     std::optional<AcceleratorChoice> accelerator;
     std::optional<std::uint64_t> tsc_khz;
     // agent dir fingerprint (names, sizes, mtimes) -> its image, so the content is hashed
@@ -697,7 +693,8 @@ std::vector<std::string> build_qemu_command(const MicrovmRuntimeOptions& options
 
 MicrovmSandbox::MicrovmSandbox(Key, std::shared_ptr<Shared> shared, const SandboxSpec& spec,
                                MicrovmImage image, Accelerator accelerator)
-    : shared_(std::move(shared)),
+    : ProcessSandbox(MicrovmPaths(spec.state_root, spec.id).console_log),
+      shared_(std::move(shared)),
       spec_(spec),
       paths_(spec.state_root, spec.id),
       image_(std::move(image)),
@@ -850,8 +847,7 @@ void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
 }
 
 std::string MicrovmSandbox::console_lines(std::size_t lines) {
-    std::string text = torn_down_ ? final_log_tail_ : read_tail(paths_.console_log, 16384);
-    return console_excerpt(text, lines);
+    return console_excerpt(console_tail_locked(16384), lines);
 }
 
 std::string MicrovmSandbox::failure_detail() {
@@ -862,9 +858,9 @@ std::string MicrovmSandbox::failure_detail() {
     return detail;
 }
 
-// Where each vCPU is (its RIP, and whether it halted), for a guest that never got as far as
-// its agent: the rare TCG boot stall leaves a console that just stops, and the instruction
-// pointers are what can tell a spin from a wait. Empty if QEMU cannot say.
+// Where each vCPU is (its instruction pointer, and whether it halted), for a guest that never got
+// as far as its agent: the rare TCG boot stall leaves a console that just stops, and the
+// instruction pointers are what can tell a spin from a wait. Empty if QEMU cannot say.
 std::string MicrovmSandbox::vcpu_whereabouts_locked() {
     if (!alive_locked()) return {};
     try {
@@ -874,10 +870,13 @@ std::string MicrovmSandbox::vcpu_whereabouts_locked() {
         std::string out;
         std::istringstream lines(dump);
         for (std::string line; std::getline(lines, line);) {
+            // RIP in long mode; EIP before it (early boot, or a CPU not started yet).
+            auto ip = line.find("RIP=");
+            if (ip == std::string::npos) ip = line.find("EIP=");
             if (line.rfind("CPU#", 0) == 0)
                 out += "\n  " + line.substr(0, 100);
-            else if (auto rip = line.find("RIP="); rip != std::string::npos)
-                out += "\n  " + line.substr(rip, 100);
+            else if (ip != std::string::npos)
+                out += "\n  " + line.substr(ip, 100);
             else if (auto hlt = line.find("HLT="); hlt != std::string::npos)
                 out += " " + line.substr(hlt, 5);
         }
@@ -887,85 +886,10 @@ std::string MicrovmSandbox::vcpu_whereabouts_locked() {
     }
 }
 
-bool MicrovmSandbox::alive_locked() {
-    if (exit_ || torn_down_ || snapshotted_) return false;
-    if (qemu_.running()) return true;
-    record_exit_locked();
-    return false;
-}
-
-void MicrovmSandbox::record_exit_locked() {
-    if (exit_) return;
-    ExitInfo info;
-    info.requested = kill_requested_;
-    auto status = qemu_.status();
-    std::string console = read_tail(paths_.console_log, 65536);
-    std::smatch match;
-    static const std::regex init_fatal("deskbox-init: FATAL: ([^\r\n]*)");
-    static const std::regex init_killed("Attempted to kill init! exitcode=0x([0-9a-fA-F]+)");
-    static const std::regex panic("Kernel panic - not syncing: ([^\r\n]*)");
-    if (kill_requested_) {
-        info.reason = "killed on request";
-    } else if (std::regex_search(console, match, init_fatal)) {
-        info.exit_code = 1;
-        info.reason = "the guest's init failed: " + match[1].str();
-    } else if (std::regex_search(console, match, init_killed)) {
-        // The entry is PID 1: its end panics the kernel, whose message has its wait status.
-        unsigned long wait_status = std::stoul(match[1].str(), nullptr, 16);
-        info.signal = static_cast<int>(wait_status & 0x7f);
-        info.exit_code =
-            info.signal ? 128 + info.signal : static_cast<int>((wait_status >> 8) & 0xff);
-        info.reason = info.signal ? "the entry was killed by " + signal_name(info.signal)
-                                  : "the entry exited with code " + std::to_string(info.exit_code);
-    } else if (std::regex_search(console, match, panic)) {
-        info.reason = "guest kernel panic: " + match[1].str();
-    } else if (!status && qemu_.adopted()) {
-        // Not our child (adopted from an earlier server): the kernel tells only its parent how.
-        std::string said = trim(read_tail(paths_.qemu_log, 512));
-        info.reason = "QEMU ended" + (said.empty() ? std::string() : ": " + said);
-    } else if (!status) {
-        info.reason = "state unknown";
-    } else if (status->signal != 0) {
-        info.signal = status->signal;
-        info.exit_code = 128 + status->signal;
-        info.reason = "QEMU was killed by " + signal_name(status->signal);
-    } else if (status->exit_code != 0) {
-        info.exit_code = status->exit_code;
-        info.reason = "QEMU exited with code " + std::to_string(status->exit_code) + ": " +
-                      trim(read_tail(paths_.qemu_log, 512));
-    } else {
-        info.exit_code = 0;
-        info.reason = "the VM shut down";
-    }
-    exit_ = std::move(info);
-}
-
-bool MicrovmSandbox::alive() {
-    std::lock_guard lock(mutex_);
-    return alive_locked();
-}
-
-SandboxState MicrovmSandbox::state() {
-    std::lock_guard lock(mutex_);
-    if (snapshotted_ && !torn_down_) return SandboxState::paused;
-    if (!alive_locked()) return SandboxState::exited;
-    return paused_ ? SandboxState::paused : SandboxState::running;
-}
-
-std::optional<ExitInfo> MicrovmSandbox::exit_info() {
-    std::lock_guard lock(mutex_);
-    alive_locked();
-    return exit_;
-}
-
-std::string MicrovmSandbox::log_tail(std::size_t max_bytes) {
-    std::lock_guard lock(mutex_);
-    if (torn_down_) {
-        return final_log_tail_.size() <= max_bytes
-                   ? final_log_tail_
-                   : final_log_tail_.substr(final_log_tail_.size() - max_bytes);
-    }
-    return read_tail(paths_.console_log, max_bytes);
+ExitInfo MicrovmSandbox::describe_exit_locked() {
+    return classify_vm_exit({kill_requested_, qemu_.status(), qemu_.adopted(),
+                             read_tail(paths_.console_log, 65536),
+                             trim(read_tail(paths_.qemu_log, 512))});
 }
 
 // virtio-serial has no connection boundaries: the guest only learns that the host side
@@ -1085,9 +1009,7 @@ void MicrovmSandbox::set_network_attachment(NetworkAttachment attachment) {
 
 void MicrovmSandbox::pause() {
     std::lock_guard lock(mutex_);
-    if (!alive_locked())
-        throw RuntimeError("cannot pause sandbox " + spec_.id + ": it is not running (" +
-                           (exit_ ? exit_->reason : "") + ")");
+    require_running_locked("pause");
     if (paused_) return;
     qmp_.execute("stop");
     paused_ = true;
@@ -1095,9 +1017,7 @@ void MicrovmSandbox::pause() {
 
 void MicrovmSandbox::resume() {
     std::lock_guard lock(mutex_);
-    if (!alive_locked())
-        throw RuntimeError("cannot resume sandbox " + spec_.id + ": it is not running (" +
-                           (exit_ ? exit_->reason : "") + ")");
+    require_running_locked("resume");
     if (!paused_) return;
     qmp_.execute("cont");
     paused_ = false;
@@ -1236,8 +1156,7 @@ bool MicrovmSandbox::release_snapshot() {
     std::lock_guard lock(mutex_);
     if (!snapshotted_ || torn_down_) return false;
     torn_down_ = true;  // the destructor leaves the files alone
-    std::lock_guard live_lock(shared_->mutex);
-    shared_->live.erase(live_key(spec_.state_root, spec_.id));
+    shared_->live.erase(spec_.state_root, spec_.id);
     return true;
 }
 
@@ -1247,12 +1166,11 @@ bool MicrovmSandbox::release() {
     qmp_.close();  // its QMP socket listens again, for the next server
     qemu_.release();
     torn_down_ = true;  // the destructor leaves QEMU and the files alone
-    std::lock_guard live_lock(shared_->mutex);
-    shared_->live.erase(live_key(spec_.state_root, spec_.id));
+    shared_->live.erase(spec_.state_root, spec_.id);
     return true;
 }
 
-UniqueFd MicrovmSandbox::tap_namespace() {
+UniqueFd MicrovmSandbox::adopted_network_namespace() {
     std::lock_guard lock(mutex_);
     const std::string what = "cannot find the network of sandbox " + spec_.id + ": ";
     if (!spec_.network) return {};
@@ -1370,12 +1288,10 @@ void MicrovmSandbox::do_kill(const KillOptions& options) {
         }
     }
     qmp_.close();
-    record_exit_locked();
-    final_log_tail_ = read_tail(paths_.console_log, 65536);
-    teardown(spec_.state_root, spec_.id, options.keep_state, runtime_options.stop_timeout);
-    torn_down_ = true;
-    std::lock_guard live_lock(shared_->mutex);
-    shared_->live.erase(live_key(spec_.state_root, spec_.id));
+    finish_kill_locked([&] {
+        teardown(spec_.state_root, spec_.id, options.keep_state, runtime_options.stop_timeout);
+    });
+    shared_->live.erase(spec_.state_root, spec_.id);
 }
 
 // ------------------------------------------------------------------ MicrovmRuntime
@@ -1391,6 +1307,10 @@ MicrovmRuntime::MicrovmRuntime(MicrovmRuntimeOptions options)
 }
 
 MicrovmRuntime::~MicrovmRuntime() = default;
+
+std::chrono::milliseconds MicrovmRuntime::boot_timeout(std::chrono::milliseconds configured) const {
+    return std::max(configured, std::chrono::milliseconds(180000));
+}
 
 const MicrovmRuntimeOptions& MicrovmRuntime::options() const {
     return shared_->options;
@@ -1469,12 +1389,8 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::prepare(const SandboxSpec& spec)
     MicrovmImage image = image_for(spec.template_rootfs);
     Accelerator accel = accelerator().accelerator;
 
-    std::string key = live_key(spec.state_root, spec.id);
-    {
-        std::lock_guard lock(shared_->mutex);
-        if (shared_->live.count(key))
-            throw SpecError("id", "sandbox '" + spec.id + "' already runs in this state root");
-    }
+    if (shared_->live.contains(spec.state_root, spec.id))
+        throw SpecError("id", "sandbox '" + spec.id + "' already runs in this state root");
     fs::create_directories(spec.state_root / "sandboxes", ec);
     if (ec)
         throw RuntimeError("cannot create " + (spec.state_root / "sandboxes").string() + ": " +
@@ -1490,10 +1406,7 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::prepare(const SandboxSpec& spec)
     // launch() managed to create when launch() throws.
     auto sandbox = std::make_unique<MicrovmSandbox>(MicrovmSandbox::Key(), shared_, spec,
                                                     std::move(image), accel);
-    {
-        std::lock_guard lock(shared_->mutex);
-        shared_->live.insert(key);
-    }
+    shared_->live.insert(spec.state_root, spec.id);
     return sandbox;
 }
 
@@ -1517,8 +1430,7 @@ std::vector<std::string> MicrovmRuntime::unowned(const fs::path& state_root, boo
         } catch (const SpecError&) {
             continue;
         }
-        std::lock_guard lock(shared_->mutex);
-        if (!shared_->live.count(live_key(state_root, id))) found.push_back(id);
+        if (!shared_->live.contains(state_root, id)) found.push_back(id);
     }
     std::sort(found.begin(), found.end());
     return found;
@@ -1530,11 +1442,8 @@ std::vector<std::string> MicrovmRuntime::list_leftovers(const fs::path& state_ro
 
 void MicrovmRuntime::cleanup_leftover(const fs::path& state_root, const std::string& id) {
     validate_id(id);
-    {
-        std::lock_guard lock(shared_->mutex);
-        if (shared_->live.count(live_key(state_root, id)))
-            throw RuntimeError("sandbox " + id + " is live in this server; kill it instead");
-    }
+    if (shared_->live.contains(state_root, id))
+        throw RuntimeError("sandbox " + id + " is live in this server; kill it instead");
     teardown(state_root, id, /*keep_state=*/false, shared_->options.stop_timeout);
 }
 
@@ -1576,12 +1485,8 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::adoptable(const fs::path& state_
     image.initramfs = image.dir / "initramfs.img";
     image.rootfs = image.dir / "rootfs.ext4";
     Accelerator accel = parse_accelerator(metadata.value("accelerator", "tcg"));
-    std::string key = live_key(state_root, id);
-    {
-        std::lock_guard lock(shared_->mutex);
-        if (shared_->live.count(key)) throw RuntimeError(what + "it is live in this server");
-        shared_->live.insert(key);
-    }
+    if (!shared_->live.insert(state_root, id))
+        throw RuntimeError(what + "it is live in this server");
     auto sandbox = std::make_unique<MicrovmSandbox>(MicrovmSandbox::Key(), shared_, spec,
                                                     std::move(image), accel);
     sandbox->agent_connected_before_ = true;

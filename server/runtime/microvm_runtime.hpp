@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "common/child_process.hpp"
+#include "server/runtime/process_sandbox.hpp"
 #include "server/runtime/qemu_process.hpp"
 #include "server/runtime/qmp_client.hpp"
 #include "server/runtime/runtime.hpp"
@@ -110,7 +111,7 @@ struct AcceleratorChoice {
 
 class MicrovmRuntime;
 
-class MicrovmSandbox : public SandboxInstance {
+class MicrovmSandbox : public ProcessSandbox, public Snapshots {
   public:
     ~MicrovmSandbox() override;
 
@@ -129,30 +130,28 @@ class MicrovmSandbox : public SandboxInstance {
     // false, exit_info() empty, and only restore_from_snapshot() or kill() are valid.
     // The host's agent connection ends with QEMU. Throws RuntimeError with QEMU's message
     // (the VM then keeps running, paused if it was). Returns the memory file's size.
-    std::uint64_t snapshot();
+    std::uint64_t snapshot() override;
     // Starts QEMU again from <dir>/memory and returns once the VM runs; connect_agent then
     // reconnects to the agent inside. A missing or corrupted memory file gives a
     // RuntimeError naming it (with QEMU's words) and leaves no QEMU: the sandbox stays
     // snapshotted.
-    void restore_from_snapshot();
-    bool snapshotted();
+    void restore_from_snapshot() override;
+    bool snapshotted() override;
     // An adopted snapshot's network (the attachment does not survive a server restart).
-    void set_network_attachment(NetworkAttachment attachment);
+    void set_network_attachment(NetworkAttachment attachment) override;
     // Lets go of a snapshotted sandbox without tearing it down (the server stops; the next
     // one adopts it). False, and nothing changes, if it is not snapshotted.
-    bool release_snapshot();
+    bool release_snapshot() override;
     // Lets go of a running (or paused) sandbox without stopping it: QEMU runs on for the next
     // server's adopt_running. False, and nothing changes, if it is not running.
     bool release() override;
     // The network namespace of QEMU's tap device: the router an earlier server built, which
     // an adopted sandbox's network takes over. Empty without a network. Throws RuntimeError.
-    UniqueFd tap_namespace();
+    UniqueFd adopted_network_namespace() override;
     // Bytes of the memory file while snapshotted, else 0.
-    std::uint64_t snapshot_bytes();
-    bool alive() override;
-    SandboxState state() override;
-    std::optional<ExitInfo> exit_info() override;
-    std::string log_tail(std::size_t max_bytes = 4096) override;
+    std::uint64_t snapshot_bytes() override;
+    Snapshots* snapshots() override { return this; }
+    bool shares_host_clock() const override { return false; }  // a guest kernel keeps its own
 
     const MicrovmPaths& paths() const { return paths_; }
     const MicrovmImage& image() const { return image_; }
@@ -173,6 +172,9 @@ class MicrovmSandbox : public SandboxInstance {
 
   protected:
     void do_kill(const KillOptions& options) override;
+    bool process_running_locked() override { return qemu_.running(); }
+    ExitInfo describe_exit_locked() override;  // from the console, QEMU's status and log
+    bool saved_locked() const override { return snapshotted_; }
 
   private:
     friend class MicrovmRuntime;
@@ -185,9 +187,7 @@ class MicrovmSandbox : public SandboxInstance {
     void restore_locked(const std::filesystem::path& memory, bool consume);
     void launch_from_template(const std::filesystem::path& template_dir);
     void write_metadata_locked(const nlohmann::json& extra);
-    bool alive_locked();
     bool agent_port_connected_locked();  // QEMU has a host connection on agent.sock
-    void record_exit_locked();
     std::string console_lines(std::size_t lines);
     std::string failure_detail();  // console tail (+ QEMU's stderr if it said anything)
 
@@ -197,22 +197,19 @@ class MicrovmSandbox : public SandboxInstance {
     MicrovmImage image_;
     Accelerator accelerator_;
     std::vector<std::string> command_;
-    std::mutex mutex_;
     QemuProcess qemu_;
     QmpClient qmp_;
-    bool paused_ = false;
     bool snapshotted_ = false;  // saved to paths_.memory, no QEMU process
     std::optional<std::filesystem::path> agent_image_;
     std::optional<std::filesystem::path> template_dir_;  // restored from this template snapshot
     std::uint64_t tsc_khz_ = 0;
-    bool kill_requested_ = false;
     bool agent_connected_before_ = false;  // a later connect_agent is a reconnect
-    bool torn_down_ = false;
-    std::optional<ExitInfo> exit_;
-    std::string final_log_tail_;
 };
 
-class MicrovmRuntime : public Runtime {
+class MicrovmRuntime : public Runtime,
+                       public RunningAdoption,
+                       public SnapshotAdoption,
+                       public TemplateSnapshots {
   public:
     explicit MicrovmRuntime(MicrovmRuntimeOptions options = {});
     ~MicrovmRuntime() override;
@@ -222,6 +219,18 @@ class MicrovmRuntime : public Runtime {
     std::unique_ptr<MicrovmSandbox> start_microvm(const SandboxSpec& spec);
     std::vector<std::string> list_leftovers(const std::filesystem::path& state_root) override;
     void cleanup_leftover(const std::filesystem::path& state_root, const std::string& id) override;
+    NetworkAttach network_attach() const override { return NetworkAttach::tap; }
+    std::string agent_channel_arg() const override { return kAgentChannelArg; }
+    // RuntimeError naming the build command if the template's microVM image is missing.
+    void check_template(const std::filesystem::path& template_rootfs) override {
+        image_for(template_rootfs);
+    }
+    // A microVM boots a kernel and the desktop, under emulation where KVM is not usable:
+    // at least 180 s.
+    std::chrono::milliseconds boot_timeout(std::chrono::milliseconds configured) const override;
+    RunningAdoption* running_adoption() override { return this; }
+    SnapshotAdoption* snapshot_adoption() override { return this; }
+    TemplateSnapshots* template_snapshots() override { return this; }
 
     // What of sandbox `id` still exists: a QEMU process, its directory. Empty: nothing.
     std::vector<std::string> residue(const std::filesystem::path& state_root,
@@ -236,11 +245,15 @@ class MicrovmRuntime : public Runtime {
     // ---- snapshots that outlive this object (a server restart) ----
     // Sandboxes under `state_root` saved by snapshot() that no live instance owns.
     // list_leftovers leaves these out: they are kept until adopted and killed.
-    std::vector<std::string> list_snapshotted(const std::filesystem::path& state_root);
+    std::vector<std::string> list_snapshotted(const std::filesystem::path& state_root) override;
     // Takes over such a sandbox: snapshotted, ready for restore_from_snapshot() or kill().
     // RuntimeError if its record or memory file is missing or unreadable.
     std::unique_ptr<MicrovmSandbox> adopt_snapshot(const std::filesystem::path& state_root,
                                                    const std::string& id);
+    std::unique_ptr<SandboxInstance> adopt_saved(const std::filesystem::path& state_root,
+                                                 const std::string& id) override {
+        return adopt_snapshot(state_root, id);
+    }
     // Sandboxes under `state_root` whose QEMU still runs with no live instance owning them:
     // an earlier server's, crashed or stopped with --on-exit keep.
     std::vector<std::string> list_running(const std::filesystem::path& state_root);
@@ -249,6 +262,20 @@ class MicrovmRuntime : public Runtime {
     // is killed and its files removed.
     std::unique_ptr<MicrovmSandbox> adopt_running(const std::filesystem::path& state_root,
                                                   const std::string& id);
+    std::vector<std::string> adoption_candidates(const std::filesystem::path& state_root) override {
+        return list_running(state_root);
+    }
+    // `limits` come from the VM's own record (sandbox.json).
+    std::unique_ptr<SandboxInstance> adopt_left_running(const std::filesystem::path& state_root,
+                                                        const std::string& id,
+                                                        const ResourceLimits&) override {
+        return adopt_running(state_root, id);
+    }
+    // The guest's agent learns of the old host's end over virtio-serial and waits for the
+    // next; under TCG that takes seconds.
+    std::chrono::milliseconds reconnect_timeout() const override {
+        return std::chrono::milliseconds(30000);
+    }
 
     // ---- template snapshots (see the layout above) ----
     // Where the template snapshot for `spec` lives (it may not exist yet). Throws like start.
@@ -264,6 +291,14 @@ class MicrovmRuntime : public Runtime {
     // spec); connect_agent then reaches its agent. Throws SpecError / RuntimeError.
     std::unique_ptr<MicrovmSandbox> start_from_template(const SandboxSpec& spec,
                                                         const std::filesystem::path& dir);
+    std::filesystem::path template_snapshot_for(const SandboxSpec& spec,
+                                                const Ready& ready) override {
+        return ensure_template_snapshot(spec, [&](MicrovmSandbox& vm) { ready(vm); });
+    }
+    std::unique_ptr<SandboxInstance> restore_template_snapshot(
+        const SandboxSpec& spec, const std::filesystem::path& dir) override {
+        return start_from_template(spec, dir);
+    }
     // Removes every template snapshot of `state_root`. Returns how many. (Making one already
     // removes those of the same template from an older image, QEMU or agent.)
     std::size_t remove_template_snapshots(const std::filesystem::path& state_root);

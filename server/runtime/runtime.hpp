@@ -1,7 +1,8 @@
 // The sandbox runtime interface: what deskboxd needs from a place that runs one desktop.
-// Two implementations share it: `container` (runc, container_runtime.hpp) and, later,
-// `microvm` (QEMU). Both boot the same template and expose the same agent channel, so the
-// server above never knows which one it talks to.
+// Two implementations share it: `container` (runc, container_runtime.hpp) and `microvm`
+// (QEMU, microvm_runtime.hpp). Both boot the same template and expose the same agent
+// channel. Where they differ, the server asks the interface (capabilities: snapshots,
+// adoption, fast start, how the network and the agent channel attach) and never the name.
 #pragma once
 
 #include <chrono>
@@ -126,6 +127,38 @@ struct KillOptions {
     bool keep_state = false;  // keep the sandbox dir (upper dir, logs) for post-mortems
 };
 
+// How the server's side of a sandbox's network (server/network/) meets the sandbox.
+enum class NetworkAttach {
+    none,   // the server makes no network for it
+    netns,  // it joins a network namespace the server made (attachment.netns_path), made even
+            // when its network is off (loopback only); exposed ports reach its loopback
+    tap,    // a NIC on a tap in the server's router namespace (attachment.open_tap), none when
+            // its network is off; exposed ports reach only its link address
+};
+
+// Optional capability of a sandbox: saved whole (memory, devices, disk) to its state dir with
+// no process left, restored later, even by the next server.
+class Snapshots {
+  public:
+    // Saves the sandbox and ends its process; it is `paused` afterwards, with alive() false
+    // and exit_info() empty. Throws RuntimeError (the sandbox then runs on as it was).
+    // Returns the bytes saved.
+    virtual std::uint64_t snapshot() = 0;
+    // Runs it again from the save. Throws RuntimeError (a missing or corrupted save: it stays
+    // saved, with no process).
+    virtual void restore_from_snapshot() = 0;
+    virtual bool snapshotted() = 0;
+    virtual std::uint64_t snapshot_bytes() = 0;  // of the save while snapshotted, else 0
+    // The server exits: lets go of a saved sandbox without removing it (the next server
+    // adopts it). False, and nothing changes, if it is not saved.
+    virtual bool release_snapshot() = 0;
+    // The network a later restore attaches to (an adopted sandbox's old one is gone).
+    virtual void set_network_attachment(NetworkAttachment attachment) = 0;
+
+  protected:
+    ~Snapshots() = default;
+};
+
 class SandboxInstance {
   public:
     virtual ~SandboxInstance() = default;  // implementations kill and tear everything down
@@ -156,9 +189,71 @@ class SandboxInstance {
     // killing it (this object is inert afterwards). False: this runtime cannot leave its
     // sandboxes running (they are killed as usual).
     virtual bool release() { return false; }
+    // Snapshots of this sandbox, or nullptr if its runtime cannot save one.
+    virtual Snapshots* snapshots() { return nullptr; }
+    // True: its clock is the host's (a container), so it is right after a pause. False: a
+    // guest kernel keeps its own, which the server sets after a resume or restore.
+    virtual bool shares_host_clock() const { return true; }
+    // An adopted sandbox's network namespace for the server's new network to take over (see
+    // NetworkAttach: netns, the sandbox's own; tap, the router that holds its tap). Empty: it
+    // has none. Throws RuntimeError.
+    virtual UniqueFd adopted_network_namespace() { return {}; }
 
   protected:
     virtual void do_kill(const KillOptions& options) = 0;
+};
+
+// Optional capability of a runtime: sandboxes that run on after their server exited (an
+// upgrade, a crash) are taken over by the next one.
+class RunningAdoption {
+  public:
+    // Sandboxes under `state_root` an earlier server may have left running, for
+    // adopt_left_running to try (it decides).
+    virtual std::vector<std::string> adoption_candidates(
+        const std::filesystem::path& state_root) = 0;
+    // Takes over sandbox `id`, running or paused as it was; `limits` as the server's record
+    // has them. Throws RuntimeError if it cannot be (then it is a leftover to clean).
+    virtual std::unique_ptr<SandboxInstance> adopt_left_running(
+        const std::filesystem::path& state_root, const std::string& id,
+        const ResourceLimits& limits) = 0;
+    // How long an adopted sandbox's agent may take to answer the new server at most.
+    virtual std::chrono::milliseconds reconnect_timeout() const = 0;
+
+  protected:
+    ~RunningAdoption() = default;
+};
+
+// Optional capability of a runtime: sandboxes saved to snapshots (Snapshots) by an earlier
+// server are taken over by the next one.
+class SnapshotAdoption {
+  public:
+    // Saved sandboxes under `state_root` no live instance owns (list_leftovers leaves them out).
+    virtual std::vector<std::string> list_snapshotted(const std::filesystem::path& state_root) = 0;
+    // Takes one over, still saved (restore_from_snapshot runs it). Throws RuntimeError.
+    virtual std::unique_ptr<SandboxInstance> adopt_saved(const std::filesystem::path& state_root,
+                                                         const std::string& id) = 0;
+
+  protected:
+    ~SnapshotAdoption() = default;
+};
+
+// Optional capability of a runtime: a start restores a saved, booted copy of the template
+// instead of booting. Copies share the saved guest's identity (hostname, clock, random
+// state) until the server gives them their own.
+class TemplateSnapshots {
+  public:
+    // Called with the throwaway sandbox a template snapshot is made of, once it runs; it must
+    // leave no agent connection open.
+    using Ready = std::function<void(SandboxInstance&)>;
+    // The template snapshot for `spec`, made first if there is none. Throws RuntimeError.
+    virtual std::filesystem::path template_snapshot_for(const SandboxSpec& spec,
+                                                        const Ready& ready) = 0;
+    // A running sandbox restored from the snapshot in `dir`. Throws SpecError, RuntimeError.
+    virtual std::unique_ptr<SandboxInstance> restore_template_snapshot(
+        const SandboxSpec& spec, const std::filesystem::path& dir) = 0;
+
+  protected:
+    ~TemplateSnapshots() = default;
 };
 
 class Runtime {
@@ -174,6 +269,27 @@ class Runtime {
     // Removes everything a leftover holds. Idempotent; RuntimeError if something stays.
     virtual void cleanup_leftover(const std::filesystem::path& state_root,
                                   const std::string& id) = 0;
+
+    // ---- what the server needs to know of it ----
+    virtual NetworkAttach network_attach() const = 0;
+    // The agent's --channel inside its sandboxes.
+    virtual std::string agent_channel_arg() const = 0;
+    // Throws RuntimeError, naming what to build, if the template in `template_rootfs` cannot
+    // run here yet (a microVM needs its own image of it).
+    virtual void check_template(const std::filesystem::path& template_rootfs) {
+        (void)template_rootfs;
+    }
+    // True: the server gives each sandbox a user namespace with host ids of its own
+    // (SandboxSpec::user_namespace); its processes run on the host's kernel.
+    virtual bool needs_user_namespace() const { return false; }
+    // How long a start may take until the agent answers, given the server's setting.
+    virtual std::chrono::milliseconds boot_timeout(std::chrono::milliseconds configured) const {
+        return configured;
+    }
+    // Optional capabilities: nullptr if this runtime has none.
+    virtual RunningAdoption* running_adoption() { return nullptr; }
+    virtual SnapshotAdoption* snapshot_adoption() { return nullptr; }
+    virtual TemplateSnapshots* template_snapshots() { return nullptr; }
 };
 
 // Connects to a Unix stream socket, retrying while it is missing or refusing until

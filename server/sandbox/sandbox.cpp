@@ -5,7 +5,6 @@
 #include "common/random.hpp"
 #include "common/utf8.hpp"
 
-#include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/runtime_util.hpp"
 
 #include <algorithm>
@@ -445,8 +444,8 @@ void Sandbox::claim_locked(const SandboxConfig& request) {
 void Sandbox::shutdown(bool keep_running) {
     {
         std::lock_guard lifecycle(lifecycle_mutex_);
-        auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
-        if (vm && snapshotted() && vm->release_snapshot()) {
+        auto* saved = instance_ ? instance_->snapshots() : nullptr;
+        if (saved && snapshotted() && saved->release_snapshot()) {
             audit("shutdown", {{"kept", "snapshot"}});
             instance_.reset();
         } else if (keep_running && instance_) {
@@ -617,8 +616,8 @@ void Sandbox::pause(bool snapshot) {
         if (status_ != SandboxStatus::running && status_ != SandboxStatus::paused)
             throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
     }
-    auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
-    if (snapshot && !vm)
+    auto* snapshots = instance_ ? instance_->snapshots() : nullptr;
+    if (snapshot && !snapshots)
         throw ApiError(409, "snapshot_unsupported",
                        "sandbox " + config_.id + " runs in a " + config_.runtime_name +
                            "; snapshots need the microvm runtime (pause without \"snapshot\" "
@@ -648,7 +647,7 @@ void Sandbox::pause(bool snapshot) {
     detach_agent();
     std::uint64_t bytes = 0;
     try {
-        bytes = vm->snapshot();
+        bytes = snapshots->snapshot();
     } catch (const std::exception& e) {
         // The VM still runs (the runtime continued it): take the session up again.
         std::string reason = std::string("snapshot failed: ") + e.what();
@@ -696,7 +695,6 @@ void Sandbox::resume() {
             status_ = SandboxStatus::running;
         }
     }
-    auto* vm = dynamic_cast<runtime::MicrovmSandbox*>(instance_.get());
     if (!from_snapshot) {
         if (!agent_connected()) {
             // Adopted while paused: its agent gets its session now.
@@ -708,11 +706,12 @@ void Sandbox::resume() {
                 throw ApiError(502, "agent_unreachable", error_reason());
             }
         }
-        if (vm) sync_guest(/*new_identity=*/false);  // a container shares the host's clock
+        // A guest kernel's clock stood still while paused; a container's is the host's.
+        if (!instance_->shares_host_clock()) sync_guest(/*new_identity=*/false);
         return;
     }
     try {
-        vm->restore_from_snapshot();
+        instance_->snapshots()->restore_from_snapshot();
     } catch (const std::exception& e) {
         // The snapshot stays as it was (still paused): the caller may retry or kill.
         throw ApiError(422, "snapshot_unusable", e.what());
@@ -741,6 +740,10 @@ void Sandbox::resume() {
     std::lock_guard lock(mutex_);
     status_ = SandboxStatus::running;
     expires_at_ = SystemClock::now() + config_.timeout;
+}
+
+bool Sandbox::can_snapshot() const {
+    return instance_ && instance_->snapshots() != nullptr;
 }
 
 bool Sandbox::snapshotted() const {

@@ -23,6 +23,7 @@
 #include "server/runtime/runtime.hpp"
 #include "server/runtime/user_namespace.hpp"
 #include "server/sandbox/api_error.hpp"
+#include "server/sandbox/sandbox_config.hpp"
 #include "server/stream/pointer_input.hpp"
 #include "streaming/frame_mirror.hpp"
 #include "streaming/image_encoder.hpp"
@@ -36,25 +37,6 @@ using SystemClock = std::chrono::system_clock;
 
 enum class SandboxStatus { starting, running, paused, error, killed };
 const char* to_string(SandboxStatus status);
-
-struct SandboxConfig {
-    std::string id;
-    std::string template_name;
-    std::string runtime_name;
-    int width = 1280, height = 800, dpi = 96;
-    std::optional<input::Size> api_resolution;
-    std::chrono::seconds timeout{300};
-    bool pause_on_timeout = false;
-    nlohmann::json metadata = nlohmann::json::object();
-    std::map<std::string, std::string> env;
-    runtime::ResourceLimits limits;
-    network::NetworkPolicy network = network::NetworkPolicy::closed();
-    std::uint64_t egress_kbps = 0;         // limits.egress_kbps; 0: no limit
-    std::filesystem::path recordings_dir;  // where recordings go (they outlive the sandbox)
-    bool vnc = true;                       // serve VNC on a loopback port
-    bool fast_start = true;                // microvm: restore from the template snapshot
-    bool pooled = false;                   // made ahead for the pool, not yet handed out
-};
 
 // The VNC clients' pointer and key state. libvncserver's callbacks do not say which client
 // sent an event, so all of a sandbox's control clients share one.
@@ -129,6 +111,7 @@ class Sandbox {
     void pause(bool snapshot = false);
     void resume();
     bool snapshotted() const;
+    bool can_snapshot() const;  // its runtime can save it (pause with `snapshot`)
     // How long a sandbox saved to a snapshot is kept without a resume (the server's maximum
     // timeout).
     void set_max_saved_lifetime(std::chrono::seconds lifetime) { max_saved_lifetime_ = lifetime; }
@@ -280,6 +263,5 @@ class Sandbox {
     // the server record, so the next server continues it (as a new recording) on adoption.
     std::optional<nlohmann::json> recording_options_;
 };
-
 
 }  // namespace deskbox::server

@@ -14,30 +14,15 @@
 
 #include "common/child_process.hpp"
 #include "common/random.hpp"
-#include "server/runtime/container_runtime.hpp"
-#include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/mounts.hpp"
 
 namespace deskbox::server {
 namespace {
 
-const std::set<std::string> kCreateFields = {
-    "template",       "runtime",    "resolution", "dpi",     "timeout_s", "metadata", "env",
-    "api_resolution", "on_timeout", "limits",     "network", "record",    "vnc",      "fast_start"};
-
-std::pair<int, int> parse_size(const nlohmann::json& v, const std::string& field) {
-    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
-        throw bad_request(field, "expected [width, height] as two integers");
-    int w = v[0], h = v[1];
-    if (w < 64 || h < 64 || w > 8192 || h > 8192)
-        throw bad_request(field, "each side must be in 64..8192");
-    return {w, h};
-}
-
 // The template VM is saved once its desktop is up: the agent answered and the screen
 // arrived. The host's session ends before the save (restored copies get their own).
-void wait_for_desktop(runtime::MicrovmSandbox& vm, std::chrono::milliseconds timeout) {
-    UniqueFd fd = vm.connect_agent(timeout);
+void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::milliseconds timeout) {
+    UniqueFd fd = sandbox.connect_agent(timeout);
     int raw = fd.release();
     auto channel = std::make_unique<protocol::Channel>(raw, raw);
     protocol::handshake(*channel, "host");
@@ -72,13 +57,23 @@ UniqueFd lock_state_dir(const std::filesystem::path& state_dir) {
 
 }  // namespace
 
-SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(options)) {
+SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry runtimes)
+    : options_(std::move(options)), runtimes_(std::move(runtimes)) {
     std::filesystem::create_directories(options_.state_dir);
     state_lock_ = lock_state_dir(options_.state_dir);
-    if (options_.user_namespaces && !options_.container_runtime) {
+    const auto all = runtimes_.all();
+    if (options_.user_namespaces &&
+        std::any_of(all.begin(), all.end(),
+                    [](const runtime::Runtime* r) { return r->needs_user_namespace(); })) {
         if (auto problem = runtime::host_id_range_problem(options_.host_ids); !problem.empty())
             throw std::runtime_error("cannot give sandboxes their own host ids: " + problem);
         runtime::open_the_way_to_sandboxes(options_.state_dir);
+    }
+    if (!options_.microvm_pool.empty()) {
+        auto* pool_runtime = runtimes_.find(kPoolRuntime);
+        if (!pool_runtime || !pool_runtime->template_snapshots())
+            throw std::runtime_error(std::string("a pool needs the ") + kPoolRuntime +
+                                     " runtime with template snapshots");
     }
     // Sandboxes get a copy of the agent, so rebuilding it never disturbs running ones.
     agent_dir_ = options_.state_dir / "agent";
@@ -97,15 +92,6 @@ SandboxManager::SandboxManager(ManagerOptions options) : options_(std::move(opti
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
     network_ = std::make_unique<network::NetworkService>(options_.network);
-    if (options_.container_runtime) {
-        container_runtime_ = options_.container_runtime();
-    } else {
-        runtime::ContainerRuntimeOptions runtime_options;
-        runtime_options.cgroup_parent =
-            runtime::ContainerRuntime::cgroup_parent_for(options_.state_dir);
-        container_runtime_ = std::make_unique<runtime::ContainerRuntime>(runtime_options);
-    }
-    microvm_runtime_ = std::make_unique<runtime::MicrovmRuntime>();
     reaper_ = std::thread([this] { reaper_loop(); });
     if (!options_.microvm_pool.empty()) pool_filler_ = std::thread([this] { pool_loop(); });
 }
@@ -175,96 +161,87 @@ std::vector<std::string> SandboxManager::adopt_each(const std::vector<std::strin
 }
 
 std::vector<std::string> SandboxManager::adopt_running() {
-    auto& microvm = static_cast<runtime::MicrovmRuntime&>(*microvm_runtime_);
-    // The guest's agent learns of the old host's end over virtio-serial and waits for the
-    // next; under TCG that takes seconds, not the milliseconds a container needs.
-    std::vector<std::string> adopted = adopt_each(
-        microvm.list_running(options_.state_dir), "microvm",
-        std::min(microvm_agent_timeout(), std::chrono::milliseconds(30000)),
-        [&](const std::string& id, const nlohmann::json& record, const SandboxConfig& net_config,
-            const std::filesystem::path& audit_path) {
-            // Nobody holds its tokens: the new server's pool makes its own.
-            if (record.value("pooled", false))
-                throw std::runtime_error("it was made for the pool and never handed out");
-            auto instance = microvm.adopt_running(options_.state_dir, id);
-            // QEMU's tap kept the old router alive; the new network takes it over as it is.
-            std::shared_ptr<network::SandboxNetwork> net;
-            if (net_config.network.enabled()) {
-                UniqueFd router = instance->tap_namespace();
-                net = make_network(net_config, "/proc/self/fd/" + std::to_string(router.get()));
-            }
-            instance->set_network_attachment(attachment_for(net));  // for a later restore
-            auto sandbox = Sandbox::adopt_running(record, std::move(instance), audit_path,
-                                                  microvm_agent_timeout());
-            sandbox->attach_network(std::move(net));
-            return sandbox;
-        });
-    auto* runc = dynamic_cast<runtime::ContainerRuntime*>(container_runtime_.get());
-    if (!runc) return adopted;  // a test's fake container runtime keeps nothing
-    auto containers = adopt_each(
-        runc->list_leftovers(options_.state_dir), "container",
-        std::min(options_.agent_timeout, std::chrono::milliseconds(5000)),
-        [&](const std::string& id, const nlohmann::json& record, const SandboxConfig& net_config,
-            const std::filesystem::path& audit_path) {
-            runtime::SandboxSpec spec;
-            spec.id = id;
-            spec.state_root = options_.state_dir;
-            spec.limits = runtime::limits_from_json(record.at("limits"));
-            auto instance = runc->adopt(spec);
-            const pid_t entry = instance->entry_pid();
-            std::unique_ptr<runtime::SandboxNamespaces> namespaces;
-            if (record.contains("host_id_base"))
-                namespaces =
-                    std::make_unique<runtime::SandboxNamespaces>(runtime::SandboxNamespaces::open(
-                        namespaces_dir(id), host_id_slots_.claim(record["host_id_base"])));
-            auto net = make_network(net_config, "/proc/" + std::to_string(entry) + "/ns/net");
-            auto sandbox = Sandbox::adopt_running(record, std::move(instance), audit_path,
-                                                  options_.agent_timeout);
-            sandbox->attach_network(std::move(net));
-            sandbox->attach_namespaces(std::move(namespaces));
-            return sandbox;
-        });
-    adopted.insert(adopted.end(), containers.begin(), containers.end());
+    std::vector<std::string> adopted;
+    for (auto* runtime : runtimes_.all()) {
+        const std::string name = runtime->name();
+        auto* adoption = runtime->running_adoption();
+        if (!adoption) continue;  // this runtime's sandboxes end with their server
+        const auto boot_timeout = runtime->boot_timeout(options_.agent_timeout);
+        auto ids = adopt_each(
+            adoption->adoption_candidates(options_.state_dir), name,
+            std::min(boot_timeout, adoption->reconnect_timeout()),
+            [&](const std::string& id, const nlohmann::json& record,
+                const SandboxConfig& net_config, const std::filesystem::path& audit_path) {
+                // Nobody holds its tokens: the new server's pool makes its own.
+                if (record.value("pooled", false))
+                    throw std::runtime_error("it was made for the pool and never handed out");
+                auto instance = adoption->adopt_left_running(
+                    options_.state_dir, id, runtime::limits_from_json(record.at("limits")));
+                std::unique_ptr<runtime::SandboxNamespaces> namespaces;
+                if (record.contains("host_id_base"))
+                    namespaces = std::make_unique<runtime::SandboxNamespaces>(
+                        runtime::SandboxNamespaces::open(
+                            namespaces_dir(id), host_id_slots_.claim(record["host_id_base"])));
+                // Its network lives on: a container's own namespace, or the router a microVM's
+                // tap kept alive. The new network takes it over as it is.
+                UniqueFd netns = instance->adopted_network_namespace();
+                auto net = make_network(
+                    net_config, netns ? "/proc/self/fd/" + std::to_string(netns.get()) : "");
+                if (auto* snapshots = instance->snapshots())
+                    snapshots->set_network_attachment(attachment_for(net));  // a later restore's
+                auto sandbox =
+                    Sandbox::adopt_running(record, std::move(instance), audit_path, boot_timeout);
+                sandbox->attach_network(std::move(net));
+                sandbox->attach_namespaces(std::move(namespaces));
+                return sandbox;
+            });
+        adopted.insert(adopted.end(), ids.begin(), ids.end());
+    }
     return adopted;
 }
 
 std::vector<std::string> SandboxManager::adopt_snapshots() {
-    auto& microvm = static_cast<runtime::MicrovmRuntime&>(*microvm_runtime_);
     std::vector<std::string> adopted;
-    for (const auto& id : microvm.list_snapshotted(options_.state_dir)) {
-        std::unique_ptr<runtime::MicrovmSandbox> instance;
-        try {
-            instance = microvm.adopt_snapshot(options_.state_dir, id);
-            std::ifstream in(Sandbox::record_path(options_.state_dir, id));
-            if (!in) throw std::runtime_error("no server record next to the snapshot");
-            auto record = nlohmann::json::parse(in);
-            // The network of the last server went with it: a new one, same policy.
-            SandboxConfig net_config;
-            net_config.id = id;
-            net_config.runtime_name = "microvm";
-            net_config.network = network::NetworkPolicy::parse(record.at("network"));
-            net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
-            auto net = make_network(net_config);
-            instance->set_network_attachment(attachment_for(net));
-            auto sandbox = Sandbox::adopt(record, std::move(instance),
-                                          options_.state_dir / "audit" / (id + ".jsonl"),
-                                          microvm_agent_timeout());
-            sandbox->attach_network(std::move(net));
-            sandbox->set_max_saved_lifetime(options_.max_timeout);
-            sandbox->audit("adopt", {{"reason", "server restart"}});
-            std::lock_guard lock(mutex_);
-            sandboxes_[id] = std::move(sandbox);
-            adopted.push_back(id);
-        } catch (const std::exception& e) {
-            // Unusable: removed like any leftover (the instance's destructor tears it down).
-            std::fprintf(stderr, "deskboxd: cannot adopt snapshot %s, removing it: %s\n",
-                         id.c_str(), e.what());
-            if (instance) {
-                instance.reset();
-            } else {
-                try {
-                    microvm.cleanup_leftover(options_.state_dir, id);
-                } catch (const std::exception&) {
+    for (auto* runtime : runtimes_.all()) {
+        const std::string name = runtime->name();
+        auto* adoption = runtime->snapshot_adoption();
+        if (!adoption) continue;
+        for (const auto& id : adoption->list_snapshotted(options_.state_dir)) {
+            std::unique_ptr<runtime::SandboxInstance> instance;
+            try {
+                instance = adoption->adopt_saved(options_.state_dir, id);
+                std::ifstream in(Sandbox::record_path(options_.state_dir, id));
+                if (!in) throw std::runtime_error("no server record next to the snapshot");
+                auto record = nlohmann::json::parse(in);
+                // The network of the last server went with it: a new one, same policy.
+                SandboxConfig net_config;
+                net_config.id = id;
+                net_config.runtime_name = name;
+                net_config.network = network::NetworkPolicy::parse(record.at("network"));
+                net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
+                auto net = make_network(net_config);
+                if (auto* snapshots = instance->snapshots())
+                    snapshots->set_network_attachment(attachment_for(net));
+                auto sandbox = Sandbox::adopt(record, std::move(instance),
+                                              options_.state_dir / "audit" / (id + ".jsonl"),
+                                              runtime->boot_timeout(options_.agent_timeout));
+                sandbox->attach_network(std::move(net));
+                sandbox->set_max_saved_lifetime(options_.max_timeout);
+                sandbox->audit("adopt", {{"reason", "server restart"}});
+                std::lock_guard lock(mutex_);
+                sandboxes_[id] = std::move(sandbox);
+                adopted.push_back(id);
+            } catch (const std::exception& e) {
+                // Unusable: removed like any leftover (the instance's destructor tears it down).
+                std::fprintf(stderr, "deskboxd: cannot adopt snapshot %s, removing it: %s\n",
+                             id.c_str(), e.what());
+                if (instance) {
+                    instance.reset();
+                } else {
+                    try {
+                        runtime->cleanup_leftover(options_.state_dir, id);
+                    } catch (const std::exception&) {
+                    }
                 }
             }
         }
@@ -272,14 +249,9 @@ std::vector<std::string> SandboxManager::adopt_snapshots() {
     return adopted;
 }
 
-std::chrono::milliseconds SandboxManager::microvm_agent_timeout() const {
-    // A microVM boots a kernel and the desktop under emulation where KVM is not usable.
-    return std::max(options_.agent_timeout, std::chrono::milliseconds(180000));
-}
-
 std::vector<std::string> SandboxManager::clean_leftovers() {
     std::vector<std::string> cleaned;
-    for (auto* runtime : {container_runtime_.get(), microvm_runtime_.get()})
+    for (auto* runtime : runtimes_.all())
         for (const auto& id : runtime->list_leftovers(options_.state_dir)) {
             try {
                 runtime->cleanup_leftover(options_.state_dir, id);
@@ -311,10 +283,9 @@ std::vector<std::string> SandboxManager::clean_leftovers() {
     return cleaned;
 }
 
-runtime::Runtime& SandboxManager::runtime_for(const std::string& name) {
-    if (name == "container") return *container_runtime_;
-    if (name == "microvm") return *microvm_runtime_;
-    throw bad_request("runtime", "unknown runtime '" + name + "' (container, microvm)");
+runtime::Runtime& SandboxManager::runtime_for(const std::string& name) const {
+    if (auto* runtime = runtimes_.find(name)) return *runtime;
+    throw bad_request("runtime", "unknown runtime '" + name + "' (" + runtimes_.names() + ")");
 }
 
 std::vector<std::string> SandboxManager::template_names() const {
@@ -361,143 +332,20 @@ std::filesystem::path SandboxManager::template_rootfs(const std::string& name) c
     return path;
 }
 
-SandboxConfig SandboxManager::parse_create(const nlohmann::json& request,
-                                           nlohmann::json& definition) const {
-    if (!request.is_object()) throw bad_request("", "request body must be a JSON object");
-    for (auto& [key, value] : request.items())
-        if (!kCreateFields.count(key)) throw bad_request(key, "unknown field");
-    SandboxConfig c;
-    c.template_name = options_.default_template;
-    c.runtime_name = options_.default_runtime;
-    c.timeout = options_.default_timeout;
-    c.limits.disk_mb = options_.default_disk_mb;
-    auto string_field = [&](const char* name, std::string& out) {
-        if (!request.contains(name)) return;
-        if (!request[name].is_string()) throw bad_request(name, "expected a string");
-        out = request[name];
-    };
-    string_field("template", c.template_name);
-    string_field("runtime", c.runtime_name);
-    definition = template_definition(c.template_name);
-    if (definition.contains("session")) {
-        auto& s = definition["session"];
-        if (s.contains("resolution"))
-            std::tie(c.width, c.height) =
-                parse_size(s["resolution"], "template.session.resolution");
-        c.dpi = s.value("dpi", c.dpi);
-    }
-    if (request.contains("resolution"))
-        std::tie(c.width, c.height) = parse_size(request["resolution"], "resolution");
-    if (request.contains("api_resolution")) {
-        auto [w, h] = parse_size(request["api_resolution"], "api_resolution");
-        c.api_resolution = input::Size{w, h};
-    }
-    if (request.contains("dpi")) {
-        if (!request["dpi"].is_number_integer()) throw bad_request("dpi", "expected an integer");
-        c.dpi = request["dpi"];
-        if (c.dpi < 24 || c.dpi > 600) throw bad_request("dpi", "must be in 24..600");
-    }
-    if (request.contains("timeout_s")) {
-        const auto& t = request["timeout_s"];
-        if (!t.is_number_integer())
-            throw bad_request("timeout_s", "expected an integer number of seconds");
-        long long s = t;
-        if (s < 1 || s > options_.max_timeout.count())
-            throw bad_request("timeout_s",
-                              "must be in 1.." + std::to_string(options_.max_timeout.count()));
-        c.timeout = std::chrono::seconds(s);
-    }
-    if (request.contains("on_timeout")) {
-        const auto& v = request["on_timeout"];
-        if (v != "kill" && v != "pause")
-            throw bad_request("on_timeout", "expected \"kill\" or \"pause\"");
-        c.pause_on_timeout = v == "pause";
-    }
-    if (request.contains("metadata")) {
-        if (!request["metadata"].is_object()) throw bad_request("metadata", "expected an object");
-        if (request["metadata"].dump().size() > 16384)
-            throw bad_request("metadata", "larger than 16 KiB");
-        c.metadata = request["metadata"];
-    }
-    if (request.contains("env")) {
-        if (!request["env"].is_object()) throw bad_request("env", "expected an object of strings");
-        for (auto& [k, v] : request["env"].items()) {
-            if (!v.is_string()) throw bad_request("env." + k, "expected a string");
-            if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
-                throw bad_request("env", "invalid variable name '" + k + "'");
-            c.env[k] = v;
-        }
-    }
-    if (request.contains("vnc")) {
-        if (!request["vnc"].is_boolean()) throw bad_request("vnc", "expected a boolean");
-        c.vnc = request["vnc"];
-    }
-    if (request.contains("record")) {
-        const auto& r = request["record"];
-        if (!r.is_boolean() && !r.is_object())
-            throw bad_request("record", "expected true or {\"actions\": bool, \"fps\": n}");
-        if (r.is_object()) {
-            for (auto& [k, v] : r.items())
-                if (k != "actions" && k != "fps") throw bad_request("record." + k, "unknown field");
-            if (r.contains("actions") && !r["actions"].is_boolean())
-                throw bad_request("record.actions", "expected true or false");
-            if (r.contains("fps") && (!r["fps"].is_number_integer() || r["fps"].get<int>() < 1 ||
-                                      r["fps"].get<int>() > 60))
-                throw bad_request("record.fps", "expected an integer in 1..60");
-        }
-    }
-    if (request.contains("fast_start")) {
-        if (!request["fast_start"].is_boolean())
-            throw bad_request("fast_start", "expected a boolean");
-        c.fast_start = request["fast_start"];
-    }
-    c.network = options_.default_network;
-    if (request.contains("network")) {
-        try {
-            c.network = network::NetworkPolicy::parse(request["network"]);
-        } catch (const network::PolicyError& e) {
-            throw bad_request(e.field(), std::string(e.what()).substr(e.field().size() + 2));
-        }
-    }
-    if (request.contains("limits")) {
-        const auto& l = request["limits"];
-        if (!l.is_object()) throw bad_request("limits", "expected an object");
-        for (auto& [k, v] : l.items()) {
-            if (k == "memory_mb") {
-                if (!v.is_number_integer() || v.get<long long>() < 128 ||
-                    v.get<long long>() > 65536)
-                    throw bad_request("limits.memory_mb", "expected an integer in 128..65536");
-                c.limits.memory_mb = v;
-            } else if (k == "cpus") {
-                if (!v.is_number() || v.get<double>() < 0.1 || v.get<double>() > 64)
-                    throw bad_request("limits.cpus", "expected a number in 0.1..64");
-                c.limits.cpus = v;
-            } else if (k == "egress_kbps") {
-                if (!v.is_number_integer() || v.get<long long>() < 8 ||
-                    v.get<long long>() > 100'000'000)
-                    throw bad_request("limits.egress_kbps",
-                                      "expected an integer in 8..100000000 (kbit/s)");
-                c.egress_kbps = v;
-            } else if (k == "pids") {
-                if (!v.is_number_integer() || v.get<long long>() < 32 || v.get<long long>() > 65536)
-                    throw bad_request("limits.pids", "expected an integer in 32..65536");
-                c.limits.pids = v;
-            } else if (k == "disk_mb") {
-                if (!v.is_number_integer() || v.get<long long>() < 64 ||
-                    v.get<long long>() > (1ll << 22))
-                    throw bad_request("limits.disk_mb", "expected an integer in 64..4194304 (MiB)");
-                c.limits.disk_mb = v;
-            } else {
-                throw bad_request("limits." + k, "unknown field");
-            }
-        }
-    }
-    return c;
+CreateRequest SandboxManager::parse_create(const nlohmann::json& request) const {
+    CreateDefaults defaults;
+    defaults.template_name = options_.default_template;
+    defaults.runtime_name = options_.default_runtime;
+    defaults.timeout = options_.default_timeout;
+    defaults.max_timeout = options_.max_timeout;
+    defaults.disk_mb = options_.default_disk_mb;
+    defaults.network = options_.default_network;
+    return parse_create_request(
+        request, defaults, [this](const std::string& name) { return template_definition(name); });
 }
 
 std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
-    nlohmann::json definition;
-    SandboxConfig config = parse_create(request, definition);
+    auto [config, definition] = parse_create(request);
     runtime_for(config.runtime_name);  // an unknown runtime is a 400 before anything else
     std::shared_ptr<Sandbox> sandbox = take_pooled(request, config);
     if (!sandbox) {
@@ -532,12 +380,10 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
                                                        const nlohmann::json& definition) {
     runtime::Runtime& runtime = runtime_for(config.runtime_name);
     auto rootfs = template_rootfs(config.template_name);
-    if (config.runtime_name == "microvm") {
-        try {
-            static_cast<runtime::MicrovmRuntime&>(runtime).image_for(rootfs);
-        } catch (const runtime::RuntimeError& e) {
-            throw ApiError(409, "template_not_built", e.what(), "template");
-        }
+    try {
+        runtime.check_template(rootfs);
+    } catch (const runtime::RuntimeError& e) {
+        throw ApiError(409, "template_not_built", e.what(), "template");
     }
     config.id = "sb-" + random::hex(6);
     runtime::SandboxSpec spec;
@@ -554,11 +400,10 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     if (definition.contains("env"))
         for (auto& [k, v] : definition["env"].items()) spec.env[k] = v;
     for (auto& [k, v] : config.env) spec.env[k] = v;
-    const bool microvm = config.runtime_name == "microvm";
     spec.entry = {"/opt/deskbox/bin/deskbox-agent",
                   "--init",
                   "--channel",
-                  microvm ? runtime::kAgentChannelArg : "unix-listen:/run/deskbox/agent.sock",
+                  runtime.agent_channel_arg(),
                   "--size",
                   std::to_string(config.width) + "x" + std::to_string(config.height),
                   "--dpi",
@@ -590,7 +435,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
         // Containers: a user namespace with its own host ids, and the network namespace it
         // owns for the sandbox's network (runc joins both).
         std::unique_ptr<runtime::SandboxNamespaces> namespaces;
-        if (!microvm && options_.user_namespaces && !options_.container_runtime) {
+        if (runtime.needs_user_namespace() && options_.user_namespaces) {
             try {
                 namespaces =
                     std::make_unique<runtime::SandboxNamespaces>(runtime::SandboxNamespaces::create(
@@ -609,20 +454,19 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     }
     sandbox->set_max_saved_lifetime(options_.max_timeout);
     sandbox->audit("create", request);
-    if (microvm && config.fast_start) {
-        auto& vm_runtime = static_cast<runtime::MicrovmRuntime&>(runtime);
-        auto timeout = microvm_agent_timeout();
+    const auto timeout = runtime.boot_timeout(options_.agent_timeout);
+    if (auto* template_snapshots = config.fast_start ? runtime.template_snapshots() : nullptr) {
         sandbox->boot(
             [&]() -> std::unique_ptr<runtime::SandboxInstance> {
                 // The template VM gets a NIC like its copies, on a network of its own that
                 // reaches nothing.
                 runtime::SandboxSpec template_spec = spec;
                 if (spec.network) template_spec.attachment = throwaway_attachment();
-                auto dir = vm_runtime.ensure_template_snapshot(
+                auto dir = template_snapshots->template_snapshot_for(
                     template_spec,
-                    [&](runtime::MicrovmSandbox& vm) { wait_for_desktop(vm, timeout); });
+                    [&](runtime::SandboxInstance& vm) { wait_for_desktop(vm, timeout); });
                 try {
-                    return vm_runtime.start_from_template(spec, dir);
+                    return template_snapshots->restore_template_snapshot(spec, dir);
                 } catch (const runtime::RuntimeError& e) {
                     // A template snapshot that does not load is dropped (the next create
                     // makes a new one); this create boots instead.
@@ -635,8 +479,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
             },
             timeout, /*fresh_identity=*/true);
     } else {
-        sandbox->boot([&] { return runtime.start(spec); },
-                      microvm ? microvm_agent_timeout() : options_.agent_timeout);
+        sandbox->boot([&] { return runtime.start(spec); }, timeout);
     }
     return sandbox;
 }
@@ -647,7 +490,9 @@ std::filesystem::path SandboxManager::namespaces_dir(const std::string& id) cons
 
 std::shared_ptr<network::SandboxNetwork> SandboxManager::make_network(
     const SandboxConfig& config, const std::string& existing_netns) {
-    const bool microvm = config.runtime_name == "microvm";
+    const auto attach = runtime_for(config.runtime_name).network_attach();
+    if (attach == runtime::NetworkAttach::none) return nullptr;
+    const bool microvm = attach == runtime::NetworkAttach::tap;
     // A microVM without a network has no NIC and nothing on the host; a container always has
     // a namespace of ours (loopback only when off), which exposed ports reach it through.
     if (microvm && !config.network.enabled()) return nullptr;
@@ -712,14 +557,15 @@ std::shared_ptr<Sandbox> SandboxManager::take_pooled(const nlohmann::json& reque
     static const std::set<std::string> kPoolable = {"template",       "runtime",    "timeout_s",
                                                     "metadata",       "on_timeout", "record",
                                                     "api_resolution", "fast_start"};
-    if (config.runtime_name != "microvm" || !config.fast_start) return nullptr;
+    // They were restored from template snapshots: a create that asks for a boot takes none.
+    if (!config.fast_start) return nullptr;
     for (auto& [key, value] : request.items())
         if (!kPoolable.count(key)) return nullptr;
     while (true) {
         std::shared_ptr<Sandbox> sandbox;
         {
             std::lock_guard lock(mutex_);
-            auto it = pool_.find(config.template_name);
+            auto it = pool_.find({config.runtime_name, config.template_name});
             if (it == pool_.end() || it->second.empty()) return nullptr;
             sandbox = std::move(it->second.front());
             it->second.erase(it->second.begin());
@@ -741,7 +587,7 @@ void SandboxManager::pool_loop() {
     while (!stopping_) {
         std::string wanted;
         for (const auto& [name, size] : options_.microvm_pool)
-            if (pool_[name].size() < size &&
+            if (pool_[{kPoolRuntime, name}].size() < size &&
                 sandboxes_.size() + starting_ + pooled_count_locked() < options_.max_sandboxes) {
                 wanted = name;
                 break;
@@ -754,9 +600,8 @@ void SandboxManager::pool_loop() {
         lock.unlock();
         std::shared_ptr<Sandbox> sandbox;
         try {
-            nlohmann::json request = {{"template", wanted}, {"runtime", "microvm"}};
-            nlohmann::json definition;
-            SandboxConfig config = parse_create(request, definition);
+            nlohmann::json request = {{"template", wanted}, {"runtime", kPoolRuntime}};
+            auto [config, definition] = parse_create(request);
             config.pooled = true;
             sandbox = start_sandbox(request, std::move(config), definition);
         } catch (const std::exception& e) {
@@ -771,7 +616,7 @@ void SandboxManager::pool_loop() {
             sandbox->kill();
             lock.lock();
         } else {
-            pool_[wanted].push_back(std::move(sandbox));
+            pool_[{kPoolRuntime, wanted}].push_back(std::move(sandbox));
         }
     }
 }
@@ -846,8 +691,8 @@ void SandboxManager::reaper_loop() {
         for (auto& s : expired) {
             if (s->config().pause_on_timeout && s->status() == SandboxStatus::running) {
                 try {
-                    // A microVM is saved to disk: a paused sandbox then holds no memory.
-                    const bool snapshot = s->config().runtime_name == "microvm";
+                    // Saved to disk where the runtime can: a paused sandbox then holds no memory.
+                    const bool snapshot = s->can_snapshot();
                     s->pause(snapshot);
                     s->audit("timeout", {{"action", snapshot ? "snapshot" : "pause"}});
                     s->set_timeout(options_.max_timeout);  // paused ones wait for a resume or kill

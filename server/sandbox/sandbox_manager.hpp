@@ -21,6 +21,8 @@
 #include "server/network/network_policy.hpp"
 #include "server/network/sandbox_network.hpp"
 #include "server/runtime/runtime.hpp"
+#include "server/runtime/runtime_registry.hpp"
+#include "server/sandbox/create_request.hpp"
 #include "server/sandbox/sandbox.hpp"
 
 namespace deskbox::server {
@@ -45,8 +47,6 @@ struct ManagerOptions {
     network::NetworkPolicy default_network = network::NetworkPolicy::open();
     // The egress proxy and DNS filter (--dns-upstream, --public-range).
     network::NetworkOptions network;
-    // What runs "container" sandboxes; unset: runc. The HTTP fuzzer sets a FakeRuntime.
-    std::function<std::unique_ptr<runtime::Runtime>()> container_runtime;
     // Container sandboxes get a user namespace of their own with a slot of these host ids
     // (--userns-range; checked against the host's accounts at start). false: guest ids are
     // host ids (--userns false; weaker, for kernels without idmapped mounts).
@@ -56,7 +56,9 @@ struct ManagerOptions {
 
 class SandboxManager {
   public:
-    explicit SandboxManager(ManagerOptions options);
+    // `runtimes`: what a create's "runtime" names (deskboxd: container and microvm; tests and
+    // the HTTP fuzzer: a FakeRuntime).
+    SandboxManager(ManagerOptions options, runtime::RuntimeRegistry runtimes);
     ~SandboxManager();  // kills every sandbox (see keep_sandboxes_on_exit)
     SandboxManager(const SandboxManager&) = delete;
     SandboxManager& operator=(const SandboxManager&) = delete;
@@ -102,10 +104,9 @@ class SandboxManager {
                                         const std::string& runtime_name,
                                         std::chrono::milliseconds reattach_timeout,
                                         const AdoptOne& take);
-    // Also hands back the template's definition, read once per create.
-    SandboxConfig parse_create(const nlohmann::json& request, nlohmann::json& definition) const;
-    runtime::Runtime& runtime_for(const std::string& name);
-    std::chrono::milliseconds microvm_agent_timeout() const;
+    // The request checked against this server's defaults (ApiError 400 naming the field).
+    CreateRequest parse_create(const nlohmann::json& request) const;
+    runtime::Runtime& runtime_for(const std::string& name) const;  // 400 if unknown
     std::filesystem::path template_rootfs(const std::string& name) const;
     nlohmann::json template_definition(const std::string& name) const;
     void reaper_loop();
@@ -135,8 +136,7 @@ class SandboxManager {
     std::filesystem::path agent_dir_;
     // Before the runtimes and sandboxes: it outlives every sandbox network.
     std::unique_ptr<network::NetworkService> network_;
-    std::unique_ptr<runtime::Runtime> container_runtime_;
-    std::unique_ptr<runtime::Runtime> microvm_runtime_;
+    runtime::RuntimeRegistry runtimes_;
 
     mutable std::mutex mutex_;
     std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
@@ -146,7 +146,10 @@ class SandboxManager {
     bool stopping_ = false;
     std::atomic<bool> keep_on_exit_{false};
     std::thread reaper_;
-    std::map<std::string, std::vector<std::shared_ptr<Sandbox>>> pool_;  // template -> ready
+    // The runtime whose sandboxes ManagerOptions::microvm_pool keeps ready.
+    static constexpr const char* kPoolRuntime = "microvm";
+    // (runtime, template) -> ready sandboxes
+    std::map<std::pair<std::string, std::string>, std::vector<std::shared_ptr<Sandbox>>> pool_;
     std::condition_variable pool_wake_;
     std::thread pool_filler_;
 };

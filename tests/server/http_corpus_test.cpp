@@ -28,7 +28,8 @@ TEST(HttpCorpus, EverySeedPassesTheFuzzChecks) {
 class FakeSandboxApi : public ::testing::Test {
   protected:
     void SetUp() override {
-        manager_ = test::make_fake_sandbox_manager(images_);
+        // A real container network (root), as runc's sandboxes get: exposed ports reach it.
+        manager_ = test::make_fake_sandbox_manager(images_, {}, runtime::NetworkAttach::netns);
         router_ = std::make_unique<ApiRouter>(*manager_, ApiOptions{});
         auto created = call(http::verb::post, "/v1/sandboxes", "{}");
         ASSERT_EQ(created.result_int(), 201u) << created.body();

@@ -1,6 +1,6 @@
 // libFuzzer target for deskboxd's HTTP surface: request bytes -> Beast's request parser (with
-// deskboxd's header limit) -> ApiRouter -> validation, against a SandboxManager whose
-// "container" runtime is a FakeRuntime, so one sandbox is there to aim at without a guest.
+// deskboxd's header limit) -> ApiRouter -> validation, against a SandboxManager whose only
+// runtime is a FakeRuntime, so one sandbox is there to aim at without a guest.
 // In an input, "sb-fuzz" stands for that sandbox's id, "tok-fuzz" for its control token and
 // "mcp-fuzz" for an open MCP session. Invariants, for every request:
 //   - no crash, no sanitizer report, no exception out of the router;
@@ -52,10 +52,13 @@ struct Harness {
     std::unique_ptr<server::ApiRouter> router;
 
     Harness() {
-        manager = test::make_fake_sandbox_manager(images, [](server::ManagerOptions& o) {
-            o.max_sandboxes = 1;  // a create that passes validation meets 429 while one runs
-            o.agent_timeout = std::chrono::seconds(5);
-        });
+        manager = test::make_fake_sandbox_manager(
+            images,
+            [](server::ManagerOptions& o) {
+                o.max_sandboxes = 1;  // a create that passes validation meets 429 while one runs
+                o.agent_timeout = std::chrono::seconds(5);
+            },
+            runtime::NetworkAttach::netns);  // exposed ports reach a real container network
         router = std::make_unique<server::ApiRouter>(*manager, server::ApiOptions{});
     }
 

@@ -169,15 +169,18 @@ nlohmann::json listening_ports(Sandbox& sandbox, const std::string& ports_domain
     try {
         auto reply =
             sandbox.call("net.listening", nlohmann::json::object(), {}, std::chrono::seconds(2));
-        const bool microvm = sandbox.config().runtime_name == "microvm";
+        // A sandbox in a network namespace of ours (a container) is reached on its loopback
+        // too; one behind a NIC (a microVM) only on its link.
+        const auto net = sandbox.network();
+        const bool loopback_reached =
+            net && net->kind() == network::SandboxNetwork::Kind::container;
         for (auto& p : reply.result.value("ports", nlohmann::json::array())) {
             int port = p.value("port", 0);
             bool reachable = false;
             for (auto& a : p.value("addresses", nlohmann::json::array())) {
                 std::string address = a.get<std::string>();
-                // A container's port is reached on its loopback; a microVM's only on its link.
-                reachable |= !microvm || (address != "127.0.0.1" && address != "::1" &&
-                                          address.rfind("127.", 0) != 0);
+                reachable |= loopback_reached || (address != "127.0.0.1" && address != "::1" &&
+                                                  address.rfind("127.", 0) != 0);
             }
             nlohmann::json entry = {
                 {"port", port},

@@ -1,0 +1,329 @@
+#include "server/cluster/cluster_service.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/random.hpp"
+#include "server/api/http_util.hpp"
+#include "server/sandbox/api_error.hpp"
+
+namespace deskbox::server {
+
+using nlohmann::json;
+
+namespace {
+
+// The host's MemAvailable in 256 MiB steps: a node's record is written again only when what
+// it says changes, and memory moves a little all the time.
+std::uint64_t memory_available_mb() {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    std::uint64_t kib = 0;
+    std::string unit;
+    while (meminfo >> key >> kib >> unit)
+        if (key == "MemAvailable:") return (kib / 1024) / 256 * 256;
+    return 0;
+}
+
+std::string header_value(const HttpRequest& request, const char* name) {
+    auto it = request.find(name);
+    return it == request.end() ? std::string() : std::string(it->value());
+}
+
+std::string client_address(HttpExchange& exchange) {
+    if (!exchange.stream) return {};
+    boost::system::error_code ec;
+    auto peer = exchange.stream->socket().remote_endpoint(ec);
+    return ec ? std::string() : peer.address().to_string();
+}
+
+// What this node tells the cluster about itself and the sandboxes it runs.
+class ManagerFacts : public cluster::LocalNode {
+  public:
+    explicit ManagerFacts(SandboxManager& manager) : manager_(manager) {}
+
+    cluster::NodeRecord facts() override {
+        cluster::NodeRecord record;
+        record.capacity_sandboxes = manager_.options().max_sandboxes;
+        record.memory_available_mb = memory_available_mb();
+        record.runtimes = manager_.runtime_names();
+        for (const auto& [name, offer] : manager_.template_offers())
+            record.templates[name] = {offer.runtimes, offer.template_snapshot, offer.pool_ready};
+        return record;
+    }
+
+    std::vector<cluster::SandboxRecord> local_sandboxes() override {
+        std::vector<cluster::SandboxRecord> out;
+        for (const auto& sandbox : manager_.list()) out.push_back(record_of(*sandbox));
+        return out;
+    }
+
+    static cluster::SandboxRecord record_of(const Sandbox& sandbox) {
+        json summary = sandbox.describe(false);
+        return {sandbox.id(),
+                "",
+                sandbox.config().runtime_name,
+                sandbox.config().template_name,
+                to_string(sandbox.status()),
+                std::move(summary)};
+    }
+
+  private:
+    SandboxManager& manager_;
+};
+
+}  // namespace
+
+struct ClusterService::Impl {
+    ClusterConfig config;
+    SandboxManager& manager;
+    ManagerFacts facts{manager};
+    std::unique_ptr<cluster::ClusterNode> node;
+    cluster::NodeForwarder forwarder;
+
+    Impl(ClusterConfig c, SandboxManager& m)
+        : config(std::move(c)),
+          manager(m),
+          forwarder(cluster::ForwarderOptions{config.node_name, config.secret}) {}
+
+    bool local(const std::string& id) const {
+        try {
+            manager.find(id);
+            return true;
+        } catch (const ApiError&) {
+            return false;
+        }
+    }
+
+    HttpResponse node_lost(const cluster::SandboxLocation& where, unsigned version) const {
+        HttpResponse res =
+            json_error(503, "node_lost",
+                       "sandbox " + where.record.id + " runs on node " + where.record.node +
+                           ", which is lost (its lease lapsed); it comes back if "
+                           "the node returns",
+                       "", version);
+        json body = json::parse(res.body());
+        body["error"]["node"] = where.record.node;
+        res.body() = body.dump();
+        res.set(http::field::retry_after, "5");
+        res.prepare_payload();
+        return res;
+    }
+
+    json with_node(json described, const std::string& node_name, bool alive) const {
+        described["node"] = node_name;
+        if (!alive) described["state"] = "lost";
+        return described;
+    }
+};
+
+ClusterService::ClusterService(ClusterConfig config, SandboxManager& manager)
+    : impl_(std::make_unique<Impl>(std::move(config), manager)) {
+    if (impl_->config.secret.size() < 16)
+        throw std::invalid_argument("the cluster secret needs at least 16 characters");
+    cluster::ClusterOptions options;
+    options.endpoints = impl_->config.etcd;
+    options.node_name = impl_->config.node_name;
+    options.advertise = impl_->config.advertise;
+    options.prefix = impl_->config.prefix;
+    options.lease_ttl = impl_->config.lease_ttl;
+    options.version = "0.1";
+    impl_->node = std::make_unique<cluster::ClusterNode>(options, impl_->facts);
+}
+
+ClusterService::~ClusterService() = default;
+
+void ClusterService::shutdown(bool sandboxes_kept) {
+    impl_->node->stop(!sandboxes_kept);
+}
+
+const std::string& ClusterService::node_name() const {
+    return impl_->config.node_name;
+}
+
+bool ClusterService::from_peer(const HttpRequest& request) const {
+    const bool claims = request.find(cluster::kForwardedByHeader) != request.end() ||
+                        request.find(kPlacementHeader) != request.end();
+    if (!claims) return false;
+    if (!cluster::secret_matches(impl_->config.secret,
+                                 header_value(request, cluster::kClusterSecretHeader)))
+        throw ApiError(403, "forbidden", "cluster headers without the cluster's secret");
+    return true;
+}
+
+std::optional<HttpResponse> ClusterService::route(HttpExchange& exchange, const std::string& id) {
+    const HttpRequest& request = exchange.request;
+    if (from_peer(request) || impl_->local(id)) return std::nullopt;
+    auto where = impl_->node->locate(id);
+    if (!where || where->record.node == impl_->config.node_name) return std::nullopt;
+    if (!where->node_alive) return impl_->node_lost(*where, request.version());
+    if (cluster::NodeForwarder::needs_relay(request) && exchange.stream) {
+        impl_->forwarder.relay(std::move(*exchange.stream), std::move(exchange.request),
+                               where->advertise, where->record.node);
+        exchange.taken = true;
+        return HttpResponse{};
+    }
+    return impl_->forwarder.forward(request, where->advertise, where->record.node,
+                                    client_address(exchange));
+}
+
+std::optional<std::string> ClusterService::placed_id(const HttpRequest& request) const {
+    if (request.find(kPlacementHeader) == request.end() || !from_peer(request)) return std::nullopt;
+    return header_value(request, kPlacementHeader);
+}
+
+HttpResponse ClusterService::create(HttpExchange& exchange, const json& body) {
+    const HttpRequest& request = exchange.request;
+    if (auto id = placed_id(request)) {
+        // Placed here by another node, which reserved the slot under this id.
+        auto sandbox = impl_->manager.create(body, *id);
+        created_here(*sandbox);
+        return json_response(201, impl_->with_node(sandbox->describe(true), node_name(), true));
+    }
+    // Bad requests are refused here, before a slot is taken anywhere.
+    const auto placement = impl_->manager.placement_of(body);
+    const std::string id = "sb-" + random::hex(6);
+    std::string chosen;
+    try {
+        chosen = impl_->node->reserve(id, {placement.runtime, placement.template_name});
+    } catch (const cluster::PlacementError& e) {
+        if (e.capacity_exhausted())
+            throw ApiError(503, "capacity_exhausted",
+                           std::string("no room in the cluster: ") + e.what());
+        throw ApiError(409, "no_node_can_run", e.what(), "template");
+    } catch (const cluster::EtcdError& e) {
+        throw ApiError(503, "cluster_unavailable", e.what());
+    }
+    if (chosen == node_name()) {
+        try {
+            auto sandbox = impl_->manager.create(body, id);
+            created_here(*sandbox);
+            return json_response(201, impl_->with_node(sandbox->describe(true), node_name(), true));
+        } catch (...) {
+            impl_->node->release(id);
+            throw;
+        }
+    }
+    auto where = impl_->node->node(chosen);
+    if (!where || !where->record) {
+        impl_->node->release(id);
+        throw ApiError(503, "node_unreachable", "node " + chosen + " left while placing");
+    }
+    HttpRequest forwarded = request;
+    forwarded.set(kPlacementHeader, id);
+    HttpResponse answer =
+        impl_->forwarder.forward(forwarded, where->advertise, chosen, client_address(exchange));
+    if (answer.result_int() / 100 != 2) impl_->node->release(id);
+    return answer;
+}
+
+json ClusterService::list() const {
+    json out = json::array();
+    std::set<std::string> seen;
+    for (const auto& sandbox : impl_->manager.list()) {
+        out.push_back(impl_->with_node(sandbox->describe(false), node_name(), true));
+        seen.insert(sandbox->id());
+    }
+    for (const auto& where : impl_->node->sandboxes()) {
+        if (seen.count(where.record.id)) continue;
+        if (where.record.node == node_name()) continue;  // being made here, or just gone
+        json described = where.record.summary.is_object() && !where.record.summary.empty()
+                             ? where.record.summary
+                             : json{{"id", where.record.id},
+                                    {"state", where.record.state},
+                                    {"runtime", where.record.runtime},
+                                    {"template", where.record.template_name}};
+        out.push_back(impl_->with_node(std::move(described), where.record.node, where.node_alive));
+    }
+    return out;
+}
+
+void ClusterService::annotate(json& described) const {
+    described["node"] = node_name();
+}
+
+namespace {
+
+json node_json(const cluster::NodeStatus& status) {
+    json node = {{"name", status.name},
+                 {"advertise", status.advertise},
+                 {"state", status.alive ? "up" : "lost"},
+                 {"drained", status.drained},
+                 {"sandboxes", status.sandboxes}};
+    if (status.record) {
+        node["capacity"] = status.record->capacity_sandboxes;
+        node["memory_available_mb"] = status.record->memory_available_mb;
+        node["runtimes"] = status.record->runtimes;
+        node["version"] = status.record->version;
+        json templates = json::object();
+        for (const auto& [name, offer] : status.record->templates)
+            templates[name] = {{"runtimes", offer.runtimes},
+                               {"template_snapshot", offer.template_snapshot},
+                               {"pool_ready", offer.pool_ready}};
+        node["templates"] = templates;
+    }
+    return node;
+}
+
+}  // namespace
+
+json ClusterService::nodes() const {
+    json list = json::array();
+    for (const auto& status : impl_->node->nodes()) list.push_back(node_json(status));
+    return {{"clustered", true}, {"node", node_name()}, {"nodes", list}};
+}
+
+json ClusterService::set_drained(const std::string& name, bool drained) {
+    if (!impl_->node->node(name))
+        throw ApiError(404, "not_found", "no node named " + name + " in the cluster", "name");
+    try {
+        impl_->node->set_drained(name, drained);
+    } catch (const cluster::EtcdError& e) {
+        throw ApiError(503, "cluster_unavailable", e.what());
+    }
+    return node_json(*impl_->node->node(name));
+}
+
+void ClusterService::created_here(const Sandbox& sandbox) {
+    try {
+        impl_->node->record_local(ManagerFacts::record_of(sandbox));
+    } catch (const std::exception& e) {
+        // The next heartbeat's sync records it.
+        std::fprintf(stderr, "deskboxd: cluster: recording %s: %s\n", sandbox.id().c_str(),
+                     e.what());
+    }
+}
+
+void ClusterService::removed_here(const std::string& id) {
+    try {
+        impl_->node->release(id);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: cluster: releasing %s: %s\n", id.c_str(), e.what());
+    }
+}
+
+std::string ClusterService::metrics() const {
+    std::ostringstream out;
+    out << "# HELP deskbox_cluster_requests_forwarded_total Requests sent to the node that owns "
+           "the sandbox.\n# TYPE deskbox_cluster_requests_forwarded_total counter\n"
+        << "deskbox_cluster_requests_forwarded_total " << impl_->forwarder.forwarded() << "\n"
+        << "# HELP deskbox_cluster_connections_relayed_total Streams and ports relayed to the "
+           "owning node.\n# TYPE deskbox_cluster_connections_relayed_total counter\n"
+        << "deskbox_cluster_connections_relayed_total " << impl_->forwarder.relayed() << "\n"
+        << "# HELP deskbox_cluster_registrations_total Times this node registered (1 + lapsed "
+           "leases).\n# TYPE deskbox_cluster_registrations_total counter\n"
+        << "deskbox_cluster_registrations_total " << impl_->node->registrations() << "\n"
+        << "# HELP deskbox_cluster_lease_renewals_failed_total Heartbeats etcd did not take.\n"
+           "# TYPE deskbox_cluster_lease_renewals_failed_total counter\n"
+        << "deskbox_cluster_lease_renewals_failed_total " << impl_->node->lease_renewals_failed()
+        << "\n";
+    std::size_t up = 0, lost = 0;
+    for (const auto& status : impl_->node->nodes()) (status.alive ? up : lost)++;
+    out << "# HELP deskbox_cluster_nodes Nodes of the cluster by state.\n"
+           "# TYPE deskbox_cluster_nodes gauge\n"
+        << "deskbox_cluster_nodes{state=\"up\"} " << up << "\n"
+        << "deskbox_cluster_nodes{state=\"lost\"} " << lost << "\n";
+    return out.str();
+}
+
+}  // namespace deskbox::server

@@ -1,0 +1,83 @@
+// deskboxd's side of a cluster (--cluster): the layer above SandboxManager that the API router
+// asks before it serves a request. It places creates on a node (this one or another), sends
+// requests for sandboxes other nodes own to them, lists the whole cluster, and keeps this node's
+// records in etcd true to what its manager runs. A server without --cluster has none of it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/cluster/cluster_node.hpp"
+#include "server/cluster/node_forwarder.hpp"
+#include "server/http/http_server.hpp"
+#include "server/sandbox/sandbox_manager.hpp"
+
+namespace deskbox::server {
+
+struct ClusterConfig {
+    std::vector<std::string> etcd;  // client URLs
+    std::string node_name;
+    std::string advertise;  // this node's API as the others reach it
+    std::string secret;     // shared by the nodes; proves a forwarded request came from one
+    std::string prefix = "/deskbox/";
+    std::chrono::seconds lease_ttl{10};
+};
+
+class ClusterService {
+  public:
+    // Joins the cluster (throws cluster::EtcdError, std::invalid_argument).
+    ClusterService(ClusterConfig config, SandboxManager& manager);
+    ~ClusterService();
+    ClusterService(const ClusterService&) = delete;
+    ClusterService& operator=(const ClusterService&) = delete;
+
+    // On a clean exit that kills the sandboxes, the node leaves at once; when they are kept for
+    // the next server, its record lapses after the lease (a restart within it is no loss).
+    void shutdown(bool sandboxes_kept);
+
+    const std::string& node_name() const;
+
+    // Whether `request` came from another node of this cluster (forwarding headers with the
+    // right secret): such a request is served here, never forwarded again. A forwarding
+    // header without the secret is an ApiError 403.
+    bool from_peer(const HttpRequest& request) const;
+
+    // For a request about sandbox `id`: nullopt when this node serves it (its own, or unknown
+    // to the cluster: the usual 404); else the answer (forwarded to the owner, or 503 node_lost
+    // / node_unreachable). When it relayed the connection (upgrades, ports), exchange.taken is
+    // set and the returned response is unused.
+    std::optional<HttpResponse> route(HttpExchange& exchange, const std::string& id);
+
+    // POST /v1/sandboxes: placed by capacity, made here or on the chosen node. Returns the
+    // answer to send (201 with the sandbox, or the owner's error). Throws ApiError.
+    HttpResponse create(HttpExchange& exchange, const nlohmann::json& body);
+    // A create another node placed here under `id` (header X-Deskbox-Placement).
+    std::optional<std::string> placed_id(const HttpRequest& request) const;
+
+    // GET /v1/sandboxes: every sandbox of the cluster, each with its node (lost ones say so).
+    nlohmann::json list() const;
+    // What inspect adds: the node.
+    void annotate(nlohmann::json& described) const;
+    // GET /v1/nodes, and drain/undrain.
+    nlohmann::json nodes() const;
+    nlohmann::json set_drained(const std::string& name, bool drained);
+
+    // This node made or removed a sandbox: its record follows at once (else at the next sync).
+    void created_here(const Sandbox& sandbox);
+    void removed_here(const std::string& id);
+
+    // Figures for /metrics.
+    std::string metrics() const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+inline constexpr const char* kPlacementHeader = "X-Deskbox-Placement";
+
+}  // namespace deskbox::server

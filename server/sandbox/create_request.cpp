@@ -1,0 +1,182 @@
+#include "server/sandbox/create_request.hpp"
+
+#include <set>
+#include <tuple>
+
+#include "server/sandbox/api_error.hpp"
+
+namespace deskbox::server {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string> kCreateFields = {
+    "template",       "runtime",    "resolution", "dpi",     "timeout_s", "metadata", "env",
+    "api_resolution", "on_timeout", "limits",     "network", "record",    "vnc",      "fast_start"};
+
+std::pair<int, int> parse_size(const json& v, const std::string& field) {
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
+        throw bad_request(field, "expected [width, height] as two integers");
+    int w = v[0], h = v[1];
+    if (w < 64 || h < 64 || w > 8192 || h > 8192)
+        throw bad_request(field, "each side must be in 64..8192");
+    return {w, h};
+}
+
+// The template's session settings: what the request's own fields then override.
+void apply_template_session(const json& definition, SandboxConfig& c) {
+    if (!definition.contains("session")) return;
+    const auto& s = definition["session"];
+    if (s.contains("resolution"))
+        std::tie(c.width, c.height) = parse_size(s["resolution"], "template.session.resolution");
+    c.dpi = s.value("dpi", c.dpi);
+}
+
+void read_screen(const json& request, SandboxConfig& c) {
+    if (request.contains("resolution"))
+        std::tie(c.width, c.height) = parse_size(request["resolution"], "resolution");
+    if (request.contains("api_resolution")) {
+        auto [w, h] = parse_size(request["api_resolution"], "api_resolution");
+        c.api_resolution = input::Size{w, h};
+    }
+    if (request.contains("dpi")) {
+        if (!request["dpi"].is_number_integer()) throw bad_request("dpi", "expected an integer");
+        c.dpi = request["dpi"];
+        if (c.dpi < 24 || c.dpi > 600) throw bad_request("dpi", "must be in 24..600");
+    }
+}
+
+void read_lifetime(const json& request, const CreateDefaults& defaults, SandboxConfig& c) {
+    if (request.contains("timeout_s")) {
+        const auto& t = request["timeout_s"];
+        if (!t.is_number_integer())
+            throw bad_request("timeout_s", "expected an integer number of seconds");
+        long long s = t;
+        if (s < 1 || s > defaults.max_timeout.count())
+            throw bad_request("timeout_s",
+                              "must be in 1.." + std::to_string(defaults.max_timeout.count()));
+        c.timeout = std::chrono::seconds(s);
+    }
+    if (request.contains("on_timeout")) {
+        const auto& v = request["on_timeout"];
+        if (v != "kill" && v != "pause")
+            throw bad_request("on_timeout", "expected \"kill\" or \"pause\"");
+        c.pause_on_timeout = v == "pause";
+    }
+}
+
+void read_metadata_and_env(const json& request, SandboxConfig& c) {
+    if (request.contains("metadata")) {
+        if (!request["metadata"].is_object()) throw bad_request("metadata", "expected an object");
+        if (request["metadata"].dump().size() > 16384)
+            throw bad_request("metadata", "larger than 16 KiB");
+        c.metadata = request["metadata"];
+    }
+    if (request.contains("env")) {
+        if (!request["env"].is_object()) throw bad_request("env", "expected an object of strings");
+        for (auto& [k, v] : request["env"].items()) {
+            if (!v.is_string()) throw bad_request("env." + k, "expected a string");
+            if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
+                throw bad_request("env", "invalid variable name '" + k + "'");
+            c.env[k] = v;
+        }
+    }
+}
+
+// vnc, record (only checked here: the server starts the recording) and fast_start.
+void read_switches(const json& request, SandboxConfig& c) {
+    if (request.contains("vnc")) {
+        if (!request["vnc"].is_boolean()) throw bad_request("vnc", "expected a boolean");
+        c.vnc = request["vnc"];
+    }
+    if (request.contains("record")) {
+        const auto& r = request["record"];
+        if (!r.is_boolean() && !r.is_object())
+            throw bad_request("record", "expected true or {\"actions\": bool, \"fps\": n}");
+        if (r.is_object()) {
+            for (auto& [k, v] : r.items())
+                if (k != "actions" && k != "fps") throw bad_request("record." + k, "unknown field");
+            if (r.contains("actions") && !r["actions"].is_boolean())
+                throw bad_request("record.actions", "expected true or false");
+            if (r.contains("fps") && (!r["fps"].is_number_integer() || r["fps"].get<int>() < 1 ||
+                                      r["fps"].get<int>() > 60))
+                throw bad_request("record.fps", "expected an integer in 1..60");
+        }
+    }
+    if (request.contains("fast_start")) {
+        if (!request["fast_start"].is_boolean())
+            throw bad_request("fast_start", "expected a boolean");
+        c.fast_start = request["fast_start"];
+    }
+}
+
+// An integer field of `limits` in [min, max].
+long long limit_in(const json& v, const std::string& field, long long min, long long max,
+                   const std::string& expected) {
+    if (!v.is_number_integer() || v.get<long long>() < min || v.get<long long>() > max)
+        throw bad_request("limits." + field, expected);
+    return v.get<long long>();
+}
+
+void read_limits(const json& l, SandboxConfig& c) {
+    if (!l.is_object()) throw bad_request("limits", "expected an object");
+    for (auto& [k, v] : l.items()) {
+        if (k == "memory_mb") {
+            c.limits.memory_mb = limit_in(v, k, 128, 65536, "expected an integer in 128..65536");
+        } else if (k == "cpus") {
+            if (!v.is_number() || v.get<double>() < 0.1 || v.get<double>() > 64)
+                throw bad_request("limits.cpus", "expected a number in 0.1..64");
+            c.limits.cpus = v;
+        } else if (k == "egress_kbps") {
+            c.egress_kbps =
+                limit_in(v, k, 8, 100'000'000, "expected an integer in 8..100000000 (kbit/s)");
+        } else if (k == "pids") {
+            c.limits.pids = limit_in(v, k, 32, 65536, "expected an integer in 32..65536");
+        } else if (k == "disk_mb") {
+            c.limits.disk_mb =
+                limit_in(v, k, 64, 1ll << 22, "expected an integer in 64..4194304 (MiB)");
+        } else {
+            throw bad_request("limits." + k, "unknown field");
+        }
+    }
+}
+
+}  // namespace
+
+CreateRequest parse_create_request(const json& request, const CreateDefaults& defaults,
+                                   const TemplateDefinitionLookup& template_definition) {
+    if (!request.is_object()) throw bad_request("", "request body must be a JSON object");
+    for (auto& [key, value] : request.items())
+        if (!kCreateFields.count(key)) throw bad_request(key, "unknown field");
+    CreateRequest out;
+    SandboxConfig& c = out.config;
+    c.template_name = defaults.template_name;
+    c.runtime_name = defaults.runtime_name;
+    c.timeout = defaults.timeout;
+    c.limits.disk_mb = defaults.disk_mb;
+    auto string_field = [&](const char* name, std::string& field) {
+        if (!request.contains(name)) return;
+        if (!request[name].is_string()) throw bad_request(name, "expected a string");
+        field = request[name];
+    };
+    string_field("template", c.template_name);
+    string_field("runtime", c.runtime_name);
+    out.definition = template_definition(c.template_name);
+    apply_template_session(out.definition, c);
+    read_screen(request, c);
+    read_lifetime(request, defaults, c);
+    read_metadata_and_env(request, c);
+    read_switches(request, c);
+    c.network = defaults.network;
+    if (request.contains("network")) {
+        try {
+            c.network = network::NetworkPolicy::parse(request["network"]);
+        } catch (const network::PolicyError& e) {
+            throw bad_request(e.field(), std::string(e.what()).substr(e.field().size() + 2));
+        }
+    }
+    if (request.contains("limits")) read_limits(request["limits"], c);
+    return out;
+}
+
+}  // namespace deskbox::server

@@ -1,0 +1,39 @@
+// What a sandbox was created with: the checked create request (create_request.hpp) with the
+// template's and the server's defaults filled in; kept in its server record for adoption.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "input/actions.hpp"
+#include "server/network/network_policy.hpp"
+#include "server/runtime/runtime.hpp"
+
+namespace deskbox::server {
+
+struct SandboxConfig {
+    std::string id;
+    std::string template_name;
+    std::string runtime_name;
+    int width = 1280, height = 800, dpi = 96;
+    std::optional<input::Size> api_resolution;
+    std::chrono::seconds timeout{300};
+    bool pause_on_timeout = false;
+    nlohmann::json metadata = nlohmann::json::object();
+    std::map<std::string, std::string> env;
+    runtime::ResourceLimits limits;
+    network::NetworkPolicy network = network::NetworkPolicy::closed();
+    std::uint64_t egress_kbps = 0;         // limits.egress_kbps; 0: no limit
+    std::filesystem::path recordings_dir;  // where recordings go (they outlive the sandbox)
+    bool vnc = true;                       // serve VNC on a loopback port
+    bool fast_start = true;  // restore from a template snapshot where the runtime can (microvm)
+    bool pooled = false;     // made ahead for the pool, not yet handed out
+};
+
+}  // namespace deskbox::server

@@ -1,0 +1,168 @@
+// POST /v1/sandboxes bodies checked without a server: defaults, the template's session under
+// the request's own fields, and a 400 naming the field for each kind of mistake.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/sandbox/create_request.hpp"
+
+namespace deskbox::server {
+namespace {
+
+using nlohmann::json;
+
+// Two templates: "plain" without a session, "wide" with a 1920x1080 session at 120 dpi.
+json definition_of(const std::string& name) {
+    if (name == "plain") return json::object();
+    if (name == "wide") return {{"session", {{"resolution", {1920, 1080}}, {"dpi", 120}}}};
+    throw bad_request("template", "unknown template '" + name + "'");
+}
+
+CreateDefaults defaults() {
+    CreateDefaults d;
+    d.template_name = "plain";
+    d.runtime_name = "fake";
+    d.timeout = std::chrono::seconds(300);
+    d.max_timeout = std::chrono::seconds(3600);
+    d.disk_mb = 4096;
+    d.network = network::NetworkPolicy::closed();
+    return d;
+}
+
+CreateRequest parse(const json& request) {
+    return parse_create_request(request, defaults(), definition_of);
+}
+
+// The ApiError a bad request gets (it must be a 400).
+ApiError error_of(const json& request) {
+    try {
+        parse(request);
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 400u) << e.what();
+        EXPECT_EQ(e.code(), "bad_request");
+        return e;
+    }
+    ADD_FAILURE() << "accepted: " << request.dump();
+    return ApiError(0, "", "");
+}
+
+TEST(SandboxCreateRequest, AnEmptyBodyTakesTheServersDefaults) {
+    auto [c, definition] = parse(json::object());
+    EXPECT_EQ(c.template_name, "plain");
+    EXPECT_EQ(c.runtime_name, "fake");
+    EXPECT_EQ(c.width, 1280);
+    EXPECT_EQ(c.height, 800);
+    EXPECT_EQ(c.dpi, 96);
+    EXPECT_EQ(c.timeout, std::chrono::seconds(300));
+    EXPECT_FALSE(c.pause_on_timeout);
+    EXPECT_EQ(c.limits.disk_mb, 4096u);
+    EXPECT_FALSE(c.network.enabled());
+    EXPECT_TRUE(c.vnc);
+    EXPECT_TRUE(c.fast_start);
+    EXPECT_FALSE(c.api_resolution);
+    EXPECT_EQ(definition, json::object());
+}
+
+TEST(SandboxCreateRequest, TheTemplatesSessionComesUnderTheRequestsOwnFields) {
+    auto wide = parse({{"template", "wide"}}).config;
+    EXPECT_EQ(wide.width, 1920);
+    EXPECT_EQ(wide.height, 1080);
+    EXPECT_EQ(wide.dpi, 120);
+    auto mine = parse({{"template", "wide"}, {"resolution", {800, 600}}, {"dpi", 144}}).config;
+    EXPECT_EQ(mine.width, 800);
+    EXPECT_EQ(mine.height, 600);
+    EXPECT_EQ(mine.dpi, 144);
+}
+
+TEST(SandboxCreateRequest, EveryFieldIsRead) {
+    auto c = parse({{"runtime", "microvm"},
+                    {"api_resolution", {1024, 768}},
+                    {"timeout_s", 60},
+                    {"on_timeout", "pause"},
+                    {"metadata", {{"user", "ada"}}},
+                    {"env", {{"LANG", "de_DE.UTF-8"}}},
+                    {"vnc", false},
+                    {"record", {{"actions", true}, {"fps", 10}}},
+                    {"fast_start", false},
+                    {"network", true},
+                    {"limits",
+                     {{"memory_mb", 1024},
+                      {"cpus", 1.5},
+                      {"pids", 256},
+                      {"disk_mb", 512},
+                      {"egress_kbps", 800}}}})
+                 .config;
+    EXPECT_EQ(c.runtime_name, "microvm") << "whether it exists is the server's to say";
+    ASSERT_TRUE(c.api_resolution);
+    EXPECT_EQ(c.api_resolution->width, 1024);
+    EXPECT_EQ(c.timeout, std::chrono::seconds(60));
+    EXPECT_TRUE(c.pause_on_timeout);
+    EXPECT_EQ(c.metadata["user"], "ada");
+    EXPECT_EQ(c.env.at("LANG"), "de_DE.UTF-8");
+    EXPECT_FALSE(c.vnc);
+    EXPECT_FALSE(c.fast_start);
+    EXPECT_TRUE(c.network.enabled());
+    EXPECT_EQ(c.limits.memory_mb, 1024u);
+    EXPECT_DOUBLE_EQ(c.limits.cpus, 1.5);
+    EXPECT_EQ(c.limits.pids, 256u);
+    EXPECT_EQ(c.limits.disk_mb, 512u);
+    EXPECT_EQ(c.egress_kbps, 800u);
+}
+
+TEST(SandboxCreateRequest, MistakesAre400sNamingTheField) {
+    struct Case {
+        json request;
+        std::string field;
+    };
+    const std::vector<Case> cases = {
+        {json::array(), ""},
+        {{{"colour", "red"}}, "colour"},
+        {{{"template", 3}}, "template"},
+        {{{"template", "nope"}}, "template"},
+        {{{"runtime", true}}, "runtime"},
+        {{{"resolution", {10, 10}}}, "resolution"},
+        {{{"resolution", {1280, 9000}}}, "resolution"},
+        {{{"resolution", "1280x800"}}, "resolution"},
+        {{{"api_resolution", {1280}}}, "api_resolution"},
+        {{{"dpi", 601}}, "dpi"},
+        {{{"dpi", 96.5}}, "dpi"},
+        {{{"timeout_s", 0}}, "timeout_s"},
+        {{{"timeout_s", 3601}}, "timeout_s"},
+        {{{"timeout_s", "60"}}, "timeout_s"},
+        {{{"on_timeout", "stop"}}, "on_timeout"},
+        {{{"metadata", "x"}}, "metadata"},
+        {{{"metadata", {{"big", std::string(17000, 'a')}}}}, "metadata"},
+        {{{"env", {{"A", 1}}}}, "env.A"},
+        {{{"env", {{"A=B", "c"}}}}, "env"},
+        {{{"vnc", "yes"}}, "vnc"},
+        {{{"record", 1}}, "record"},
+        {{{"record", {{"audio", true}}}}, "record.audio"},
+        {{{"record", {{"fps", 61}}}}, "record.fps"},
+        {{{"fast_start", 1}}, "fast_start"},
+        {{{"limits", 5}}, "limits"},
+        {{{"limits", {{"memory_mb", 64}}}}, "limits.memory_mb"},
+        {{{"limits", {{"cpus", 65}}}}, "limits.cpus"},
+        {{{"limits", {{"pids", 16}}}}, "limits.pids"},
+        {{{"limits", {{"disk_mb", 32}}}}, "limits.disk_mb"},
+        {{{"limits", {{"egress_kbps", 1}}}}, "limits.egress_kbps"},
+        {{{"limits", {{"gpu", 1}}}}, "limits.gpu"},
+        {{{"network", {{"allow", "example.com"}}}}, "network.allow"},
+    };
+    for (const auto& c : cases) EXPECT_EQ(error_of(c.request).field(), c.field) << c.request.dump();
+}
+
+TEST(SandboxCreateRequest, UnknownFieldsAreRefusedBeforeTheTemplateIsLookedUp) {
+    int lookups = 0;
+    auto counting = [&](const std::string& name) {
+        ++lookups;
+        return definition_of(name);
+    };
+    EXPECT_THROW(parse_create_request({{"template", "wide"}, {"x", 1}}, defaults(), counting),
+                 ApiError);
+    EXPECT_EQ(lookups, 0);
+    parse_create_request({{"template", "wide"}}, defaults(), counting);
+    EXPECT_EQ(lookups, 1) << "one lookup per request";
+}
+
+}  // namespace
+}  // namespace deskbox::server

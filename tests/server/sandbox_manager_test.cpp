@@ -1,0 +1,198 @@
+// SandboxManager with a FakeRuntime: no root, no guest, no network. Creates, the registry,
+// limits, the timeout reaper and what a runtime without a capability answers, as the HTTP API
+// sees them (ApiError status, code and field).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "server/runtime/fake_runtime.hpp"
+#include "server/sandbox/sandbox_manager.hpp"
+
+namespace deskbox::server {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+class SandboxManagerTest : public ::testing::Test {
+  protected:
+    ManagerOptions options() {
+        ManagerOptions o;
+        o.state_dir = images_.scratch() / "state";
+        o.images_dir = images_.images_dir();
+        o.default_template = "fake";
+        o.default_runtime = "fake";
+        o.default_network = network::NetworkPolicy::closed();
+        o.agent_timeout = 5s;
+        o.max_sandboxes = 3;
+        return o;
+    }
+    SandboxManager& manager() {
+        if (!manager_)
+            manager_ = std::make_unique<SandboxManager>(options(), runtime::fake_runtimes());
+        return *manager_;
+    }
+    // The ApiError `call` throws (none: a test failure).
+    template <typename Call>
+    ApiError error_of(Call&& call) {
+        try {
+            call();
+        } catch (const ApiError& e) {
+            return e;
+        }
+        ADD_FAILURE() << "no ApiError";
+        return ApiError(0, "", "");
+    }
+    // Waits up to `timeout` for `done`.
+    template <typename Predicate>
+    bool eventually(Predicate&& done, std::chrono::milliseconds timeout = 10s) {
+        for (auto until = std::chrono::steady_clock::now() + timeout;
+             std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(50ms))
+            if (done()) return true;
+        return done();
+    }
+
+    runtime::FakeTemplate images_;
+    std::unique_ptr<SandboxManager> manager_;
+};
+
+TEST_F(SandboxManagerTest, CreateFindListAndKill) {
+    auto sandbox = manager().create(json::object());
+    EXPECT_EQ(sandbox->status(), SandboxStatus::running);
+    EXPECT_EQ(sandbox->config().runtime_name, "fake");
+    EXPECT_EQ(sandbox->config().template_name, "fake");
+    EXPECT_EQ(sandbox->config().width, 320) << "the template's session resolution";
+    EXPECT_EQ(sandbox->config().height, 200);
+    EXPECT_EQ(sandbox->network(), nullptr) << "the fake runtime attaches no network";
+    EXPECT_EQ(manager().find(sandbox->id()), sandbox);
+    auto second = manager().create({{"resolution", {640, 480}}, {"metadata", {{"n", 2}}}});
+    EXPECT_EQ(second->config().width, 640);
+    EXPECT_NE(second->id(), sandbox->id());
+    EXPECT_EQ(manager().list().size(), 2u);
+    EXPECT_EQ(manager().count_by_state().at("running"), 2u);
+
+    manager().kill(sandbox->id());
+    EXPECT_EQ(sandbox->status(), SandboxStatus::killed);
+    EXPECT_EQ(manager().list().size(), 1u);
+    auto gone = error_of([&] { manager().find(sandbox->id()); });
+    EXPECT_EQ(gone.status(), 404u);
+    EXPECT_EQ(gone.code(), "not_found");
+    EXPECT_EQ(error_of([&] { manager().kill(sandbox->id()); }).status(), 404u);
+}
+
+TEST_F(SandboxManagerTest, BadCreatesAre400sNamingTheFieldAndStartNothing) {
+    struct Case {
+        json request;
+        std::string field;
+    };
+    const std::vector<Case> cases = {
+        {json::array(), ""},
+        {{{"colour", "red"}}, "colour"},
+        {{{"template", 7}}, "template"},
+        {{{"template", "nope"}}, "template"},
+        {{{"runtime", "qemu"}}, "runtime"},
+        {{{"runtime", 1}}, "runtime"},
+        {{{"resolution", {32, 32}}}, "resolution"},
+        {{{"resolution", {1280, 8193}}}, "resolution"},
+        {{{"timeout_s", "soon"}}, "timeout_s"},
+        {{{"limits", {{"memory_mb", "lots"}}}}, "limits.memory_mb"},
+    };
+    for (const auto& c : cases) {
+        auto e = error_of([&] { manager().create(c.request); });
+        EXPECT_EQ(e.status(), 400u) << c.request.dump() << ": " << e.what();
+        EXPECT_EQ(e.field(), c.field) << c.request.dump() << ": " << e.what();
+    }
+    auto unknown = error_of([&] { manager().create({{"runtime", "qemu"}}); });
+    EXPECT_STREQ(unknown.what(), "runtime: unknown runtime 'qemu' (fake)");
+    EXPECT_TRUE(manager().list().empty());
+    EXPECT_EQ(manager().count_by_state().at("starting"), 0u);
+}
+
+TEST_F(SandboxManagerTest, MaxSandboxesIsA429UntilOneIsKilled) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < 3; ++i) ids.push_back(manager().create(json::object())->id());
+    auto full = error_of([&] { manager().create(json::object()); });
+    EXPECT_EQ(full.status(), 429u);
+    EXPECT_EQ(full.code(), "too_many_sandboxes");
+    EXPECT_EQ(manager().list().size(), 3u);
+    manager().kill(ids[0]);
+    EXPECT_NO_THROW(manager().create(json::object()));
+}
+
+TEST_F(SandboxManagerTest, TimeoutsKillOrPauseAndSetTimeoutIsChecked) {
+    auto killed = manager().create({{"timeout_s", 1}});
+    auto paused = manager().create({{"timeout_s", 1}, {"on_timeout", "pause"}});
+    auto kept = manager().create({{"timeout_s", 60}});
+    ASSERT_TRUE(eventually([&] {
+        return killed->status() == SandboxStatus::killed &&
+               paused->status() == SandboxStatus::paused;
+    })) << to_string(killed->status())
+        << " " << to_string(paused->status());
+    EXPECT_EQ(error_of([&] { manager().find(killed->id()); }).status(), 404u);
+    // No snapshots in this runtime: paused in memory, and kept until a resume or kill.
+    EXPECT_FALSE(paused->snapshotted());
+    EXPECT_GT(paused->expires_at(), SystemClock::now() + 3600s);
+    EXPECT_EQ(kept->status(), SandboxStatus::running);
+    EXPECT_EQ(manager().list().size(), 2u);
+
+    EXPECT_EQ(error_of([&] {
+                  manager().set_timeout(kept->id(), {{"timeout_s", 0}});
+              }).field(),
+              "timeout_s");
+    EXPECT_EQ(error_of([&] {
+                  manager().set_timeout(kept->id(), {{"timeout_s", 5}, {"extra", 1}});
+              }).field(),
+              "extra");
+    manager().set_timeout(kept->id(), {{"timeout_s", 1}});
+    EXPECT_TRUE(eventually([&] { return kept->status() == SandboxStatus::killed; }));
+}
+
+TEST_F(SandboxManagerTest, ARuntimeWithoutSnapshotsRefusesThemClearly) {
+    auto sandbox = manager().create(json::object());
+    EXPECT_FALSE(sandbox->can_snapshot());
+    auto refused = error_of([&] { sandbox->pause(/*snapshot=*/true); });
+    EXPECT_EQ(refused.status(), 409u);
+    EXPECT_EQ(refused.code(), "snapshot_unsupported");
+    EXPECT_EQ(refused.field(), "snapshot");
+    EXPECT_EQ(sandbox->status(), SandboxStatus::running) << "a refusal changes nothing";
+    sandbox->pause();
+    EXPECT_EQ(sandbox->status(), SandboxStatus::paused);
+    sandbox->resume();
+    EXPECT_EQ(sandbox->status(), SandboxStatus::running);
+    EXPECT_FALSE(sandbox->snapshotted());
+}
+
+TEST_F(SandboxManagerTest, ARuntimeWithoutAdoptionLeavesNothingToAdoptOrClean) {
+    manager();
+    EXPECT_TRUE(manager().adopt_snapshots().empty());
+    EXPECT_TRUE(manager().adopt_running().empty());
+    EXPECT_TRUE(manager().clean_leftovers().empty());
+}
+
+TEST_F(SandboxManagerTest, APoolNeedsARuntimeWithTemplateSnapshots) {
+    auto o = options();
+    o.microvm_pool = {{"fake", 1}};
+    try {
+        SandboxManager pooled(std::move(o), runtime::fake_runtimes());
+        ADD_FAILURE() << "a pool without the microvm runtime was accepted";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("microvm"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(SandboxManagerTest, OneManagerPerStateDir) {
+    manager();
+    try {
+        SandboxManager second(options(), runtime::fake_runtimes());
+        ADD_FAILURE() << "two managers on one state dir";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("in use by another deskboxd"), std::string::npos)
+            << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace deskbox::server
