@@ -3,6 +3,7 @@
 #include "server/api/auth.hpp"
 #include "server/api/http_util.hpp"
 #include "server/api/routes/ports.hpp"
+#include "server/cluster/cluster_service.hpp"
 
 namespace deskbox::server {
 
@@ -76,6 +77,7 @@ HttpResponse ApiRouter::dispatch(RouteContext& context, const RouteMatch& match)
     const HttpRequest& request = context.request();
     // An exposed port by host name ({port}-{id}.<ports domain>) is relayed whatever the path.
     if (auto port = routes::host_port_target(request, options_.ports_domain)) {
+        if (auto answer = route_to_owner(context, port->id)) return std::move(*answer);
         context.sandbox = resolve_sandbox(port->id);
         return routes::relay(context, *port);
     }
@@ -90,17 +92,31 @@ HttpResponse ApiRouter::dispatch(RouteContext& context, const RouteMatch& match)
         return method_not_allowed(request, *route);
     }
     context.params = match.params;
+    if (route->per_sandbox() && options_.cluster) {
+        // The owner checks a sandbox's tokens (only it knows them); an API key is checked here
+        // too, so a stranger cannot make this node talk to the others.
+        if (route->auth == RouteAuth::api_key) require_api_key(context);
+        if (auto answer = route_to_owner(context, context.params.at("id")))
+            return std::move(*answer);
+    }
     admit(context, *route);
     return handler(context);
 }
 
+std::optional<HttpResponse> ApiRouter::route_to_owner(RouteContext& context,
+                                                      const std::string& id) {
+    if (!options_.cluster) return std::nullopt;
+    return options_.cluster->route(context.exchange, id);
+}
+
+void ApiRouter::require_api_key(RouteContext& context) const {
+    if (!api_key_valid(context))
+        throw ApiError(401, "unauthorized", "missing or wrong API key (Authorization: Bearer KEY)");
+    context.access = Access::control;
+}
+
 void ApiRouter::admit(RouteContext& context, const ApiRoute& route) {
-    if (route.auth == RouteAuth::api_key) {
-        if (!api_key_valid(context))
-            throw ApiError(401, "unauthorized",
-                           "missing or wrong API key (Authorization: Bearer KEY)");
-        context.access = Access::control;
-    }
+    if (route.auth == RouteAuth::api_key) require_api_key(context);
     if (route.per_sandbox()) context.sandbox = resolve_sandbox(context.params.at("id"));
     if (route.auth == RouteAuth::sandbox_token) {
         context.access = sandbox_access(context, *context.sandbox);

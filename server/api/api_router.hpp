@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/api/api_routes.hpp"
@@ -31,6 +32,10 @@ class ApiRouter {
     // 401 unless the request may call `route`; then context.access and, for a per-sandbox
     // route, context.sandbox are set.
     void admit(RouteContext& context, const ApiRoute& route);
+    void require_api_key(RouteContext& context) const;  // 401 without a valid key
+    // In a cluster, the answer for a sandbox another node owns (forwarded, relayed, or 503 when
+    // its node is lost); nullopt when this node serves it.
+    std::optional<HttpResponse> route_to_owner(RouteContext& context, const std::string& id);
     // The one place a sandbox id from a request becomes a Sandbox (404 if there is none here).
     std::shared_ptr<Sandbox> resolve_sandbox(const std::string& id) const;
 

@@ -8,6 +8,7 @@
 #include "server/api/routes/lifecycle.hpp"
 #include "server/api/routes/mcp.hpp"
 #include "server/api/routes/metrics.hpp"
+#include "server/api/routes/nodes.hpp"
 #include "server/api/routes/ports.hpp"
 #include "server/api/routes/recordings.hpp"
 #include "server/api/routes/sandboxes.hpp"
@@ -85,6 +86,10 @@ const std::vector<ApiRoute>& api_routes() {
         {"/v1/openapi.json", open, {{verb::get, openapi_json}}},
         {"/mcp", own, {{verb::post, mcp}, {verb::get, mcp}, {verb::delete_, mcp}}},
         {"/v1/templates", api_key, {{verb::get, list_templates}}},
+        // The nodes of a cluster (routes/nodes.cpp).
+        {"/v1/nodes", api_key, {{verb::get, list_nodes}}},
+        {"/v1/nodes/{name}/drain", api_key, {{verb::post, drain_node}}},
+        {"/v1/nodes/{name}/undrain", api_key, {{verb::post, undrain_node}}},
         // Sandboxes and their lifecycle (routes/sandboxes.cpp, routes/lifecycle.cpp).
         {"/v1/sandboxes", api_key, {{verb::get, list_sandboxes}, {verb::post, create_sandbox}}},
         {"/v1/sandboxes/{id}",

@@ -20,11 +20,14 @@ namespace deskbox::server {
 
 class SandboxManager;
 class McpServer;
+class ClusterService;
 
 struct ApiOptions {
     std::vector<std::string> api_keys;  // empty: no key needed (loopback only)
     // Exposed ports by host name: {port}-{id}.<ports_domain> (empty: path form only).
     std::string ports_domain;
+    // The cluster this node is a member of (--cluster), or null: a single node. Not owned.
+    ClusterService* cluster = nullptr;
 };
 
 // What every route may use, for the server's lifetime (owned by ApiRouter).

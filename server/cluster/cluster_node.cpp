@@ -426,9 +426,17 @@ void ClusterNode::stop(bool leave) {
         impl_->stop_wake.notify_all();
     }
     if (impl_->heartbeat.joinable()) impl_->heartbeat.join();
+    std::vector<Operation> forget;  // a node that leaves takes its sandboxes and slots along
+    if (leave) {
+        for (const auto& where : sandboxes())
+            if (where.record.node == impl_->options.node_name)
+                forget.push_back(Operation::erase(impl_->keys.sandbox(where.record.id)));
+        forget.push_back(Operation::erase(impl_->keys.allocation(impl_->options.node_name)));
+    }
     impl_->watch.reset();
     if (leave) {
         try {
+            impl_->client.txn({}, forget);
             impl_->client.revoke_lease(impl_->lease.load());
         } catch (const std::exception& e) {
             std::fprintf(stderr, "deskboxd: cluster: could not leave: %s\n", e.what());

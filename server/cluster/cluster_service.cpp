@@ -1,5 +1,7 @@
 #include "server/cluster/cluster_service.hpp"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -266,6 +268,19 @@ json node_json(const cluster::NodeStatus& status) {
 }
 
 }  // namespace
+
+json single_node_view(SandboxManager& manager) {
+    ManagerFacts facts(manager);
+    cluster::NodeStatus status;
+    char host[256] = {};
+    status.name = ::gethostname(host, sizeof host - 1) == 0 ? host : "localhost";
+    status.alive = true;
+    status.sandboxes = manager.list().size();
+    status.record = facts.facts();
+    status.record->name = status.name;
+    return {
+        {"clustered", false}, {"node", status.name}, {"nodes", json::array({node_json(status)})}};
+}
 
 json ClusterService::nodes() const {
     json list = json::array();

@@ -78,6 +78,9 @@ class ClusterService {
     std::unique_ptr<Impl> impl_;
 };
 
+// GET /v1/nodes of a server without --cluster: this one node, as a cluster would show it.
+nlohmann::json single_node_view(SandboxManager& manager);
+
 inline constexpr const char* kPlacementHeader = "X-Deskbox-Placement";
 
 }  // namespace deskbox::server

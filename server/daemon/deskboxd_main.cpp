@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <optional>
 
 #include "server/daemon/server_config.hpp"
 
@@ -51,9 +53,21 @@ int main(int argc, char** argv) {
         auto cleaned = manager.clean_leftovers();
         for (auto& id : cleaned)
             std::fprintf(stderr, "deskboxd: removed leftover sandbox %s\n", id.c_str());
-        ApiRouter router(manager, config.api);
+        // The router answers only once started; it needs the cluster, which needs the bound
+        // port to advertise. (Declared in this order, the server stops before either goes.)
+        std::unique_ptr<ClusterService> cluster;
+        std::optional<ApiRouter> router;
         HttpServer http(config.http,
-                        [&router](HttpExchange& exchange) { return router.handle(exchange); });
+                        [&router](HttpExchange& exchange) { return router->handle(exchange); });
+        if (config.cluster) {
+            if (config.cluster->advertise.empty())
+                config.cluster->advertise = default_advertise(config.http.address, http.port());
+            cluster = std::make_unique<ClusterService>(*config.cluster, manager);
+            config.api.cluster = cluster.get();
+            std::fprintf(stderr, "deskboxd: node %s joined the cluster (advertised at %s)\n",
+                         config.cluster->node_name.c_str(), config.cluster->advertise.c_str());
+        }
+        router.emplace(manager, config.api);
         http.start();
         // One parseable line: tests and scripts read the port from it.
         std::printf("deskboxd listening on http://%s:%u\n", config.http.address.c_str(),
@@ -69,6 +83,9 @@ int main(int argc, char** argv) {
         // Live encoders post to viewer sockets' executors: stop them before those go away.
         for (const auto& sandbox : manager.list()) sandbox->streams().stop_all();
         http.stop();
+        // Killed sandboxes leave the cluster with the node; kept ones stay recorded for the
+        // next deskboxd, and the node's record lapses unless it is back within the lease.
+        if (cluster) cluster->shutdown(keep);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "deskboxd: %s\n", e.what());
         return 1;

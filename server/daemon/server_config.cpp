@@ -1,9 +1,15 @@
 #include "server/daemon/server_config.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "common/parse_integer.hpp"
+#include "server/cluster/cluster_records.hpp"
 #include "server/runtime/container_runtime.hpp"
 #include "server/runtime/microvm_runtime.hpp"
 #include "server/runtime/user_namespace.hpp"
@@ -41,6 +47,13 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
                           /etc/subuid range may use (default 1073741824:4096)
   --userns true|false     false: guest ids are host ids (weaker; for kernels without
                           idmapped mounts; default true)
+  --cluster etcd=URL,...  join a cluster coordinated by etcd (docs/CLUSTER.md); then also:
+  --node-name N           this node's name (default: the host name)
+  --advertise URL         where the other nodes reach this API (default: http://LISTEN)
+  --cluster-secret S      shared by every node, 16+ characters (or --cluster-secret-file F,
+                          or env DESKBOX_CLUSTER_SECRET)
+  --cluster-lease-s N     how long a silent node stays a member (default 10)
+  --cluster-prefix P      etcd key prefix (default /deskbox/)
   --on-exit keep|kill     what SIGTERM does with running sandboxes (containers, microVMs): keep
                           them for the next deskboxd on this state dir to adopt (default), or kill
                           them; SIGINT (^C) always kills them
@@ -51,9 +64,111 @@ bool is_loopback(const std::string& address) {
            address.rfind("127.", 0) == 0;
 }
 
+std::string default_advertise(const std::string& address, unsigned short port) {
+    if (address == "0.0.0.0" || address == "::" || address.empty())
+        throw std::invalid_argument("--advertise: listening on " +
+                                    (address.empty() ? std::string("every address") : address) +
+                                    ", say where the other nodes reach this one (--advertise URL)");
+    const bool v6 = address.find(':') != std::string::npos;
+    return "http://" + (v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
+}
+
 namespace {
 
+std::string trimmed_file(const std::string& path, const std::string& option) {
+    std::ifstream in(path);
+    if (!in) throw std::invalid_argument("--" + option + ": cannot read " + path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    return text;
+}
+
+// The --cluster options; false if `key` is none of them.
+bool apply_cluster(ServerConfig& c, const std::string& key, const std::string& value) {
+    auto is = [&](const char* dashed) {
+        std::string underscored = dashed;
+        std::replace(underscored.begin(), underscored.end(), '-', '_');
+        return key == dashed || key == underscored;
+    };
+    if (!is("cluster") && !is("node-name") && !is("advertise") && !is("cluster-secret") &&
+        !is("cluster-secret-file") && !is("cluster-lease-s") && !is("cluster-prefix"))
+        return false;
+    if (!c.cluster) c.cluster.emplace();
+    ClusterConfig& cluster = *c.cluster;
+    if (is("cluster")) {
+        if (value.rfind("etcd=", 0) != 0)
+            throw std::invalid_argument("--cluster: expected etcd=URL[,URL...], got '" + value +
+                                        "'");
+        cluster.etcd.clear();
+        std::string list = value.substr(5);
+        for (std::size_t start = 0; start <= list.size();) {
+            auto comma = list.find(',', start);
+            std::string url = list.substr(start, comma - start);
+            if (url.rfind("http://", 0) != 0 || url.size() <= 7)
+                throw std::invalid_argument("--cluster: '" + url +
+                                            "' is not an etcd client URL (http://HOST:PORT)");
+            cluster.etcd.push_back(url);
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    } else if (is("node-name")) {
+        if (!cluster::valid_node_name(value))
+            throw std::invalid_argument(
+                "--node-name: letters, digits, '.', '_' and '-', at most "
+                "63, starting with a letter or digit; got '" +
+                value + "'");
+        cluster.node_name = value;
+    } else if (is("advertise")) {
+        if (value.rfind("http://", 0) != 0 || value.size() <= 7)
+            throw std::invalid_argument("--advertise: expected http://HOST:PORT, got '" + value +
+                                        "'");
+        cluster.advertise = value;
+        while (cluster.advertise.size() > 7 && cluster.advertise.back() == '/')
+            cluster.advertise.pop_back();
+    } else if (is("cluster-secret")) {
+        cluster.secret = value;
+    } else if (is("cluster-secret-file")) {
+        cluster.secret = trimmed_file(value, key);
+    } else if (is("cluster-lease-s")) {
+        auto v = parse_integer(value);
+        if (!v || *v < 2 || *v > 3600)
+            throw std::invalid_argument("--cluster-lease-s: expected an integer in 2..3600, got '" +
+                                        value + "'");
+        cluster.lease_ttl = std::chrono::seconds(*v);
+    } else {
+        if (value.empty() || value.front() != '/' || value.back() != '/')
+            throw std::invalid_argument("--cluster-prefix: expected /SOMETHING/, got '" + value +
+                                        "'");
+        cluster.prefix = value;
+    }
+    return true;
+}
+
+// What --cluster needs that its options did not give.
+void complete_cluster(ServerConfig& c) {
+    if (!c.cluster) return;
+    ClusterConfig& cluster = *c.cluster;
+    if (cluster.etcd.empty())
+        throw std::invalid_argument("cluster options need --cluster etcd=URL[,URL...]");
+    if (cluster.secret.empty())
+        if (const char* env = std::getenv("DESKBOX_CLUSTER_SECRET")) cluster.secret = env;
+    if (cluster.secret.size() < 16)
+        throw std::invalid_argument(
+            "--cluster needs a shared secret of 16+ characters (--cluster-secret, "
+            "--cluster-secret-file or DESKBOX_CLUSTER_SECRET)");
+    if (cluster.node_name.empty()) {
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) != 0 || !cluster::valid_node_name(host))
+            throw std::invalid_argument("--node-name: the host name is not usable; give one");
+        cluster.node_name = host;
+    }
+    // Checked now when the port is fixed; with port 0 once it is bound.
+    if (cluster.advertise.empty() && c.http.port != 0)
+        cluster.advertise = default_advertise(c.http.address, c.http.port);
+}
+
 void apply(ServerConfig& c, const std::string& key, const std::string& value) {
+    if (apply_cluster(c, key, value)) return;
     auto number = [&](long long min, long long max) {
         auto v = parse_integer(value);
         if (!v || *v < min || *v > max)
@@ -213,6 +328,7 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
         }
         apply(c, key, value);
     }
+    complete_cluster(c);
     if (!is_loopback(c.http.address) && c.api.api_keys.empty())
         throw std::invalid_argument("refusing to listen on " + c.http.address +
                                     " without an API key (--api-key or DESKBOX_API_KEYS)");

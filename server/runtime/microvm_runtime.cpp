@@ -1613,6 +1613,22 @@ bool MicrovmRuntime::template_snapshot_complete(const fs::path& dir) {
     return true;
 }
 
+bool MicrovmRuntime::has_template_snapshot(const fs::path& state_root,
+                                           const fs::path& template_rootfs) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(state_root / "microvm" / "templates", ec)) {
+        if (!template_snapshot_complete(entry.path())) continue;
+        try {
+            std::ifstream in(entry.path() / "snapshot.json");
+            if (json::parse(in).value("template_rootfs", "") == template_rootfs.string())
+                return true;
+        } catch (const json::exception&) {
+            // A damaged record: that snapshot is not usable for this template.
+        }
+    }
+    return false;
+}
+
 fs::path MicrovmRuntime::ensure_template_snapshot(
     const SandboxSpec& spec, const std::function<void(MicrovmSandbox&)>& ready) {
     fs::path dir = template_snapshot_dir(spec);

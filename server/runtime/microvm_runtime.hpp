@@ -299,6 +299,8 @@ class MicrovmRuntime : public Runtime,
         const SandboxSpec& spec, const std::filesystem::path& dir) override {
         return start_from_template(spec, dir);
     }
+    bool has_template_snapshot(const std::filesystem::path& state_root,
+                               const std::filesystem::path& template_rootfs) override;
     // Removes every template snapshot of `state_root`. Returns how many. (Making one already
     // removes those of the same template from an older image, QEMU or agent.)
     std::size_t remove_template_snapshots(const std::filesystem::path& state_root);

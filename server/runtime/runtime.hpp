@@ -251,6 +251,10 @@ class TemplateSnapshots {
     // A running sandbox restored from the snapshot in `dir`. Throws SpecError, RuntimeError.
     virtual std::unique_ptr<SandboxInstance> restore_template_snapshot(
         const SandboxSpec& spec, const std::filesystem::path& dir) = 0;
+    // Whether a template snapshot of `template_rootfs` was made under `state_root` (for some
+    // spec): a cluster places fast starts where one is.
+    virtual bool has_template_snapshot(const std::filesystem::path& state_root,
+                                       const std::filesystem::path& template_rootfs) = 0;
 
   protected:
     ~TemplateSnapshots() = default;

@@ -344,9 +344,71 @@ CreateRequest SandboxManager::parse_create(const nlohmann::json& request) const 
         request, defaults, [this](const std::string& name) { return template_definition(name); });
 }
 
-std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
+SandboxManager::Placement SandboxManager::placement_of(const nlohmann::json& request) const {
+    auto parsed = parse_create(request);
+    runtime_for(parsed.config.runtime_name);
+    return {parsed.config.runtime_name, parsed.config.template_name};
+}
+
+std::vector<std::string> SandboxManager::runtime_names() const {
+    std::vector<std::string> names;
+    for (const auto* runtime : runtimes_.all()) names.emplace_back(runtime->name());
+    return names;
+}
+
+std::map<std::string, SandboxManager::TemplateOffer> SandboxManager::template_offers() const {
+    std::map<std::string, TemplateOffer> offers;
+    {
+        std::lock_guard lock(offers_mutex_);
+        const auto now = std::chrono::steady_clock::now();
+        if (offers_at_ == std::chrono::steady_clock::time_point{} ||
+            now - offers_at_ > std::chrono::minutes(1)) {
+            built_offers_.clear();
+            for (const auto& name : template_names()) {
+                TemplateOffer offer;
+                std::filesystem::path rootfs;
+                try {
+                    rootfs = template_rootfs(name);
+                } catch (const ApiError&) {
+                    continue;  // not built: offered by no runtime
+                }
+                for (auto* runtime : runtimes_.all()) {
+                    try {
+                        runtime->check_template(rootfs);
+                    } catch (const runtime::RuntimeError&) {
+                        continue;
+                    }
+                    offer.runtimes.emplace_back(runtime->name());
+                    if (auto* snapshots = runtime->template_snapshots())
+                        offer.template_snapshot |=
+                            snapshots->has_template_snapshot(options_.state_dir, rootfs);
+                }
+                built_offers_[name] = std::move(offer);
+            }
+            offers_at_ = now;
+        }
+        offers = built_offers_;
+    }
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, ready] : pool_)
+        if (auto it = offers.find(key.second); it != offers.end())
+            it->second.pool_ready += ready.size();
+    return offers;
+}
+
+std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
+                                                const std::string& id) {
     auto [config, definition] = parse_create(request);
     runtime_for(config.runtime_name);  // an unknown runtime is a 400 before anything else
+    if (!id.empty()) {
+        static const std::string kHex = "0123456789abcdef";
+        if (id.size() != 15 || id.rfind("sb-", 0) != 0 ||
+            id.find_first_not_of(kHex, 3) != std::string::npos)
+            throw ApiError(400, "bad_request", "a sandbox id is sb- and 12 hex digits", "id");
+        std::lock_guard lock(mutex_);
+        if (sandboxes_.count(id))
+            throw ApiError(409, "sandbox_exists", "sandbox " + id + " exists already", "id");
+    }
     std::shared_ptr<Sandbox> sandbox = take_pooled(request, config);
     if (!sandbox) {
         {
@@ -365,7 +427,7 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
                 --m->starting_;
             }
         } guard{this};
-        sandbox = start_sandbox(request, config, definition);
+        sandbox = start_sandbox(request, config, definition, id);
     }
     if (request.contains("record") && request["record"] != false)
         sandbox->start_recording(request["record"].is_object() ? request["record"]
@@ -377,7 +439,8 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request) {
 
 std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& request,
                                                        SandboxConfig config,
-                                                       const nlohmann::json& definition) {
+                                                       const nlohmann::json& definition,
+                                                       const std::string& id) {
     runtime::Runtime& runtime = runtime_for(config.runtime_name);
     auto rootfs = template_rootfs(config.template_name);
     try {
@@ -385,7 +448,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     } catch (const runtime::RuntimeError& e) {
         throw ApiError(409, "template_not_built", e.what(), "template");
     }
-    config.id = "sb-" + random::hex(6);
+    config.id = id.empty() ? "sb-" + random::hex(6) : id;
     runtime::SandboxSpec spec;
     spec.id = config.id;
     spec.template_rootfs = rootfs;

@@ -81,8 +81,17 @@ class SandboxManager {
     // Recordings outlive their sandboxes: <state>/recordings/<recording id>.mp4 (+ .events.jsonl).
     std::filesystem::path recordings_dir() const { return options_.state_dir / "recordings"; }
 
-    std::shared_ptr<Sandbox> create(const nlohmann::json& request);  // throws ApiError
-    std::shared_ptr<Sandbox> find(const std::string& id) const;      // throws ApiError 404
+    // Throws ApiError. `id`: the id a cluster reserved for it (sb- and 12 hex digits); empty:
+    // a new one. A ready pooled sandbox keeps its own id, so callers read the id it returns.
+    std::shared_ptr<Sandbox> create(const nlohmann::json& request, const std::string& id = {});
+    // What a create asks to run, validated as create would (ApiError 400 for a bad request,
+    // naming the field): where a cluster may place it.
+    struct Placement {
+        std::string runtime;
+        std::string template_name;
+    };
+    Placement placement_of(const nlohmann::json& request) const;
+    std::shared_ptr<Sandbox> find(const std::string& id) const;  // throws ApiError 404
     std::vector<std::shared_ptr<Sandbox>> list() const;
     void kill(const std::string& id);  // throws ApiError 404
     void set_timeout(const std::string& id, const nlohmann::json& body);
@@ -90,6 +99,16 @@ class SandboxManager {
     const ManagerOptions& options() const { return options_; }
     std::map<std::string, std::size_t> count_by_state() const;
     std::vector<std::string> template_names() const;
+    std::vector<std::string> runtime_names() const;
+    // What each template offers here: the runtimes it is built for, whether a microVM template
+    // snapshot of it exists, how many pooled microVMs of it wait. Looked up at most once a
+    // minute (a build or a new snapshot shows up by then).
+    struct TemplateOffer {
+        std::vector<std::string> runtimes;
+        bool template_snapshot = false;
+        std::size_t pool_ready = 0;
+    };
+    std::map<std::string, TemplateOffer> template_offers() const;
     network::NetworkService& network_service() { return *network_; }
 
   private:
@@ -111,8 +130,10 @@ class SandboxManager {
     nlohmann::json template_definition(const std::string& name) const;
     void reaper_loop();
     // Builds and boots a sandbox (not registered). `pooled`: made ahead for the pool.
+    // `id`: the sandbox's id, or empty for a new one.
     std::shared_ptr<Sandbox> start_sandbox(const nlohmann::json& request, SandboxConfig config,
-                                           const nlohmann::json& definition);
+                                           const nlohmann::json& definition,
+                                           const std::string& id = {});
     // A ready pooled sandbox for this request, or null (none, or the request is not plain).
     std::shared_ptr<Sandbox> take_pooled(const nlohmann::json& request,
                                          const SandboxConfig& config);
@@ -142,6 +163,10 @@ class SandboxManager {
     std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
     std::size_t starting_ = 0;
     mutable std::map<std::string, std::filesystem::path> rootfs_cache_;  // template -> rootfs
+    // template_offers() without the pool's counts, and when it was looked up.
+    mutable std::mutex offers_mutex_;
+    mutable std::map<std::string, TemplateOffer> built_offers_;
+    mutable std::chrono::steady_clock::time_point offers_at_{};
     std::condition_variable reaper_wake_;
     bool stopping_ = false;
     std::atomic<bool> keep_on_exit_{false};

@@ -245,6 +245,24 @@ TEST_F(RouterTest, ApiKeysOpenTheApiAndTokensOpenOnlyTheirSandbox) {
     EXPECT_EQ(error(res)["code"], "port_unreachable") << res.body();
 }
 
+TEST_F(RouterTest, WithoutAClusterTheServerListsItselfAsItsOneNode) {
+    create();
+    auto res = call(http::verb::get, "/v1/nodes");
+    ASSERT_EQ(res.result_int(), 200u) << res.body();
+    json nodes = json::parse(res.body());
+    EXPECT_EQ(nodes["clustered"], false);
+    ASSERT_EQ(nodes["nodes"].size(), 1u);
+    const json& self = nodes["nodes"][0];
+    EXPECT_EQ(self["name"], nodes["node"]);
+    EXPECT_EQ(self["state"], "up");
+    EXPECT_EQ(self["sandboxes"], 1);
+    EXPECT_EQ(self["runtimes"], json::array({"fake"}));
+    res = call(http::verb::post, "/v1/nodes/" + nodes["node"].get<std::string>() + "/drain", "{}");
+    EXPECT_EQ(res.result_int(), 409u);
+    EXPECT_EQ(error(res)["code"], "not_clustered");
+    EXPECT_EQ(call(http::verb::get, "/v1/nodes/x/drain").result_int(), 405u);
+}
+
 TEST_F(RouterTest, WithoutApiKeysTheStreamStillNeedsAToken) {
     json sandbox = create();
     const std::string base = "/v1/sandboxes/" + sandbox["id"].get<std::string>();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "server/cluster/cluster_service.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server::routes {
@@ -151,6 +152,7 @@ HttpResponse metrics_page(RouteContext& context) {
     text += egress_metrics(context.api.manager);
     text += usage_metrics(context.api.manager);
     text += process_metrics();
+    if (auto* cluster = context.api.options.cluster) text += cluster->metrics();
     HttpResponse res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4");
     res.body() = std::move(text);

@@ -2,6 +2,7 @@
 
 #include "server/api/http_util.hpp"
 #include "server/api/routes/ports.hpp"
+#include "server/cluster/cluster_service.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server::routes {
@@ -11,11 +12,15 @@ using nlohmann::json;
 HttpResponse create_sandbox(RouteContext& context) {
     allow_only(context.query, {});
     ScopedTimer timer(context.api.metrics.create_seconds);
-    auto sandbox = context.api.manager.create(parse_body(context.request(), true));
+    const json body = parse_body(context.request(), true);
+    if (auto* cluster = context.api.options.cluster) return cluster->create(context.exchange, body);
+    auto sandbox = context.api.manager.create(body);
     return json_response(201, sandbox->describe(true));
 }
 
 HttpResponse list_sandboxes(RouteContext& context) {
+    if (auto* cluster = context.api.options.cluster)
+        return json_response(200, {{"sandboxes", cluster->list()}});
     json list = json::array();
     for (auto& sandbox : context.api.manager.list()) list.push_back(sandbox->describe(false));
     return json_response(200, {{"sandboxes", list}});
@@ -24,6 +29,7 @@ HttpResponse list_sandboxes(RouteContext& context) {
 HttpResponse inspect_sandbox(RouteContext& context) {
     auto described = context.sandbox->describe(true);
     described["ports"] = listening_ports(*context.sandbox, context.api.options.ports_domain);
+    if (auto* cluster = context.api.options.cluster) cluster->annotate(described);
     return json_response(200, described);
 }
 
@@ -31,6 +37,7 @@ HttpResponse kill_sandbox(RouteContext& context) {
     const std::string id = context.sandbox->id();
     context.sandbox.reset();  // the manager's kill ends it; this request holds it no longer
     context.api.manager.kill(id);
+    if (auto* cluster = context.api.options.cluster) cluster->removed_here(id);
     return json_response(200, {{"id", id}, {"state", "killed"}});
 }
 

@@ -1,0 +1,303 @@
+// deskboxd in a cluster, end to end: three real etcd members, three real deskboxd nodes on
+// loopback (each with its own state dir and host id range), real container sandboxes. A client
+// talks to any node; these tests check where creates land, that every node serves every
+// sandbox (plain requests, the stream WebSocket), that placement never overbooks under
+// concurrent creates, and what clients see when a node crashes, freezes or comes back, or an
+// etcd member dies.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "tests/server/deskboxd_fixture.hpp"
+#include "tests/server/ws_client.hpp"
+#include "tests/support/etcd_cluster.hpp"
+
+namespace deskbox {
+namespace {
+
+using namespace test;
+
+constexpr int kNodes = 3;
+constexpr int kCapacity = 2;  // --max-sandboxes of each node
+constexpr int kLeaseSeconds = 3;
+const std::string kSecret = "cluster-test-secret-0123456789";
+
+class ClusterApiTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        REQUIRE_TEMPLATE();
+        etcd_ = std::make_unique<EtcdCluster>(3);
+        for (int i = 0; i < kNodes; ++i) start_node(i);
+    }
+
+    static std::string node_name(int i) { return "node-" + std::string(1, char('a' + i)); }
+
+    std::vector<std::string> node_flags(int i) const {
+        // Disjoint host id ranges: two servers on one host must not share sandbox uids.
+        const std::uint64_t first = 3'000'000'000ull + std::uint64_t(i) * 8 * 65536;
+        return {"--cluster",         "etcd=" + etcd_->endpoint_list(),
+                "--node-name",       node_name(i),
+                "--cluster-secret",  kSecret,
+                "--cluster-lease-s", std::to_string(kLeaseSeconds),
+                "--max-sandboxes",   std::to_string(kCapacity),
+                "--userns-range",    std::to_string(first) + ":8",
+                "--default-network", "false"};
+    }
+
+    // Starts node i, on the state dir of its previous incarnation if it had one.
+    void start_node(int i) {
+        std::filesystem::path state;
+        if (nodes_.count(i)) {
+            state = nodes_[i]->state();
+            retired_.push_back(std::move(nodes_[i]));  // its temp dir holds that state
+        }
+        nodes_[i] = std::make_unique<Server>(node_flags(i), state);
+        ASSERT_GT(nodes_[i]->port(), 0) << nodes_[i]->log();
+    }
+    Server& node(int i) { return *nodes_.at(i); }
+    static int index_of(const json& name) {
+        for (int i = 0; i < kNodes; ++i)
+            if (name == node_name(i)) return i;
+        ADD_FAILURE() << "no node " << name;
+        return 0;
+    }
+
+    json create_on(int i, json body = json::object()) {
+        body["template"] = "minimal";
+        body["resolution"] = {800, 600};
+        auto a = node(i).post("/v1/sandboxes", body);
+        EXPECT_EQ(a.status, 201u) << a.body << node(i).log();
+        return a.js();
+    }
+
+    // The node each sandbox is on, as GET /v1/sandboxes on node `asked` says.
+    std::map<std::string, std::string> placement_seen_by(int asked) {
+        std::map<std::string, std::string> out;
+        auto a = node(asked).get("/v1/sandboxes");
+        EXPECT_EQ(a.status, 200u) << a.body;
+        for (const auto& s : a.js().value("sandboxes", json::array()))
+            out[s.value("id", "")] = s.value("node", "");
+        return out;
+    }
+
+    json node_status(int asked, const std::string& name) {
+        auto a = node(asked).get("/v1/nodes");
+        EXPECT_EQ(a.status, 200u) << a.body;
+        for (const auto& n : a.js().value("nodes", json::array()))
+            if (n.value("name", "") == name) return n;
+        return json();
+    }
+
+    std::unique_ptr<EtcdCluster> etcd_;  // outlives the nodes
+    std::vector<std::unique_ptr<Server>> retired_;
+    std::map<int, std::unique_ptr<Server>> nodes_;
+};
+
+TEST_F(ClusterApiTest, CreatesSpreadAndEveryNodeServesEverySandbox) {
+    // Through one node only: the emptiest node wins each time.
+    std::map<std::string, json> made;
+    for (int i = 0; i < kNodes; ++i) {
+        json s = create_on(0);
+        ASSERT_TRUE(s.contains("node")) << s;
+        made[s["node"].get<std::string>()] = s;
+    }
+    ASSERT_EQ(made.size(), std::size_t(kNodes)) << "three creates, one per node";
+
+    for (const auto& [owner, sandbox] : made) {
+        const std::string id = sandbox["id"];
+        const std::string base = "/v1/sandboxes/" + id;
+        // The template's terminal has focus once it is mapped: typed text goes to it.
+        ASSERT_TRUE(eventually(
+            [&] { return node(0).get(base + "/windows").body.find("term") != std::string::npos; }));
+        for (int asked = 0; asked < kNodes; ++asked) {
+            SCOPED_TRACE("sandbox on " + owner + ", asked " + node_name(asked));
+            // Every node lists it with its owner.
+            EXPECT_EQ(placement_seen_by(asked)[id], owner);
+            auto inspect = node(asked).get(base);
+            ASSERT_EQ(inspect.status, 200u) << inspect.body;
+            EXPECT_EQ(inspect.js()["node"], owner);
+            EXPECT_EQ(inspect.js()["control_token"], sandbox["control_token"]);
+            // A command and a screenshot run where the sandbox is.
+            EXPECT_EQ(run(node(asked), id, "hostname"), id + "\n");
+            auto shot = node(asked).get(base + "/screenshot?format=png");
+            ASSERT_EQ(shot.status, 200u) << shot.body.substr(0, 300);
+            EXPECT_EQ(shot.headers["Content-Type"], "image/png");
+            // Typing through one node shows in a file read through another.
+            const std::string word = "via-" + node_name(asked);
+            auto typed = node(asked).post(
+                base + "/actions",
+                {{"actions", {{{"type", "type"}, {"text", "echo " + word + " > /tmp/w\n"}}}}});
+            EXPECT_EQ(typed.status, 200u) << typed.body;
+            const int reader = (asked + 1) % kNodes;
+            EXPECT_TRUE(eventually([&] {
+                return run(node(reader), id, "cat /tmp/w 2>/dev/null") == word + "\n";
+            })) << "typed through "
+                << node_name(asked) << ", read through " << node_name(reader);
+        }
+        // The stream WebSocket of a sandbox on another node is relayed to its owner.
+        const int stranger = owner == node_name(0) ? 1 : 0;
+        WsClient ws(node(stranger).port(),
+                    base + "/stream?codec=jpeg&token=" + sandbox["view_token"].get<std::string>());
+        ASSERT_TRUE(ws.connected()) << ws.status() << ws.refusal_body();
+        auto hello = ws.read();
+        ASSERT_TRUE(hello && hello->text);
+        EXPECT_EQ(hello->json()["type"], "hello");
+        EXPECT_EQ(hello->json()["screen"]["width"], 800);
+        EXPECT_TRUE(ws.read_until([](const WsClient::Message& m) { return !m.text; }))
+            << "a frame arrives through the relay";
+        // A wrong token is refused by the owner, through the relay too.
+        WsClient refused(node(stranger).port(), base + "/stream?token=wrong");
+        EXPECT_FALSE(refused.connected());
+        EXPECT_EQ(refused.status(), 401);
+    }
+
+    // GET /v1/nodes agrees, on every node.
+    for (int asked = 0; asked < kNodes; ++asked)
+        for (int i = 0; i < kNodes; ++i) {
+            json n = node_status(asked, node_name(i));
+            EXPECT_EQ(n["state"], "up") << n;
+            EXPECT_EQ(n["sandboxes"], 1) << n;
+            EXPECT_EQ(n["capacity"], kCapacity) << n;
+            const json runtimes = n["templates"]["minimal"]["runtimes"];
+            EXPECT_NE(std::find(runtimes.begin(), runtimes.end(), "container"), runtimes.end())
+                << n;
+        }
+
+    // A kill through a stranger frees the owner's slot at once.
+    const json& victim = made.begin()->second;
+    const int stranger = made.begin()->first == node_name(0) ? 1 : 0;
+    auto killed = node(stranger).del("/v1/sandboxes/" + victim["id"].get<std::string>());
+    EXPECT_EQ(killed.status, 200u) << killed.body;
+    EXPECT_EQ(node_status(stranger, made.begin()->first)["sandboxes"], 0);
+    EXPECT_EQ(node(stranger).get("/v1/sandboxes/" + victim["id"].get<std::string>()).status, 404u);
+}
+
+TEST_F(ClusterApiTest, ConcurrentCreatesOnEveryNodeNeverExceedCapacity) {
+    constexpr int kCreates = kNodes * kCapacity + 4;
+    std::vector<Answer> answers(kCreates);
+    {
+        std::vector<std::thread> clients;
+        for (int c = 0; c < kCreates; ++c)
+            clients.emplace_back([&, c] {
+                answers[c] = node(c % kNodes).post("/v1/sandboxes", {{"template", "minimal"}});
+            });
+        for (auto& t : clients) t.join();
+    }
+    std::map<std::string, int> per_node;
+    int made = 0, full = 0;
+    for (const auto& a : answers) {
+        if (a.status == 201u) {
+            ++made;
+            ++per_node[a.js().value("node", "")];
+        } else {
+            EXPECT_EQ(a.status, 503u) << a.body;
+            EXPECT_EQ(a.js()["error"]["code"], "capacity_exhausted") << a.body;
+            ++full;
+        }
+    }
+    EXPECT_EQ(made, kNodes * kCapacity);
+    EXPECT_EQ(full, kCreates - kNodes * kCapacity);
+    for (const auto& [name, count] : per_node) EXPECT_LE(count, kCapacity) << name;
+    // Each node runs what the cluster says it runs.
+    for (int i = 0; i < kNodes; ++i) {
+        auto health = node(i).get("/healthz");
+        EXPECT_EQ(health.js()["sandboxes"], per_node[node_name(i)]) << node_name(i);
+    }
+}
+
+TEST_F(ClusterApiTest, DrainedNodesGetNoNewSandboxesAndUnknownNodesAre404) {
+    auto drained = node(1).post("/v1/nodes/" + node_name(0) + "/drain", json::object());
+    ASSERT_EQ(drained.status, 200u) << drained.body;
+    EXPECT_EQ(drained.js()["drained"], true);
+    for (int i = 0; i < 4; ++i) EXPECT_NE(create_on(0).value("node", ""), node_name(0));
+    EXPECT_EQ(node(2).post("/v1/nodes/no-such-node/drain", json::object()).status, 404u);
+    auto undrained = node(2).post("/v1/nodes/" + node_name(0) + "/undrain", json::object());
+    EXPECT_EQ(undrained.js()["drained"], false) << undrained.body;
+    EXPECT_EQ(create_on(1).value("node", ""), node_name(0)) << "the only node with room";
+}
+
+TEST_F(ClusterApiTest, ForwardingHeadersWithoutTheSecretAreRefused) {
+    json s = create_on(0);
+    const std::string base = "/v1/sandboxes/" + s["id"].get<std::string>();
+    auto forged = node(0).call(
+        http::verb::get, base, {},
+        {{"X-Deskbox-Forwarded-By", node_name(1)}, {"X-Deskbox-Cluster-Secret", "not-the-secret"}});
+    EXPECT_EQ(forged.status, 403u) << forged.body;
+    auto placed = node(0).call(http::verb::post, "/v1/sandboxes", "{}",
+                               {{"X-Deskbox-Placement", "sb-000000000001"}});
+    EXPECT_EQ(placed.status, 403u) << placed.body;
+}
+
+TEST_F(ClusterApiTest, ACrashedNodeIsLostAndItsSandboxesReturnWithIt) {
+    json s = create_on(0);
+    const int owner = index_of(s["node"]);
+    const int other = (owner + 1) % kNodes;
+    const std::string base = "/v1/sandboxes/" + s["id"].get<std::string>();
+    run(node(other), s["id"], "echo kept > /tmp/kept");
+
+    node(owner).kill_hard();
+    ASSERT_TRUE(eventually([&] { return node_status(other, node_name(owner))["state"] == "lost"; },
+                           std::chrono::seconds(4 * kLeaseSeconds)));
+    auto lost = node(other).get(base);
+    EXPECT_EQ(lost.status, 503u) << lost.body;
+    EXPECT_EQ(lost.js()["error"]["code"], "node_lost");
+    EXPECT_EQ(lost.js()["error"]["node"], node_name(owner));
+    EXPECT_EQ(lost.headers["Retry-After"], "5");
+    bool listed_lost = false;
+    const json listed = node(other).get("/v1/sandboxes").js();
+    for (const auto& e : listed["sandboxes"])
+        listed_lost |= e["id"] == s["id"] && e["state"] == "lost" && e["node"] == node_name(owner);
+    EXPECT_TRUE(listed_lost) << listed;
+    // Its slot stays promised: its sandboxes are never made again elsewhere.
+    EXPECT_EQ(node_status(other, node_name(owner))["sandboxes"], 1);
+
+    // The node comes back on its state dir: it adopts its sandbox, and clients reach it again.
+    start_node(owner);
+    ASSERT_TRUE(eventually([&] { return node(other).get(base).status == 200u; },
+                           std::chrono::seconds(4 * kLeaseSeconds)))
+        << node(owner).log();
+    EXPECT_EQ(run(node(other), s["id"], "cat /tmp/kept"), "kept\n");
+    EXPECT_EQ(node_status(other, node_name(owner))["state"], "up");
+}
+
+TEST_F(ClusterApiTest, AFrozenNodeIsLostUntilItThaws) {
+    json s = create_on(1);
+    const int owner = index_of(s["node"]);
+    const int other = (owner + 1) % kNodes;
+    const std::string base = "/v1/sandboxes/" + s["id"].get<std::string>();
+    ASSERT_EQ(::kill(node(owner).pid(), SIGSTOP), 0);
+    // (Only GET /v1/nodes until then: a request forwarded to a frozen node waits for it.)
+    const bool lost =
+        eventually([&] { return node_status(other, node_name(owner))["state"] == "lost"; },
+                   std::chrono::seconds(4 * kLeaseSeconds));
+    const unsigned lost_status = lost ? node(other).get(base).status : 0;
+    ::kill(node(owner).pid(), SIGCONT);
+    EXPECT_TRUE(lost) << "a node that stops renewing its lease is lost";
+    EXPECT_EQ(lost_status, 503u);
+    EXPECT_TRUE(eventually([&] { return node(other).get(base).status == 200u; },
+                           std::chrono::seconds(4 * kLeaseSeconds)))
+        << node(owner).log();
+    EXPECT_EQ(run(node(other), s["id"], "echo back"), "back\n");
+}
+
+TEST_F(ClusterApiTest, AnEtcdMemberDyingChangesNothingForClients) {
+    json before = create_on(0);
+    etcd_->kill(0);
+    // Nodes connected to the dead member move to another; creates and routing go on.
+    json after = create_on(1);
+    for (const json& s : {before, after})
+        for (int asked = 0; asked < kNodes; ++asked)
+            EXPECT_EQ(run(node(asked), s["id"], "echo ok"), "ok\n") << node_name(asked);
+    for (int i = 0; i < kNodes; ++i)
+        EXPECT_EQ(node_status(i, node_name(i))["state"], "up") << node(i).log();
+    etcd_->restart(0);
+    etcd_->wait_healthy();
+}
+
+}  // namespace
+}  // namespace deskbox

@@ -1,0 +1,99 @@
+// deskboxd's flags as pure parsing: the cluster options and what they refuse.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "common/temp_dir.hpp"
+#include "server/daemon/server_config.hpp"
+
+namespace deskbox::server {
+namespace {
+
+std::string refusal(const std::vector<std::string>& args) {
+    try {
+        parse_server_config(args);
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "(accepted)";
+}
+
+const std::string kSecret = "0123456789abcdef-secret";
+
+TEST(ServerConfigCluster, WithoutClusterOptionsThereIsNoCluster) {
+    EXPECT_FALSE(parse_server_config({}).cluster);
+}
+
+TEST(ServerConfigCluster, FlagsFillTheClusterAndTheAdvertisedAddressDefaultsToTheListenOne) {
+    ::unsetenv("DESKBOX_CLUSTER_SECRET");
+    auto c = parse_server_config({"--listen", "127.0.0.1:8711", "--cluster",
+                                  "etcd=http://10.0.0.1:2379,http://10.0.0.2:2379", "--node-name",
+                                  "node-a", "--cluster-secret", kSecret, "--cluster-lease-s", "4",
+                                  "--cluster-prefix", "/lab/"});
+    ASSERT_TRUE(c.cluster);
+    EXPECT_EQ(c.cluster->etcd,
+              (std::vector<std::string>{"http://10.0.0.1:2379", "http://10.0.0.2:2379"}));
+    EXPECT_EQ(c.cluster->node_name, "node-a");
+    EXPECT_EQ(c.cluster->advertise, "http://127.0.0.1:8711");
+    EXPECT_EQ(c.cluster->secret, kSecret);
+    EXPECT_EQ(c.cluster->lease_ttl, std::chrono::seconds(4));
+    EXPECT_EQ(c.cluster->prefix, "/lab/");
+    // Port 0: filled in once bound.
+    auto any_port = parse_server_config({"--listen", "127.0.0.1:0", "--cluster",
+                                         "etcd=http://e:2379", "--cluster-secret", kSecret});
+    EXPECT_EQ(any_port.cluster->advertise, "");
+    EXPECT_FALSE(any_port.cluster->node_name.empty()) << "the host name";
+    EXPECT_EQ(default_advertise("::1", 80), "http://[::1]:80");
+}
+
+TEST(ServerConfigCluster, TheSecretComesFromAFileOrTheEnvironment) {
+    TempDir dir;
+    std::ofstream(dir.path() / "secret") << kSecret << "\n";
+    auto c = parse_server_config({"--cluster", "etcd=http://e:2379", "--cluster-secret-file",
+                                  (dir.path() / "secret").string()});
+    EXPECT_EQ(c.cluster->secret, kSecret) << "without the trailing newline";
+    ::setenv("DESKBOX_CLUSTER_SECRET", kSecret.c_str(), 1);
+    EXPECT_EQ(parse_server_config({"--cluster", "etcd=http://e:2379"}).cluster->secret, kSecret);
+    ::unsetenv("DESKBOX_CLUSTER_SECRET");
+}
+
+TEST(ServerConfigCluster, BadClusterOptionsAreRefusedNamingTheOption) {
+    ::unsetenv("DESKBOX_CLUSTER_SECRET");
+    const std::vector<std::string> etcd = {"--cluster", "etcd=http://e:2379"};
+    auto with = [&](std::vector<std::string> more) {
+        more.insert(more.begin(), etcd.begin(), etcd.end());
+        return more;
+    };
+    EXPECT_NE(refusal({"--cluster", "http://e:2379", "--cluster-secret", kSecret})
+                  .find("--cluster: expected etcd="),
+              std::string::npos);
+    EXPECT_NE(refusal({"--cluster", "etcd=e:2379", "--cluster-secret", kSecret})
+                  .find("not an etcd client URL"),
+              std::string::npos);
+    EXPECT_NE(refusal(with({})).find("shared secret"), std::string::npos);
+    EXPECT_NE(refusal(with({"--cluster-secret", "short"})).find("16+"), std::string::npos);
+    EXPECT_NE(
+        refusal(with({"--cluster-secret", kSecret, "--node-name", "a/b"})).find("--node-name"),
+        std::string::npos);
+    EXPECT_NE(refusal(with({"--cluster-secret", kSecret, "--cluster-lease-s", "1"}))
+                  .find("--cluster-lease-s"),
+              std::string::npos);
+    EXPECT_NE(refusal(with({"--cluster-secret", kSecret, "--cluster-prefix", "x"}))
+                  .find("--cluster-prefix"),
+              std::string::npos);
+    EXPECT_NE(refusal(with({"--cluster-secret", kSecret, "--advertise", "10.0.0.1:8700"}))
+                  .find("--advertise"),
+              std::string::npos);
+    // Listening everywhere, the address to advertise cannot be guessed.
+    EXPECT_NE(refusal(with({"--cluster-secret", kSecret, "--listen", "0.0.0.0:8700", "--api-key",
+                            "a-long-api-key"}))
+                  .find("--advertise"),
+              std::string::npos);
+    // A cluster option without --cluster.
+    EXPECT_NE(refusal({"--node-name", "a", "--cluster-secret", kSecret}).find("--cluster etcd="),
+              std::string::npos);
+}
+
+}  // namespace
+}  // namespace deskbox::server
