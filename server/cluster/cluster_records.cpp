@@ -17,6 +17,8 @@ json NodeRecord::to_json() const {
             {"version", version},
             {"capacity", {{"sandboxes", capacity_sandboxes}}},
             {"memory_available_mb", memory_available_mb},
+            {"cpus", cpus},
+            {"cpus_idle", cpus_idle},
             {"runtimes", runtimes},
             {"templates", offers},
             {"started_at_ms", started_at_ms},
@@ -30,6 +32,8 @@ NodeRecord NodeRecord::from_json(const json& j) {
     n.version = j.value("version", "");
     n.capacity_sandboxes = j.at("capacity").at("sandboxes");
     n.memory_available_mb = j.value("memory_available_mb", std::uint64_t{0});
+    n.cpus = j.value("cpus", 0u);
+    n.cpus_idle = j.value("cpus_idle", 0.0);
     n.runtimes = j.value("runtimes", std::vector<std::string>{});
     const json offers = j.value("templates", json::object());
     for (const auto& [name, offer] : offers.items()) {

@@ -35,6 +35,8 @@ struct NodeRecord {
     std::string version;
     std::size_t capacity_sandboxes = 0;
     std::uint64_t memory_available_mb = 0;  // the host's MemAvailable at the last heartbeat
+    unsigned cpus = 0;                      // online CPUs
+    double cpus_idle = 0;  // cpus minus the 1-minute load average (0 when loaded), in halves
     std::vector<std::string> runtimes;
     std::map<std::string, TemplateOffer> templates;
     std::int64_t started_at_ms = 0;

@@ -2,8 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "common/random.hpp"
 #include "server/api/http_util.hpp"
@@ -27,6 +31,17 @@ std::uint64_t memory_available_mb() {
     return 0;
 }
 
+// Online CPUs, and how many the 1-minute load average leaves idle, in steps of a half (the
+// record is rewritten only when it changes).
+std::pair<unsigned, double> cpu_facts() {
+    const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+    const unsigned cpus = online > 0 ? static_cast<unsigned>(online) : 1;
+    double load[1] = {0};
+    if (::getloadavg(load, 1) != 1) return {cpus, 0};
+    const double idle = std::max(0.0, double(cpus) - load[0]);
+    return {cpus, std::floor(idle * 2) / 2};
+}
+
 std::string header_value(const HttpRequest& request, const char* name) {
     auto it = request.find(name);
     return it == request.end() ? std::string() : std::string(it->value());
@@ -48,6 +63,7 @@ class ManagerFacts : public cluster::LocalNode {
         cluster::NodeRecord record;
         record.capacity_sandboxes = manager_.options().max_sandboxes;
         record.memory_available_mb = memory_available_mb();
+        std::tie(record.cpus, record.cpus_idle) = cpu_facts();
         record.runtimes = manager_.runtime_names();
         for (const auto& [name, offer] : manager_.template_offers())
             record.templates[name] = {offer.runtimes, offer.template_snapshot, offer.pool_ready};
@@ -255,6 +271,8 @@ json node_json(const cluster::NodeStatus& status) {
     if (status.record) {
         node["capacity"] = status.record->capacity_sandboxes;
         node["memory_available_mb"] = status.record->memory_available_mb;
+        node["cpus"] = status.record->cpus;
+        node["cpus_idle"] = status.record->cpus_idle;
         node["runtimes"] = status.record->runtimes;
         node["version"] = status.record->version;
         json templates = json::object();

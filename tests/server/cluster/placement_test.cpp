@@ -96,8 +96,12 @@ TEST(Records, RoundTripThroughJsonAndNodeNamesAreChecked) {
     NodeRecord n = node("node-1", 7);
     n.templates["minimal"].pool_ready = 2;
     n.heartbeat_at_ms = 42;
+    n.cpus = 16;
+    n.cpus_idle = 11.5;
     auto back = NodeRecord::from_json(n.to_json());
     EXPECT_EQ(back.to_json(), n.to_json());
+    EXPECT_EQ(back.cpus, 16u);
+    EXPECT_EQ(back.cpus_idle, 11.5);
     SandboxRecord r{"sb-1", "node-1", "container", "minimal", "running", {{"id", "sb-1"}}};
     EXPECT_EQ(SandboxRecord::from_json(r.to_json()).to_json(), r.to_json());
     EXPECT_EQ(Allocation::from_json(Allocation{3}.to_json()).sandboxes, 3u);
