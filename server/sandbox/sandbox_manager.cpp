@@ -14,7 +14,6 @@
 
 #include "common/child_process.hpp"
 #include "common/random.hpp"
-#include "server/runtime/mounts.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -31,6 +30,51 @@ void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::millisecon
     client.call("screen.sync", {{"settle_ms", 500}, {"max_ms", 5000}}, {},
                 std::chrono::seconds(60));
     client.close();
+}
+
+// What the runtime starts for `config`: the agent as init with the template's session (window
+// manager, autostart), its environment under the request's, and its security settings.
+runtime::SandboxSpec spec_for(const SandboxConfig& config, const nlohmann::json& definition,
+                              const std::string& agent_channel_arg) {
+    runtime::SandboxSpec spec;
+    spec.id = config.id;
+    spec.width = config.width;
+    spec.height = config.height;
+    spec.dpi = config.dpi;
+    spec.limits = config.limits;
+    spec.hostname = config.id;
+    spec.env = {{"HOME", "/home/user"}, {"USER", "user"}, {"LANG", "C.UTF-8"}};
+    if (definition.contains("env"))
+        for (auto& [k, v] : definition["env"].items()) spec.env[k] = v;
+    for (auto& [k, v] : config.env) spec.env[k] = v;
+    spec.entry = {"/opt/deskbox/bin/deskbox-agent",
+                  "--init",
+                  "--channel",
+                  agent_channel_arg,
+                  "--size",
+                  std::to_string(config.width) + "x" + std::to_string(config.height),
+                  "--dpi",
+                  std::to_string(config.dpi)};
+    if (definition.contains("session")) {
+        const auto& s = definition["session"];
+        if (s.contains("window_manager")) {
+            std::string wm;
+            for (auto& w : s["window_manager"])
+                wm += (wm.empty() ? "" : " ") + w.get<std::string>();
+            spec.entry.insert(spec.entry.end(), {"--wm", wm.empty() ? "none" : wm});
+        }
+        for (auto& app : s.value("autostart", nlohmann::json::array())) {
+            std::string line;
+            for (auto& w : app) line += (line.empty() ? "" : " ") + w.get<std::string>();
+            spec.entry.insert(spec.entry.end(), {"--autostart", line});
+        }
+    }
+    for (auto& [k, v] : spec.env) spec.entry.insert(spec.entry.end(), {"--env", k + "=" + v});
+    // images/build.py checked the type; a hand-edited definition is read leniently.
+    if (auto security = definition.find("security");
+        security != definition.end() && security->is_object())
+        spec.nested_user_namespaces = security->value("nested_user_namespaces", false) == true;
+    return spec;
 }
 
 // Holds <state>/deskboxd.lock for this server's life. A second server on the same state dir
@@ -117,170 +161,6 @@ SandboxManager::~SandboxManager() {
     // asked (and their runtime can); the rest end. Nobody claimed the pool's: they end.
     for (auto& [id, sandbox] : all) sandbox->shutdown(keep_on_exit_);
     for (auto& [id, sandbox] : pooled) sandbox->shutdown(false);
-}
-
-std::vector<std::string> SandboxManager::adopt_each(const std::vector<std::string>& ids,
-                                                    const std::string& runtime_name,
-                                                    std::chrono::milliseconds reattach_timeout,
-                                                    const AdoptOne& take) {
-    std::vector<std::string> adopted;
-    for (const auto& id : ids) {
-        const auto audit_path = options_.state_dir / "audit" / (id + ".jsonl");
-        nlohmann::json record;
-        {
-            std::ifstream in(Sandbox::record_path(options_.state_dir, id));
-            if (!in) continue;  // never ran (a crash during its start): a plain leftover
-            record = nlohmann::json::parse(in, nullptr, false);
-        }
-        try {
-            if (!record.is_object() || record.value("runtime", "") != runtime_name)
-                throw std::runtime_error("its server record is not a " + runtime_name + "'s");
-            SandboxConfig net_config;
-            net_config.id = id;
-            net_config.runtime_name = runtime_name;
-            net_config.network = network::NetworkPolicy::parse(record.at("network"));
-            net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
-            auto sandbox = take(id, record, net_config, audit_path);
-            sandbox->set_max_saved_lifetime(options_.max_timeout);
-            // A working agent answers soon; a dead one must not hold up the start for long.
-            // On failure the sandbox's destructor kills it: nothing is left to clean.
-            sandbox->reattach(reattach_timeout);
-            sandbox->audit("adopt",
-                           {{"reason", "server restart"}, {"state", to_string(sandbox->status())}});
-            std::lock_guard lock(mutex_);
-            sandboxes_[id] = std::move(sandbox);
-            adopted.push_back(id);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "deskboxd: cannot adopt %s %s, removing it: %s\n",
-                         runtime_name.c_str(), id.c_str(), e.what());
-            Sandbox::append_audit(audit_path, id, "cleanup",
-                                  {{"reason", std::string("cannot adopt: ") + e.what()}});
-        }
-    }
-    return adopted;
-}
-
-std::vector<std::string> SandboxManager::adopt_running() {
-    std::vector<std::string> adopted;
-    for (auto* runtime : runtimes_.all()) {
-        const std::string name = runtime->name();
-        auto* adoption = runtime->running_adoption();
-        if (!adoption) continue;  // this runtime's sandboxes end with their server
-        const auto boot_timeout = runtime->boot_timeout(options_.agent_timeout);
-        auto ids = adopt_each(
-            adoption->adoption_candidates(options_.state_dir), name,
-            std::min(boot_timeout, adoption->reconnect_timeout()),
-            [&](const std::string& id, const nlohmann::json& record,
-                const SandboxConfig& net_config, const std::filesystem::path& audit_path) {
-                // Nobody holds its tokens: the new server's pool makes its own.
-                if (record.value("pooled", false))
-                    throw std::runtime_error("it was made for the pool and never handed out");
-                auto instance = adoption->adopt_left_running(
-                    options_.state_dir, id, runtime::limits_from_json(record.at("limits")));
-                std::unique_ptr<runtime::SandboxNamespaces> namespaces;
-                if (record.contains("host_id_base"))
-                    namespaces = std::make_unique<runtime::SandboxNamespaces>(
-                        runtime::SandboxNamespaces::open(
-                            namespaces_dir(id), host_id_slots_.claim(record["host_id_base"])));
-                // Its network lives on: a container's own namespace, or the router a microVM's
-                // tap kept alive. The new network takes it over as it is.
-                UniqueFd netns = instance->adopted_network_namespace();
-                auto net = make_network(
-                    net_config, netns ? "/proc/self/fd/" + std::to_string(netns.get()) : "");
-                if (auto* snapshots = instance->snapshots())
-                    snapshots->set_network_attachment(attachment_for(net));  // a later restore's
-                auto sandbox =
-                    Sandbox::adopt_running(record, std::move(instance), audit_path, boot_timeout);
-                sandbox->attach_network(std::move(net));
-                sandbox->attach_namespaces(std::move(namespaces));
-                return sandbox;
-            });
-        adopted.insert(adopted.end(), ids.begin(), ids.end());
-    }
-    return adopted;
-}
-
-std::vector<std::string> SandboxManager::adopt_snapshots() {
-    std::vector<std::string> adopted;
-    for (auto* runtime : runtimes_.all()) {
-        const std::string name = runtime->name();
-        auto* adoption = runtime->snapshot_adoption();
-        if (!adoption) continue;
-        for (const auto& id : adoption->list_snapshotted(options_.state_dir)) {
-            std::unique_ptr<runtime::SandboxInstance> instance;
-            try {
-                instance = adoption->adopt_saved(options_.state_dir, id);
-                std::ifstream in(Sandbox::record_path(options_.state_dir, id));
-                if (!in) throw std::runtime_error("no server record next to the snapshot");
-                auto record = nlohmann::json::parse(in);
-                // The network of the last server went with it: a new one, same policy.
-                SandboxConfig net_config;
-                net_config.id = id;
-                net_config.runtime_name = name;
-                net_config.network = network::NetworkPolicy::parse(record.at("network"));
-                net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
-                auto net = make_network(net_config);
-                if (auto* snapshots = instance->snapshots())
-                    snapshots->set_network_attachment(attachment_for(net));
-                auto sandbox = Sandbox::adopt(record, std::move(instance),
-                                              options_.state_dir / "audit" / (id + ".jsonl"),
-                                              runtime->boot_timeout(options_.agent_timeout));
-                sandbox->attach_network(std::move(net));
-                sandbox->set_max_saved_lifetime(options_.max_timeout);
-                sandbox->audit("adopt", {{"reason", "server restart"}});
-                std::lock_guard lock(mutex_);
-                sandboxes_[id] = std::move(sandbox);
-                adopted.push_back(id);
-            } catch (const std::exception& e) {
-                // Unusable: removed like any leftover (the instance's destructor tears it down).
-                std::fprintf(stderr, "deskboxd: cannot adopt snapshot %s, removing it: %s\n",
-                             id.c_str(), e.what());
-                if (instance) {
-                    instance.reset();
-                } else {
-                    try {
-                        runtime->cleanup_leftover(options_.state_dir, id);
-                    } catch (const std::exception&) {
-                    }
-                }
-            }
-        }
-    }
-    return adopted;
-}
-
-std::vector<std::string> SandboxManager::clean_leftovers() {
-    std::vector<std::string> cleaned;
-    for (auto* runtime : runtimes_.all())
-        for (const auto& id : runtime->list_leftovers(options_.state_dir)) {
-            try {
-                runtime->cleanup_leftover(options_.state_dir, id);
-                cleaned.push_back(id);
-            } catch (const std::exception& e) {
-                std::fprintf(stderr, "deskboxd: could not clean leftover %s: %s\n", id.c_str(),
-                             e.what());
-            }
-        }
-    // Pinned namespaces of sandboxes that were not adopted (their processes are gone now).
-    std::set<std::string> alive;
-    {
-        std::lock_guard lock(mutex_);
-        for (const auto& [id, sandbox] : sandboxes_) alive.insert(id);
-    }
-    std::error_code ec;
-    for (auto it = std::filesystem::directory_iterator(options_.state_dir / "namespaces", ec);
-         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-        const std::string id = it->path().filename();
-        if (alive.count(id)) continue;
-        try {
-            for (const auto& mount : runtime::mounts_under(it->path())) runtime::unmount_all(mount);
-            std::filesystem::remove_all(it->path());
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "deskboxd: could not remove the namespaces of %s: %s\n",
-                         id.c_str(), e.what());
-        }
-    }
-    return cleaned;
 }
 
 runtime::Runtime& SandboxManager::runtime_for(const std::string& name) const {
@@ -449,47 +329,10 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
         throw ApiError(409, "template_not_built", e.what(), "template");
     }
     config.id = id.empty() ? "sb-" + random::hex(6) : id;
-    runtime::SandboxSpec spec;
-    spec.id = config.id;
+    runtime::SandboxSpec spec = spec_for(config, definition, runtime.agent_channel_arg());
     spec.template_rootfs = rootfs;
     spec.agent_dir = agent_dir_;
-    spec.width = config.width;
-    spec.height = config.height;
-    spec.dpi = config.dpi;
-    spec.limits = config.limits;
-    spec.hostname = config.id;
     spec.state_root = options_.state_dir;
-    spec.env = {{"HOME", "/home/user"}, {"USER", "user"}, {"LANG", "C.UTF-8"}};
-    if (definition.contains("env"))
-        for (auto& [k, v] : definition["env"].items()) spec.env[k] = v;
-    for (auto& [k, v] : config.env) spec.env[k] = v;
-    spec.entry = {"/opt/deskbox/bin/deskbox-agent",
-                  "--init",
-                  "--channel",
-                  runtime.agent_channel_arg(),
-                  "--size",
-                  std::to_string(config.width) + "x" + std::to_string(config.height),
-                  "--dpi",
-                  std::to_string(config.dpi)};
-    if (definition.contains("session")) {
-        const auto& s = definition["session"];
-        if (s.contains("window_manager")) {
-            std::string wm;
-            for (auto& w : s["window_manager"])
-                wm += (wm.empty() ? "" : " ") + w.get<std::string>();
-            spec.entry.insert(spec.entry.end(), {"--wm", wm.empty() ? "none" : wm});
-        }
-        for (auto& app : s.value("autostart", nlohmann::json::array())) {
-            std::string line;
-            for (auto& w : app) line += (line.empty() ? "" : " ") + w.get<std::string>();
-            spec.entry.insert(spec.entry.end(), {"--autostart", line});
-        }
-    }
-    for (auto& [k, v] : spec.env) spec.entry.insert(spec.entry.end(), {"--env", k + "=" + v});
-    // images/build.py checked the type; a hand-edited definition is read leniently.
-    if (auto security = definition.find("security");
-        security != definition.end() && security->is_object())
-        spec.nested_user_namespaces = security->value("nested_user_namespaces", false) == true;
 
     config.recordings_dir = recordings_dir();
     auto sandbox =
@@ -606,82 +449,6 @@ runtime::NetworkAttachment SandboxManager::throwaway_attachment() {
         return (*made)->open_tap();
     };
     return a;
-}
-
-std::size_t SandboxManager::pooled_count_locked() const {
-    std::size_t n = 0;
-    for (const auto& [name, ready] : pool_) n += ready.size();
-    return n;
-}
-
-std::shared_ptr<Sandbox> SandboxManager::take_pooled(const nlohmann::json& request,
-                                                     const SandboxConfig& config) {
-    // Pooled sandboxes run the template's defaults; these fields change nothing inside.
-    static const std::set<std::string> kPoolable = {"template",       "runtime",    "timeout_s",
-                                                    "metadata",       "on_timeout", "record",
-                                                    "api_resolution", "fast_start"};
-    // They were restored from template snapshots: a create that asks for a boot takes none.
-    if (!config.fast_start) return nullptr;
-    for (auto& [key, value] : request.items())
-        if (!kPoolable.count(key)) return nullptr;
-    while (true) {
-        std::shared_ptr<Sandbox> sandbox;
-        {
-            std::lock_guard lock(mutex_);
-            auto it = pool_.find({config.runtime_name, config.template_name});
-            if (it == pool_.end() || it->second.empty()) return nullptr;
-            sandbox = std::move(it->second.front());
-            it->second.erase(it->second.begin());
-        }
-        pool_wake_.notify_all();  // refill
-        if (sandbox->check_health() == SandboxStatus::running) {
-            sandbox->claim(config);
-            sandbox->audit("create", request);
-            return sandbox;
-        }
-        std::fprintf(stderr, "deskboxd: pooled sandbox %s broke (%s); dropped\n",
-                     sandbox->id().c_str(), sandbox->error_reason().c_str());
-        sandbox->kill();
-    }
-}
-
-void SandboxManager::pool_loop() {
-    std::unique_lock lock(mutex_);
-    while (!stopping_) {
-        std::string wanted;
-        for (const auto& [name, size] : options_.microvm_pool)
-            if (pool_[{kPoolRuntime, name}].size() < size &&
-                sandboxes_.size() + starting_ + pooled_count_locked() < options_.max_sandboxes) {
-                wanted = name;
-                break;
-            }
-        if (wanted.empty()) {
-            pool_wake_.wait_for(lock, std::chrono::seconds(2));
-            continue;
-        }
-        ++starting_;
-        lock.unlock();
-        std::shared_ptr<Sandbox> sandbox;
-        try {
-            nlohmann::json request = {{"template", wanted}, {"runtime", kPoolRuntime}};
-            auto [config, definition] = parse_create(request);
-            config.pooled = true;
-            sandbox = start_sandbox(request, std::move(config), definition);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "deskboxd: filling the %s pool: %s\n", wanted.c_str(), e.what());
-        }
-        lock.lock();
-        --starting_;
-        if (!sandbox) {
-            pool_wake_.wait_for(lock, std::chrono::seconds(10), [this] { return stopping_; });
-        } else if (stopping_) {
-            lock.unlock();
-            sandbox->kill();
-            lock.lock();
-        } else {
-            pool_[{kPoolRuntime, wanted}].push_back(std::move(sandbox));
-        }
-    }
 }
 
 std::shared_ptr<Sandbox> SandboxManager::find(const std::string& id) const {
