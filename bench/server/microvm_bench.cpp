@@ -30,7 +30,7 @@
 #include "common/temp_dir.hpp"
 #include "protocol/channel.hpp"
 #include "protocol/rpc.hpp"
-#include "server/runtime/microvm_runtime.hpp"
+#include "server/runtime/microvm/runtime.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include "common/parse_integer.hpp"
 #include "server/runtime/container_runtime.hpp"
-#include "server/runtime/microvm_runtime.hpp"
+#include "server/runtime/microvm/runtime.hpp"
 #include "server/runtime/user_namespace.hpp"
 
 namespace deskbox::server {

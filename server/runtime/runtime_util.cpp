@@ -20,6 +20,33 @@
 
 namespace deskbox::runtime {
 
+RunResult run_tool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                   const std::string& package) {
+    try {
+        return run_process(argv, timeout);
+    } catch (const std::system_error& e) {
+        throw RuntimeError("cannot run " + argv[0] + ": " + e.what() + " (apt-get install " +
+                           package + ")");
+    }
+}
+
+void link_or_copy(const std::filesystem::path& from, const std::filesystem::path& to) {
+    std::error_code ec;
+    std::filesystem::remove(to, ec);
+    std::filesystem::create_hard_link(from, to, ec);
+    if (!ec) return;
+    std::filesystem::copy_file(from, to, ec);
+    if (ec)
+        throw RuntimeError("cannot copy " + from.string() + " to " + to.string() + ": " +
+                           ec.message());
+}
+
+std::uintmax_t file_size_or_zero(const std::filesystem::path& file) {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(file, ec);
+    return ec ? 0 : size;
+}
+
 void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode,
                        atomic_file::Durability durability) {
     try {
