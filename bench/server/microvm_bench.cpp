@@ -30,6 +30,7 @@
 #include "common/temp_dir.hpp"
 #include "protocol/channel.hpp"
 #include "protocol/rpc.hpp"
+#include "server/runtime/microvm/qemu_command.hpp"
 #include "server/runtime/microvm/runtime.hpp"
 
 namespace {
@@ -229,38 +230,20 @@ Boot boot_once(MicrovmRuntime& runtime, const fs::path& rootfs, const fs::path& 
     return boot;
 }
 
-// The same kernel and initramfs in QEMU with no disks: the init fails on purpose right
-// after mounting /proc, prints its marker and resets. Seconds to the marker.
+// The same kernel and initramfs in QEMU with no disks (the sandboxes' command line without
+// their devices): the init fails on purpose right after mounting /proc, prints its marker and
+// resets. Seconds to the marker.
 double bare_boot(const MicrovmImage& image, Accelerator accel) {
+    QemuCommandOptions command;
+    command.memory_mb = 1024;
+    command.vcpus = 2;
+    command.accelerator = accel;
+    if (accel == Accelerator::tcg) command.tsc_khz = host_tsc_khz();
+    command.kernel = image.kernel;
+    command.initramfs = image.initramfs;
+    command.extra_kernel_args = "deskbox.fail=modules";  // console on stdout: no console_log
     SpawnOptions o;
-    std::string append = "console=ttyS0 panic=-1 quiet 8250.nr_uarts=1 deskbox.fail=modules";
-    if (accel == Accelerator::tcg) {
-        if (auto khz = host_tsc_khz()) append += " tsc_early_khz=" + std::to_string(khz);
-        append += " tsc=reliable";
-    }
-    o.argv = {"qemu-system-x86_64",
-              "-M",
-              "microvm,acpi=on,rtc=on,isa-serial=on",
-              "-nodefaults",
-              "-no-user-config",
-              "-nographic",
-              "-no-reboot",
-              "-m",
-              "1024",
-              "-smp",
-              "2",
-              "-kernel",
-              image.kernel.string(),
-              "-initrd",
-              image.initramfs.string(),
-              "-append",
-              append,
-              "-serial",
-              "stdio"};
-    if (accel == Accelerator::kvm)
-        o.argv.insert(o.argv.end(), {"-accel", "kvm", "-cpu", "host"});
-    else
-        o.argv.insert(o.argv.end(), {"-accel", "tcg,thread=multi", "-cpu", "max"});
+    o.argv = qemu_command(command);
     o.pipe_stdout = true;
     o.stderr_to_null = true;
     auto t0 = Clock::now();
@@ -280,6 +263,14 @@ double bare_boot(const MicrovmImage& image, Accelerator accel) {
     qemu.wait();
     return at;
 }
+
+constexpr const char* kUsage =
+    "usage: microvm_bench [--runs N] [--accel auto|tcg|kvm] [--template NAME]\n"
+    "  cold boots through the microVM runtime (phase by phase) next to bare QEMU booting the\n"
+    "  same kernel + initramfs, then template-snapshot restores and a sandbox's own snapshot.\n"
+    "  --runs N      boots and restores of each kind (1..100, default 2)\n"
+    "  --accel A     auto (probe), tcg or kvm (default auto)\n"
+    "  --template T  minimal or desktop (default minimal); needs images/build_microvm.py T\n";
 
 }  // namespace
 
@@ -305,10 +296,11 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "%s\n", e.what());
                 return 2;
             }
+        } else if (arg == "--help" || arg == "-h") {
+            std::printf("%s", kUsage);
+            return 0;
         } else {
-            std::fprintf(
-                stderr,
-                "usage: microvm_bench [--runs N] [--accel auto|tcg|kvm] [--template NAME]\n");
+            std::fprintf(stderr, "%s", kUsage);
             return 2;
         }
     }

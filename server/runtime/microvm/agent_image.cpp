@@ -15,28 +15,38 @@ namespace deskbox::runtime {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-fs::path AgentImages::image(const fs::path& state_root, const fs::path& agent_dir,
-                            const std::string& mkfs_ext4) {
-    std::vector<fs::path> files;
+namespace {
+
+// What is in an agent dir, cheaply: names, modes, sizes and mtimes (no content).
+struct AgentDirListing {
+    std::vector<fs::path> files;  // sorted
+    std::uint64_t total_bytes = 0;
+    std::string fingerprint;
+};
+
+AgentDirListing list_agent_dir(const fs::path& state_root, const fs::path& agent_dir) {
+    AgentDirListing listing;
     std::error_code ec;
-    std::uint64_t total = 0;
-    std::string fingerprint = state_root.string() + '\n' + agent_dir.string() + '\n';
+    listing.fingerprint = state_root.string() + '\n' + agent_dir.string() + '\n';
     for (auto it = fs::recursive_directory_iterator(agent_dir, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        files.push_back(it->path());
+        listing.files.push_back(it->path());
         struct stat st {};
         if (::lstat(it->path().c_str(), &st) != 0) continue;
-        total += static_cast<std::uint64_t>(st.st_size);
-        fingerprint += it->path().string() + ' ' + std::to_string(st.st_mode) + ' ' +
-                       std::to_string(st.st_size) + ' ' + std::to_string(st.st_mtim.tv_sec) + '.' +
-                       std::to_string(st.st_mtim.tv_nsec) + '\n';
+        listing.total_bytes += static_cast<std::uint64_t>(st.st_size);
+        listing.fingerprint += it->path().string() + ' ' + std::to_string(st.st_mode) + ' ' +
+                               std::to_string(st.st_size) + ' ' +
+                               std::to_string(st.st_mtim.tv_sec) + '.' +
+                               std::to_string(st.st_mtim.tv_nsec) + '\n';
     }
     if (ec) throw RuntimeError("cannot read agent dir " + agent_dir.string() + ": " + ec.message());
-    std::lock_guard lock(mutex_);
-    if (auto it = images_.find(fingerprint); it != images_.end() && fs::exists(it->second, ec))
-        return it->second;
+    std::sort(listing.files.begin(), listing.files.end());
+    return listing;
+}
 
-    std::sort(files.begin(), files.end());
+// The content address of the agent dir: relative names, modes, link targets, file bytes.
+std::string content_hash(const fs::path& agent_dir, const std::vector<fs::path>& files) {
+    std::error_code ec;
     Fnv64 hash;
     for (const auto& file : files) {
         hash.add(file.lexically_relative(agent_dir).string());
@@ -52,35 +62,55 @@ fs::path AgentImages::image(const fs::path& state_root, const fs::path& agent_di
                 hash.add(buffer, static_cast<std::size_t>(in.gcount()));
         }
     }
+    return hash.hex();
+}
+
+// mkfs.ext4 -d of `agent_dir` into `image` (through a temp file), read-only; then removes
+// older agents' images beside it (running VMs keep their open files, new ones use this).
+void make_image(const fs::path& agent_dir, std::uint64_t total_bytes, const fs::path& image,
+                const std::string& mkfs_ext4) {
+    std::error_code ec;
+    const fs::path images = image.parent_path();
+    fs::path temp = images / ("." + image.stem().string() + ".tmp");
+    fs::remove(temp, ec);
+    // ext4 needs room for its metadata on top of the files.
+    std::uint64_t mib = (total_bytes + total_bytes / 4) / (1 << 20) + 8;
+    auto result =
+        run_tool({mkfs_ext4, "-q", "-F", "-L", "deskbox-agent", "-b", "4096", "-m", "0", "-N",
+                  "256", "-O", "^has_journal", "-E", "lazy_itable_init=0,root_owner=0:0", "-d",
+                  agent_dir.string(), temp.string(), std::to_string(mib) + "M"},
+                 60s, "e2fsprogs");
+    if (result.timed_out || result.status.exit_code != 0 || result.status.signal != 0) {
+        fs::remove(temp, ec);
+        throw RuntimeError("cannot make the agent image from " + agent_dir.string() + " (" +
+                           mkfs_ext4 + "): " + trim(result.err + result.out));
+    }
+    ::chmod(temp.c_str(), 0444);
+    fs::rename(temp, image, ec);
+    if (ec) throw RuntimeError("cannot rename " + temp.string() + ": " + ec.message());
+    for (const auto& entry : fs::directory_iterator(images, ec)) {
+        auto name = entry.path().filename().string();
+        if (name.rfind("agent-", 0) == 0 && entry.path() != image) fs::remove(entry.path(), ec);
+    }
+}
+
+}  // namespace
+
+fs::path AgentImages::image(const fs::path& state_root, const fs::path& agent_dir,
+                            const std::string& mkfs_ext4) {
+    AgentDirListing listing = list_agent_dir(state_root, agent_dir);
+    std::error_code ec;
+    std::lock_guard lock(mutex_);
+    if (auto it = images_.find(listing.fingerprint);
+        it != images_.end() && fs::exists(it->second, ec))
+        return it->second;
+
     fs::path images = state_root / "microvm";
     fs::create_directories(images, ec);
     if (ec) throw RuntimeError("cannot create " + images.string() + ": " + ec.message());
-    fs::path image = images / ("agent-" + hash.hex() + ".img");
-    if (!fs::exists(image, ec)) {
-        fs::path temp = images / (".agent-" + hash.hex() + ".tmp");
-        fs::remove(temp, ec);
-        // ext4 needs room for its metadata on top of the files.
-        std::uint64_t mib = (total + total / 4) / (1 << 20) + 8;
-        auto result =
-            run_tool({mkfs_ext4, "-q", "-F", "-L", "deskbox-agent", "-b", "4096", "-m", "0", "-N",
-                      "256", "-O", "^has_journal", "-E", "lazy_itable_init=0,root_owner=0:0", "-d",
-                      agent_dir.string(), temp.string(), std::to_string(mib) + "M"},
-                     60s, "e2fsprogs");
-        if (result.timed_out || result.status.exit_code != 0 || result.status.signal != 0) {
-            fs::remove(temp, ec);
-            throw RuntimeError("cannot make the agent image from " + agent_dir.string() + " (" +
-                               mkfs_ext4 + "): " + trim(result.err + result.out));
-        }
-        ::chmod(temp.c_str(), 0444);
-        fs::rename(temp, image, ec);
-        if (ec) throw RuntimeError("cannot rename " + temp.string() + ": " + ec.message());
-        // Older agents' images: running VMs keep their open files, new ones use this.
-        for (const auto& entry : fs::directory_iterator(images, ec)) {
-            auto name = entry.path().filename().string();
-            if (name.rfind("agent-", 0) == 0 && entry.path() != image) fs::remove(entry.path(), ec);
-        }
-    }
-    images_[fingerprint] = image;
+    fs::path image = images / ("agent-" + content_hash(agent_dir, listing.files) + ".img");
+    if (!fs::exists(image, ec)) make_image(agent_dir, listing.total_bytes, image, mkfs_ext4);
+    images_[listing.fingerprint] = image;
     return image;
 }
 

@@ -5,7 +5,34 @@
 
 namespace deskbox::runtime {
 
-namespace fs = std::filesystem;
+namespace {
+
+std::string kernel_command_line(const QemuCommandOptions& options) {
+    std::string args = "console=ttyS0 panic=-1 quiet 8250.nr_uarts=1";
+    if (options.accelerator == Accelerator::tcg) {
+        // TCG guests read the host's TSC, whose rate the kernel cannot calibrate against the
+        // emulated PIT (it then hangs without a clock); the TSCs of vCPU threads agree.
+        if (options.tsc_khz > 0) args += " tsc_early_khz=" + std::to_string(options.tsc_khz);
+        args += " tsc=reliable";
+    }
+    if (!options.extra_kernel_args.empty()) args += " " + options.extra_kernel_args;
+    return args;
+}
+
+void add(std::vector<std::string>& argv, std::initializer_list<std::string> args) {
+    argv.insert(argv.end(), args);
+}
+
+// A virtio disk told apart in the guest by its serial number, not by its order.
+void add_disk(std::vector<std::string>& argv, const std::string& id, const std::string& format,
+              const std::filesystem::path& file, bool read_only) {
+    std::string drive = "id=" + id + ",if=none,format=" + format;
+    drive += read_only ? ",readonly=on" : ",discard=unmap";
+    add(argv, {"-drive", drive + ",file=" + qemu_escape(file.string()), "-device",
+               "virtio-blk-device,drive=" + id + ",serial=deskbox-" + id});
+}
+
+}  // namespace
 
 std::string qemu_escape(const std::string& value) {
     std::string out;
@@ -16,85 +43,45 @@ std::string qemu_escape(const std::string& value) {
     return out;
 }
 
-std::vector<std::string> build_qemu_command(const MicrovmRuntimeOptions& options,
-                                            const SandboxSpec& spec, const MicrovmPaths& paths,
-                                            const MicrovmImage& image,
-                                            const std::optional<fs::path>& agent_image,
-                                            Accelerator accel, std::uint64_t tsc_khz, int agent_fd,
-                                            int qmp_fd, int tap_fd) {
-    int vcpus = std::max(1, static_cast<int>(std::ceil(spec.limits.cpus - 1e-9)));
-    std::string kernel_args = "console=ttyS0 panic=-1 quiet 8250.nr_uarts=1";
-    if (accel == Accelerator::tcg) {
-        // TCG guests read the host's TSC, whose rate the kernel cannot calibrate against the
-        // emulated PIT (it then hangs without a clock); the TSCs of vCPU threads agree.
-        if (tsc_khz > 0) kernel_args += " tsc_early_khz=" + std::to_string(tsc_khz);
-        kernel_args += " tsc=reliable";
-    }
-    if (!options.extra_kernel_args.empty()) kernel_args += " " + options.extra_kernel_args;
+int microvm_vcpus(double cpus) {
+    return std::max(1, static_cast<int>(std::ceil(cpus - 1e-9)));
+}
 
-    std::vector<std::string> argv = {
-        options.qemu,
-        "-name",
-        qemu_escape("deskbox-" + spec.id),
-        "-M",
-        "microvm,acpi=on,rtc=on,isa-serial=on",
-        "-nodefaults",
-        "-no-user-config",
-        "-nographic",
-        "-no-reboot",
-        "-sandbox",
-        "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-        "-m",
-        std::to_string(spec.limits.memory_mb),
-        "-smp",
-        std::to_string(vcpus),
-        "-kernel",
-        qemu_escape(image.kernel.string()),
-        "-initrd",
-        qemu_escape(image.initramfs.string()),
-        "-append",
-        kernel_args,
-        "-chardev",
-        "file,id=console,path=" + qemu_escape(paths.console_log.string()),
-        "-serial",
-        "chardev:console",
-        "-drive",
-        "id=root,if=none,format=qcow2,discard=unmap,file=" + qemu_escape(paths.disk.string()),
-        "-device",
-        "virtio-blk-device,drive=root,serial=deskbox-root",
-        "-drive",
-        "id=config,if=none,format=raw,readonly=on,file=" + qemu_escape(paths.config.string()),
-        "-device",
-        "virtio-blk-device,drive=config,serial=deskbox-config",
-        "-device",
-        "virtio-serial-device,max_ports=2",
-        "-chardev",
-        "socket,id=agent,server=on,wait=off,fd=" + std::to_string(agent_fd),
-        "-device",
-        "virtserialport,chardev=agent,name=deskbox.agent",
-        "-chardev",
-        "socket,id=qmp,server=on,wait=off,fd=" + std::to_string(qmp_fd),
-        "-mon",
-        "chardev=qmp,mode=control",
-        "-device",
-        "virtio-rng-device",
-    };
-    if (accel == Accelerator::kvm) {
-        argv.insert(argv.end(), {"-accel", "kvm", "-cpu", "host"});
-    } else {
-        argv.insert(argv.end(), {"-accel", "tcg,thread=multi", "-cpu", "max"});
-    }
-    if (agent_image) {
-        argv.insert(argv.end(), {"-drive",
-                                 "id=agent,if=none,format=raw,readonly=on,file=" +
-                                     qemu_escape(agent_image->string()),
-                                 "-device", "virtio-blk-device,drive=agent,serial=deskbox-agent"});
-    }
-    if (tap_fd >= 0) {
+std::vector<std::string> qemu_command(const QemuCommandOptions& options) {
+    std::vector<std::string> argv = {options.qemu};
+    if (!options.name.empty()) add(argv, {"-name", qemu_escape(options.name)});
+    add(argv, {"-M", "microvm,acpi=on,rtc=on,isa-serial=on", "-nodefaults", "-no-user-config",
+               "-nographic", "-no-reboot", "-sandbox",
+               "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-m",
+               std::to_string(options.memory_mb), "-smp", std::to_string(options.vcpus), "-kernel",
+               qemu_escape(options.kernel.string()), "-initrd",
+               qemu_escape(options.initramfs.string()), "-append", kernel_command_line(options)});
+    if (options.console_log.empty())
+        add(argv, {"-serial", "stdio"});
+    else
+        add(argv, {"-chardev", "file,id=console,path=" + qemu_escape(options.console_log.string()),
+                   "-serial", "chardev:console"});
+    if (!options.root_disk.empty()) add_disk(argv, "root", "qcow2", options.root_disk, false);
+    if (!options.config_disk.empty()) add_disk(argv, "config", "raw", options.config_disk, true);
+    if (options.agent_fd >= 0)
+        add(argv, {"-device", "virtio-serial-device,max_ports=2", "-chardev",
+                   "socket,id=agent,server=on,wait=off,fd=" + std::to_string(options.agent_fd),
+                   "-device", "virtserialport,chardev=agent,name=deskbox.agent"});
+    if (options.qmp_fd >= 0)
+        add(argv,
+            {"-chardev", "socket,id=qmp,server=on,wait=off,fd=" + std::to_string(options.qmp_fd),
+             "-mon", "chardev=qmp,mode=control"});
+    add(argv, {"-device", "virtio-rng-device"});
+    if (options.accelerator == Accelerator::kvm)
+        add(argv, {"-accel", "kvm", "-cpu", "host"});
+    else
+        add(argv, {"-accel", "tcg,thread=multi", "-cpu", "max"});
+    if (!options.agent_disk.empty()) add_disk(argv, "agent", "raw", options.agent_disk, true);
+    if (options.tap_fd >= 0) {
         // A tap in the sandbox's router namespace (server/network): the egress proxy decides
         // what the guest reaches. No user-mode networking: its gateway is the host itself.
-        argv.insert(argv.end(), {"-netdev", "tap,id=net0,fd=" + std::to_string(tap_fd), "-device",
-                                 "virtio-net-device,netdev=net0"});
+        add(argv, {"-netdev", "tap,id=net0,fd=" + std::to_string(options.tap_fd), "-device",
+                   "virtio-net-device,netdev=net0"});
     }
     return argv;
 }

@@ -98,24 +98,49 @@ void MicrovmSandbox::write_metadata_locked(const json& extra) {
                                                  : atomic_file::Durability::process_crash);
 }
 
+UniqueFd MicrovmSandbox::open_tap_locked() {
+    if (!spec_.network) return {};
+    if (!spec_.attachment.open_tap)
+        throw SpecError("network",
+                        "a microVM with a network needs the server's sandbox "
+                        "network (attachment.open_tap is not set)");
+    try {
+        return spec_.attachment.open_tap();
+    } catch (const std::exception& e) {
+        throw RuntimeError(std::string("cannot attach the microVM's network: ") + e.what());
+    }
+}
+
+QemuCommandOptions MicrovmSandbox::qemu_command_options_locked(int agent_fd, int qmp_fd,
+                                                               int tap_fd) const {
+    const auto& options = shared_->options;
+    QemuCommandOptions command;
+    command.qemu = options.qemu;
+    command.name = "deskbox-" + spec_.id;
+    command.memory_mb = spec_.limits.memory_mb;
+    command.vcpus = microvm_vcpus(spec_.limits.cpus);
+    command.accelerator = accelerator_;
+    command.tsc_khz = tsc_khz_;
+    command.kernel = image_.kernel;
+    command.initramfs = image_.initramfs;
+    command.extra_kernel_args = options.extra_kernel_args;
+    command.console_log = paths_.console_log;
+    command.root_disk = paths_.disk;
+    command.config_disk = paths_.config;
+    if (agent_image_) command.agent_disk = *agent_image_;
+    command.agent_fd = agent_fd;
+    command.qmp_fd = qmp_fd;
+    command.tap_fd = tap_fd;
+    return command;
+}
+
 void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
     const auto& options = shared_->options;
     UniqueFd agent_listener = listen_unix(paths_.agent_socket);
     UniqueFd qmp_listener = listen_unix(paths_.qmp_socket);
-    UniqueFd tap;
-    if (spec_.network) {
-        if (!spec_.attachment.open_tap)
-            throw SpecError("network",
-                            "a microVM with a network needs the server's sandbox "
-                            "network (attachment.open_tap is not set)");
-        try {
-            tap = spec_.attachment.open_tap();
-        } catch (const std::exception& e) {
-            throw RuntimeError(std::string("cannot attach the microVM's network: ") + e.what());
-        }
-    }
-    command_ = build_qemu_command(options, spec_, paths_, image_, agent_image_, accelerator_,
-                                  tsc_khz_, agent_listener.get(), qmp_listener.get(), tap.get());
+    UniqueFd tap = open_tap_locked();
+    command_ = runtime::qemu_command(
+        qemu_command_options_locked(agent_listener.get(), qmp_listener.get(), tap.get()));
     if (incoming_fd >= 0) command_.insert(command_.end(), {"-incoming", "defer"});
 
     SpawnOptions spawn;
@@ -137,8 +162,11 @@ void MicrovmSandbox::spawn_qemu_locked(int incoming_fd) {
     qmp_listener.reset();
     tap.reset();
     write_file_atomic(paths_.pid_file, std::to_string(qemu_.pid()) + "\n", 0600);
+    connect_qmp_locked();
+}
 
-    auto deadline = Clock::now() + options.start_timeout;
+void MicrovmSandbox::connect_qmp_locked() {
+    auto deadline = Clock::now() + shared_->options.start_timeout;
     try {
         qmp_ = QmpClient::connect(paths_.qmp_socket, deadline, [this]() -> std::string {
             if (qemu_.running()) return {};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/runtime/microvm/accelerator.hpp"
+#include "server/runtime/microvm/qemu_command.hpp"
 #include "server/runtime/microvm/qemu_process.hpp"
 #include "server/runtime/microvm/qmp_client.hpp"
 #include "server/runtime/microvm/sandbox_files.hpp"
@@ -89,20 +90,46 @@ class MicrovmSandbox : public ProcessSandbox, public Snapshots {
 
   private:
     friend class MicrovmRuntime;
-    // sandbox.cpp
+    // ---- sandbox.cpp
     void launch();  // files, sockets, QEMU, QMP; throws
-    std::string vcpu_whereabouts_locked();
+    void write_metadata_locked(const nlohmann::json& extra);
     // Sockets, command line, QEMU, QMP (launch and restore); `incoming_fd` >= 0: restore.
     void spawn_qemu_locked(int incoming_fd);
+    UniqueFd open_tap_locked();  // the network's tap device; none without a network
+    QemuCommandOptions qemu_command_options_locked(int agent_fd, int qmp_fd, int tap_fd) const;
+    void connect_qmp_locked();  // to the QEMU just started; throws with its last words
+    std::string vcpu_whereabouts_locked();
+    std::string console_lines(std::size_t lines);
+    std::string failure_detail();  // console tail (+ QEMU's stderr if it said anything)
+
+    // ---- agent_connection.cpp: the steps of connect_agent
+    struct AgentWait {
+        std::chrono::steady_clock::time_point started, deadline;
+    };
+    bool agent_port_connected_locked();        // QEMU has a host connection on agent.sock
+    std::optional<std::string> dead_reason();  // why the VM cannot answer; nullopt: it can
+    RuntimeError agent_failure(const std::string& what);  // with the console's last lines
+    // Throws agent_failure if the VM ended or the wait's deadline passed.
+    void check_agent_wait(const AgentWait& wait, const std::string& what);
+    // A reconnect: until QEMU dropped the previous host connection and the guest noticed.
+    void wait_for_old_session_end(const AgentWait& wait);
+    // True once the agent spoke on `fd`; false when a reconnect should bounce the connection.
+    bool await_hello(int fd, bool reconnect, const AgentWait& wait);
+
+    // ---- snapshot.cpp
     // Starts QEMU on `memory` and runs the VM; `consume`: the file is this sandbox's own and
     // goes once loaded (a template's is shared and stays). Throws RuntimeError, no QEMU left.
     void restore_locked(const std::filesystem::path& memory, bool consume);
+    // The steps of snapshot(). Stops the VM and has QEMU write it into `file` (`temp`);
+    // returns once saved. Throws RuntimeError.
+    void save_locked(UniqueFd file, const std::filesystem::path& temp);
+    void quit_after_save_locked();  // QEMU ends (flushing disk.qcow2); snapshotted from here
+    // Moves `temp` to the memory file, keeps the agent image beside it, writes the record.
+    std::uint64_t keep_memory_file_locked(const std::filesystem::path& temp,
+                                          const std::string& what);
+
+    // ---- template_snapshots.cpp
     void launch_from_template(const std::filesystem::path& template_dir);
-    void write_metadata_locked(const nlohmann::json& extra);
-    // agent_connection.cpp
-    bool agent_port_connected_locked();  // QEMU has a host connection on agent.sock
-    std::string console_lines(std::size_t lines);
-    std::string failure_detail();  // console tail (+ QEMU's stderr if it said anything)
 
     std::shared_ptr<Shared> shared_;
     SandboxSpec spec_;

@@ -46,15 +46,16 @@ std::uint64_t MicrovmSandbox::snapshot() {
     if (snapshotted_) throw RuntimeError(what + "it is already saved to a snapshot");
     if (!alive_locked())
         throw RuntimeError(what + "it is not running (" + (exit_ ? exit_->reason : "") + ")");
-    const auto& options = shared_->options;
     fs::path temp = paths_.memory;
     temp += ".tmp";
     UniqueFd file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (!file)
         throw RuntimeError(what + "cannot create " + temp.string() + ": " + std::strerror(errno));
     bool was_paused = paused_;
-    // A failed save leaves the VM as it was and no partial memory file.
-    auto fail = [&](const std::string& reason) -> RuntimeError {
+    try {
+        save_locked(std::move(file), temp);
+    } catch (const RuntimeError& e) {
+        // A failed save leaves the VM as it was and no partial memory file.
         std::error_code ec;
         fs::remove(temp, ec);
         if (!was_paused && alive_locked()) {
@@ -65,53 +66,54 @@ std::uint64_t MicrovmSandbox::snapshot() {
                 paused_ = true;
             }
         }
-        return RuntimeError(what + reason);
-    };
-    try {
-        if (!paused_) {
-            qmp_.execute("stop");
-            paused_ = true;
-        }
-        // A local file: the default cap (meant for links shared with running guests) only
-        // slows the save down.
-        qmp_.execute("migrate-set-parameters", {{"max-bandwidth", std::int64_t{1} << 36}});
-        qmp_.execute_with_fd("getfd", {{"fdname", kSnapshotFdName}}, file.get());
-        qmp_.execute("migrate", {{"uri", std::string("fd:") + kSnapshotFdName}});
-    } catch (const RuntimeError& e) {
-        throw fail(e.what());
+        throw RuntimeError(what + e.what());
     }
+    quit_after_save_locked();
+    return keep_memory_file_locked(temp, what);
+}
+
+void MicrovmSandbox::save_locked(UniqueFd file, const fs::path& temp) {
+    const auto& options = shared_->options;
+    if (!paused_) {
+        qmp_.execute("stop");
+        paused_ = true;
+    }
+    // A local file: the default cap (meant for links shared with running guests) only
+    // slows the save down.
+    qmp_.execute("migrate-set-parameters", {{"max-bandwidth", std::int64_t{1} << 36}});
+    qmp_.execute_with_fd("getfd", {{"fdname", kSnapshotFdName}}, file.get());
+    qmp_.execute("migrate", {{"uri", std::string("fd:") + kSnapshotFdName}});
     file.reset();  // QEMU writes through its own copy
     auto deadline = Clock::now() + options.snapshot_timeout;
     while (true) {
-        json info;
-        try {
-            info = qmp_.execute("query-migrate");
-        } catch (const RuntimeError& e) {
-            throw fail(e.what());
-        }
+        json info = qmp_.execute("query-migrate");
         std::string status = info.value("status", "");
-        if (status == "completed") break;
+        if (status == "completed") return;
         if (status == "failed" || status == "cancelled")
-            throw fail("QEMU's migration " + status + ": " +
-                       info.value("error-desc", "no reason given"));
+            throw RuntimeError("QEMU's migration " + status + ": " +
+                               info.value("error-desc", "no reason given"));
         if (Clock::now() >= deadline) {
             try {
                 qmp_.execute("migrate_cancel");
             } catch (const std::exception&) {
             }
-            throw fail("the save did not complete within " +
-                       std::to_string(options.snapshot_timeout.count()) + " ms (status " + status +
-                       ", " + std::to_string(file_size_or_zero(temp)) + " bytes written)");
+            throw RuntimeError("the save did not complete within " +
+                               std::to_string(options.snapshot_timeout.count()) + " ms (status " +
+                               status + ", " + std::to_string(file_size_or_zero(temp)) +
+                               " bytes written)");
         }
         std::this_thread::sleep_for(20ms);
     }
+}
+
+void MicrovmSandbox::quit_after_save_locked() {
     // quit closes disk.qcow2 cleanly: the snapshot is memory + this disk layer.
     try {
         qmp_.execute("quit", json::object(), 2s);
     } catch (const std::exception&) {
         // QEMU may close the socket before answering; the wait below tells.
     }
-    if (!qemu_.wait(options.stop_timeout)) {
+    if (!qemu_.wait(shared_->options.stop_timeout)) {
         qemu_.signal(SIGKILL);
         qemu_.wait();
     }
@@ -121,8 +123,13 @@ std::uint64_t MicrovmSandbox::snapshot() {
     std::error_code ec;
     for (const auto& path : {paths_.agent_socket, paths_.qmp_socket, paths_.pid_file})
         fs::remove(path, ec);
+}
+
+std::uint64_t MicrovmSandbox::keep_memory_file_locked(const fs::path& temp,
+                                                      const std::string& what) {
     // From here QEMU is gone: a failure leaves the sandbox snapshotted without a usable
     // memory file, which restore then reports.
+    std::error_code ec;
     atomic_file::sync_with_directory(temp);
     fs::rename(temp, paths_.memory, ec);
     if (ec) throw RuntimeError(what + "rename " + temp.string() + ": " + ec.message());

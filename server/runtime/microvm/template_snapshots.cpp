@@ -9,6 +9,7 @@
 #include "common/random.hpp"
 #include "server/runtime/microvm/content_hash.hpp"
 #include "server/runtime/microvm/guest_config.hpp"
+#include "server/runtime/microvm/qemu_command.hpp"
 #include "server/runtime/microvm/runtime.hpp"
 #include "server/runtime/microvm/runtime_state.hpp"
 #include "server/runtime/oci_bundle.hpp"
@@ -83,7 +84,7 @@ std::string MicrovmRuntime::template_key(const SandboxSpec& spec, const MicrovmI
     hash.add(std::to_string(accel == Accelerator::tcg ? shared_->tsc_khz_cached() : 0));
     hash.add(options.extra_kernel_args);
     hash.add(std::to_string(spec.limits.memory_mb));
-    hash.add(std::to_string(std::max(1, static_cast<int>(std::ceil(spec.limits.cpus - 1e-9)))));
+    hash.add(std::to_string(microvm_vcpus(spec.limits.cpus)));
     hash.add(spec.network ? "network" : "no network");
     hash.add(std::to_string(spec.uid) + ':' + std::to_string(spec.gid));
     for (const auto& arg : spec.entry) hash.add(arg);
