@@ -4,9 +4,9 @@
 #include <stdexcept>
 
 #include "common/parse_integer.hpp"
-#include "server/runtime/container_runtime.hpp"
+#include "server/runtime/container/runtime.hpp"
 #include "server/runtime/microvm/runtime.hpp"
-#include "server/runtime/user_namespace.hpp"
+#include "server/runtime/container/user_namespace.hpp"
 
 namespace deskbox::server {
 

@@ -1,5 +1,5 @@
 // The sandbox runtime interface: what deskboxd needs from a place that runs one desktop.
-// Two implementations share it: `container` (runc, container_runtime.hpp) and `microvm`
+// Two implementations share it: `container` (runc, container/runtime.hpp) and `microvm`
 // (QEMU, microvm/runtime.hpp). Both boot the same template and expose the same agent
 // channel. Where they differ, the server asks the interface (capabilities: snapshots,
 // adoption, fast start, how the network and the agent channel attach) and never the name.

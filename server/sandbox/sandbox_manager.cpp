@@ -14,7 +14,7 @@
 
 #include "common/child_process.hpp"
 #include "common/random.hpp"
-#include "server/runtime/mounts.hpp"
+#include "server/runtime/container/mounts.hpp"
 
 namespace deskbox::server {
 namespace {

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "common/random.hpp"
-#include "server/runtime/oci_bundle.hpp"
+#include "server/runtime/guest_env.hpp"
 
 namespace deskbox::runtime {
 

@@ -7,12 +7,12 @@
 
 #include "common/atomic_file.hpp"
 #include "common/random.hpp"
+#include "server/runtime/guest_env.hpp"
 #include "server/runtime/microvm/content_hash.hpp"
 #include "server/runtime/microvm/guest_config.hpp"
 #include "server/runtime/microvm/qemu_command.hpp"
 #include "server/runtime/microvm/runtime.hpp"
 #include "server/runtime/microvm/runtime_state.hpp"
-#include "server/runtime/oci_bundle.hpp"
 #include "server/runtime/runtime_util.hpp"
 
 namespace deskbox::runtime {

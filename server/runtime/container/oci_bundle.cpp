@@ -1,7 +1,7 @@
-#include "server/runtime/oci_bundle.hpp"
+#include "server/runtime/container/oci_bundle.hpp"
 
+#include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/runtime_util.hpp"
-#include "server/runtime/user_namespace.hpp"
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -81,19 +81,6 @@ json default_seccomp_profile(bool nested_user_namespaces) {
     }
     return json{
         {"defaultAction", "SCMP_ACT_ALLOW"}, {"architectures", architectures}, {"syscalls", rules}};
-}
-
-std::map<std::string, std::string> default_guest_env(const SandboxSpec& spec) {
-    std::string home = spec.uid == 0 ? "/root" : "/home/user";
-    return {
-        {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-        {"HOME", home},
-        {"LANG", "C.UTF-8"},
-        {"DESKBOX_SANDBOX_ID", spec.id},
-        {"DESKBOX_SCREEN", std::to_string(spec.width) + "x" + std::to_string(spec.height)},
-        {"DESKBOX_DPI", std::to_string(spec.dpi)},
-        {"DESKBOX_AGENT_SOCKET", std::string(kGuestRunDir) + "/" + kAgentSocketName},
-    };
 }
 
 json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
