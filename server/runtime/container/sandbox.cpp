@@ -75,17 +75,25 @@ fs::path ContainerSandbox::agent_socket_path() const {
 }
 
 void ContainerSandbox::launch() {
+    write_metadata();
+    mount_rootfs();
+    write_bundle();
+    run_until_entry_started();
+}
+
+void ContainerSandbox::write_metadata() {
+    json metadata = {{"runtime", kContainerRuntimeName},
+                     {"id", spec_.id},
+                     {"cgroup", cgroup_path()},
+                     {"template_rootfs", spec_.template_rootfs.string()},
+                     {"created_unix", static_cast<std::int64_t>(std::time(nullptr))}};
+    std::ofstream out(paths_.metadata);
+    out << metadata.dump(2) << '\n';
+    if (!out) throw RuntimeError("cannot write " + paths_.metadata.string());
+}
+
+void ContainerSandbox::mount_rootfs() {
     const auto& options = shared_->options;
-    {
-        json metadata = {{"runtime", kContainerRuntimeName},
-                         {"id", spec_.id},
-                         {"cgroup", cgroup_path()},
-                         {"template_rootfs", spec_.template_rootfs.string()},
-                         {"created_unix", static_cast<std::int64_t>(std::time(nullptr))}};
-        std::ofstream out(paths_.metadata);
-        out << metadata.dump(2) << '\n';
-        if (!out) throw RuntimeError("cannot write " + paths_.metadata.string());
-    }
     make_dir(paths_.disk, 0755);
     if (spec_.limits.disk_mb > 0)
         mount_capped_disk(paths_.disk_image, paths_.disk, spec_.limits.disk_mb, options.mkfs_ext4);
@@ -122,7 +130,9 @@ void ContainerSandbox::launch() {
         chown_dir(paths_.upper, base, base);
     }
     mount_overlay(lower, paths_.upper, paths_.work, paths_.rootfs);
+}
 
+void ContainerSandbox::write_bundle() {
     BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path(), {}, {}};
     if (!spec_.attachment.resolv_conf.empty()) {
         // The server's DNS for this sandbox, and the sandbox's own name without asking it.
@@ -136,7 +146,10 @@ void ContainerSandbox::launch() {
                           0644);
     }
     write_oci_config(make_oci_config(spec_, layout), paths_.bundle);
+}
 
+void ContainerSandbox::run_until_entry_started() {
+    const auto& options = shared_->options;
     // runc writes the pid file (temp file + rename) once the entry was exec'd: watch for it
     // rather than polling.
     UniqueFd inotify(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
