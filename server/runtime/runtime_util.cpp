@@ -47,6 +47,30 @@ std::uintmax_t file_size_or_zero(const std::filesystem::path& file) {
     return ec ? 0 : size;
 }
 
+void make_new_sandbox_dir(const std::filesystem::path& state_root, const std::string& id) {
+    std::error_code ec;
+    std::filesystem::create_directories(state_root / "sandboxes", ec);
+    if (ec)
+        throw RuntimeError("cannot create " + (state_root / "sandboxes").string() + ": " +
+                           ec.message());
+    const std::filesystem::path dir = sandbox_dir(state_root, id);
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+        if (errno == EEXIST)
+            throw RuntimeError("sandbox directory " + dir.string() +
+                               " already exists (a leftover? see list_leftovers)");
+        throw RuntimeError("mkdir " + dir.string() + ": " + std::strerror(errno));
+    }
+}
+
+void require_removed(const std::string& id, const std::vector<std::string>& left,
+                     const std::string& problems) {
+    if (left.empty()) return;
+    std::string list;
+    for (const auto& item : left) list += (list.empty() ? "" : ", ") + item;
+    throw RuntimeError("sandbox " + id + " not fully removed: " + list +
+                       (problems.empty() ? "" : " (" + problems + ")"));
+}
+
 void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode,
                        atomic_file::Durability durability) {
     try {

@@ -41,6 +41,13 @@ void link_or_copy(const std::filesystem::path& from, const std::filesystem::path
 // The size of `file`, 0 if it has none.
 std::uintmax_t file_size_or_zero(const std::filesystem::path& file);
 
+// Makes <state_root>/sandboxes/<id> (0700) for a new sandbox. RuntimeError if it exists
+// already (a leftover) or cannot be made.
+void make_new_sandbox_dir(const std::filesystem::path& state_root, const std::string& id);
+// RuntimeError "sandbox <id> not fully removed: <left> (<problems>)" unless `left` is empty.
+void require_removed(const std::string& id, const std::vector<std::string>& left,
+                     const std::string& problems);
+
 // mkdir with exactly `mode` (not narrowed by the umask). Throws RuntimeError.
 void make_dir(const std::filesystem::path& dir, mode_t mode);
 

@@ -106,17 +106,7 @@ std::unique_ptr<ContainerSandbox> ContainerRuntime::start_container(const Sandbo
 
     if (shared_->live.contains(spec.state_root, spec.id))
         throw SpecError("id", "sandbox '" + spec.id + "' already runs in this state root");
-    fs::create_directories(spec.state_root / "sandboxes", ec);
-    if (ec)
-        throw RuntimeError("cannot create " + (spec.state_root / "sandboxes").string() + ": " +
-                           ec.message());
-    ContainerPaths paths(spec.state_root, spec.id);
-    if (::mkdir(paths.dir.c_str(), 0700) != 0) {
-        if (errno == EEXIST)
-            throw RuntimeError("sandbox directory " + paths.dir.string() +
-                               " already exists (a leftover? see list_leftovers)");
-        throw RuntimeError("mkdir " + paths.dir.string() + ": " + std::strerror(errno));
-    }
+    make_new_sandbox_dir(spec.state_root, spec.id);
     // From here on the sandbox object owns the directory: its destructor removes it and
     // whatever launch() managed to create when launch() throws.
     auto sandbox = std::make_unique<ContainerSandbox>(ContainerSandbox::Key(), shared_, spec);

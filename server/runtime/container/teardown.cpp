@@ -3,6 +3,7 @@
 #include "server/runtime/container/cgroups.hpp"
 #include "server/runtime/container/mounts.hpp"
 #include "server/runtime/container/runc.hpp"
+#include "server/runtime/runtime_util.hpp"
 
 namespace deskbox::runtime {
 
@@ -54,12 +55,7 @@ void teardown(const ContainerRuntimeOptions& options, const fs::path& state_root
         });
     }
     auto left = residue_of(options, state_root, id, !keep_state);
-    if (!left.empty()) {
-        std::string list;
-        for (const auto& item : left) list += (list.empty() ? "" : ", ") + item;
-        throw RuntimeError("sandbox " + id + " not fully removed: " + list +
-                           (problems.empty() ? "" : " (" + problems + ")"));
-    }
+    require_removed(id, left, problems);
 }
 
 }  // namespace deskbox::runtime

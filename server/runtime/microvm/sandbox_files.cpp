@@ -187,12 +187,7 @@ void teardown(const fs::path& state_root, const std::string& id, bool keep_state
         });
     }
     auto left = residue_of(state_root, id, !keep_state);
-    if (!left.empty()) {
-        std::string list;
-        for (const auto& item : left) list += (list.empty() ? "" : ", ") + item;
-        throw RuntimeError("sandbox " + id + " not fully removed: " + list +
-                           (problems.empty() ? "" : " (" + problems + ")"));
-    }
+    require_removed(id, left, problems);
 }
 
 }  // namespace deskbox::runtime
