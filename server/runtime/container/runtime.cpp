@@ -28,6 +28,7 @@
 #include "server/runtime/container/runtime_state.hpp"
 #include "server/runtime/container/teardown.hpp"
 #include "server/runtime/container/user_namespace.hpp"
+#include "server/runtime/content_hash.hpp"
 #include "server/runtime/exit_classification.hpp"
 #include "server/runtime/runtime_util.hpp"
 
@@ -59,12 +60,10 @@ std::string ContainerRuntime::cgroup_parent_for(const fs::path& state_root) {
     auto canonical = fs::weakly_canonical(state_root, ec);
     if (ec) canonical = fs::absolute(state_root, ec);
     if (canonical == "/var/lib/deskbox") return "deskbox";
-    // FNV-1a: stable across runs and builds, unlike std::hash.
-    std::uint64_t hash = 14695981039346656037ull;
-    for (unsigned char c : canonical.string()) hash = (hash ^ c) * 1099511628211ull;
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-    return std::string("deskbox-") + hex;
+    Fnv64 hash;
+    const std::string path = canonical.string();
+    hash.add(path.data(), path.size());
+    return "deskbox-" + hash.hex();
 }
 
 const ContainerRuntimeOptions& ContainerRuntime::options() const {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <vector>
 
-#include "server/runtime/microvm/content_hash.hpp"
+#include "server/runtime/content_hash.hpp"
 #include "server/runtime/runtime.hpp"
 #include "server/runtime/runtime_util.hpp"
 

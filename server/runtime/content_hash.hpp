@@ -1,5 +1,5 @@
-// Content addresses of microVM files (agent images, template snapshots): a hash that is stable
-// across runs and builds, and a cheap version stamp of a file.
+// Content addresses (agent images, template snapshots, cgroup names per state root): a hash
+// that is stable across runs and builds, and a cheap version stamp of a file.
 #pragma once
 
 #include <sys/stat.h>
