@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +31,8 @@
 #include "common/temp_dir.hpp"
 #include "protocol/channel.hpp"
 #include "protocol/rpc.hpp"
-#include "server/runtime/microvm_runtime.hpp"
+#include "server/runtime/microvm/qemu_command.hpp"
+#include "server/runtime/microvm/runtime.hpp"
 
 namespace {
 
@@ -229,38 +231,20 @@ Boot boot_once(MicrovmRuntime& runtime, const fs::path& rootfs, const fs::path& 
     return boot;
 }
 
-// The same kernel and initramfs in QEMU with no disks: the init fails on purpose right
-// after mounting /proc, prints its marker and resets. Seconds to the marker.
+// The same kernel and initramfs in QEMU with no disks (the sandboxes' command line without
+// their devices): the init fails on purpose right after mounting /proc, prints its marker and
+// resets. Seconds to the marker.
 double bare_boot(const MicrovmImage& image, Accelerator accel) {
+    QemuCommandOptions command;
+    command.memory_mb = 1024;
+    command.vcpus = 2;
+    command.accelerator = accel;
+    if (accel == Accelerator::tcg) command.tsc_khz = host_tsc_khz();
+    command.kernel = image.kernel;
+    command.initramfs = image.initramfs;
+    command.extra_kernel_args = "deskbox.fail=modules";  // console on stdout: no console_log
     SpawnOptions o;
-    std::string append = "console=ttyS0 panic=-1 quiet 8250.nr_uarts=1 deskbox.fail=modules";
-    if (accel == Accelerator::tcg) {
-        if (auto khz = host_tsc_khz()) append += " tsc_early_khz=" + std::to_string(khz);
-        append += " tsc=reliable";
-    }
-    o.argv = {"qemu-system-x86_64",
-              "-M",
-              "microvm,acpi=on,rtc=on,isa-serial=on",
-              "-nodefaults",
-              "-no-user-config",
-              "-nographic",
-              "-no-reboot",
-              "-m",
-              "1024",
-              "-smp",
-              "2",
-              "-kernel",
-              image.kernel.string(),
-              "-initrd",
-              image.initramfs.string(),
-              "-append",
-              append,
-              "-serial",
-              "stdio"};
-    if (accel == Accelerator::kvm)
-        o.argv.insert(o.argv.end(), {"-accel", "kvm", "-cpu", "host"});
-    else
-        o.argv.insert(o.argv.end(), {"-accel", "tcg,thread=multi", "-cpu", "max"});
+    o.argv = qemu_command(command);
     o.pipe_stdout = true;
     o.stderr_to_null = true;
     auto t0 = Clock::now();
@@ -281,12 +265,22 @@ double bare_boot(const MicrovmImage& image, Accelerator accel) {
     return at;
 }
 
-}  // namespace
+constexpr const char* kUsage =
+    "usage: microvm_bench [--runs N] [--accel auto|tcg|kvm] [--template NAME]\n"
+    "  cold boots through the microVM runtime (phase by phase) next to bare QEMU booting the\n"
+    "  same kernel + initramfs, then template-snapshot restores and a sandbox's own snapshot.\n"
+    "  --runs N      boots and restores of each kind (1..100, default 2)\n"
+    "  --accel A     auto (probe), tcg or kvm (default auto)\n"
+    "  --template T  minimal or desktop (default minimal); needs images/build_microvm.py T\n";
 
-int main(int argc, char** argv) {
+struct BenchArgs {
     int runs = 2;
     Accelerator accel = Accelerator::auto_select;
     std::string template_name = "minimal";
+};
+
+// nullopt: go on; else the exit code (after --help or a mistake).
+std::optional<int> parse_args(int argc, char** argv, BenchArgs& args) {
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
         if (arg == "--runs" && i + 1 < argc) {
@@ -295,23 +289,70 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "--runs: expected 1..100\n");
                 return 2;
             }
-            runs = static_cast<int>(*n);
+            args.runs = static_cast<int>(*n);
         } else if (arg == "--template" && i + 1 < argc) {
-            template_name = argv[++i];
+            args.template_name = argv[++i];
         } else if (arg == "--accel" && i + 1 < argc) {
             try {
-                accel = parse_accelerator(argv[++i]);
+                args.accel = parse_accelerator(argv[++i]);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "%s\n", e.what());
                 return 2;
             }
+        } else if (arg == "--help" || arg == "-h") {
+            std::printf("%s", kUsage);
+            return 0;
         } else {
-            std::fprintf(
-                stderr,
-                "usage: microvm_bench [--runs N] [--accel auto|tcg|kvm] [--template NAME]\n");
+            std::fprintf(stderr, "%s", kUsage);
             return 2;
         }
     }
+    return std::nullopt;
+}
+
+// Each restore run, then their medians beside the cold boot's (`cold_boot_s`).
+void print_restores(const std::vector<Restore>& restores, double cold_boot_s, double ram_mib) {
+    std::vector<double> restore, frame, save, reload;
+    std::uint64_t restored_pss = 0, memory_bytes = 0;
+    for (std::size_t i = 0; i < restores.size(); ++i) {
+        const auto& r = restores[i];
+        std::printf(
+            "restore %zu: template copy restored %.2f s, first full frame %.2f s; idle PSS %.0f "
+            "MiB; its own snapshot: save %.2f s (%.0f MiB file), restore %.2f s\n",
+            i + 1, r.restore, r.frame, r.pss_idle_kib / 1024.0, r.save, r.memory_bytes / 1048576.0,
+            r.resave_restore);
+        restore.push_back(r.restore);
+        frame.push_back(r.frame);
+        save.push_back(r.save);
+        reload.push_back(r.resave_restore);
+        restored_pss = std::max(restored_pss, r.pss_idle_kib);
+        memory_bytes = std::max(memory_bytes, r.memory_bytes);
+    }
+    if (!restores.empty()) {
+        double frame_med = median(frame);
+        std::printf("\ntemplate snapshot (made once in %.2f s: boot + save), median of %d:\n",
+                    restores[0].make, static_cast<int>(restores.size()));
+        std::printf(
+            "  ours  create from snapshot -> first full frame %6.2f s (QEMU restore %.2f)\n",
+            frame_med, median(restore));
+        std::printf("  vs cold boot -> first full frame               %6.2f s  (%.1fx faster)\n",
+                    cold_boot_s, frame_med > 0 ? cold_boot_s / frame_med : 0);
+        std::printf("  snapshot of a 1024 MiB guest: save %.2f s, restore %.2f s, file %.0f MiB\n",
+                    median(save), median(reload), memory_bytes / 1048576.0);
+        std::printf("  idle restored QEMU PSS %.0f MiB -> about %.0f in %.0f GiB\n",
+                    restored_pss / 1024.0, restored_pss ? ram_mib / (restored_pss / 1024.0) : 0,
+                    ram_mib / 1024);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    BenchArgs args;
+    if (auto exit_code = parse_args(argc, argv, args)) return *exit_code;
+    const int runs = args.runs;
+    const Accelerator accel = args.accel;
+    const std::string template_name = args.template_name;
     auto printed = run_process(
         {"python3", DESKBOX_SOURCE_DIR "/images/build.py", template_name, "--print-path"});
     fs::path rootfs = printed.out.substr(0, printed.out.find('\n'));
@@ -380,36 +421,6 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "template snapshot runs: %s\n", e.what());
         return 1;
     }
-    std::vector<double> restore, frame, save, reload;
-    std::uint64_t restored_pss = 0, memory_bytes = 0;
-    for (std::size_t i = 0; i < restores.size(); ++i) {
-        const auto& r = restores[i];
-        std::printf(
-            "restore %zu: template copy restored %.2f s, first full frame %.2f s; idle PSS %.0f "
-            "MiB; its own snapshot: save %.2f s (%.0f MiB file), restore %.2f s\n",
-            i + 1, r.restore, r.frame, r.pss_idle_kib / 1024.0, r.save, r.memory_bytes / 1048576.0,
-            r.resave_restore);
-        restore.push_back(r.restore);
-        frame.push_back(r.frame);
-        save.push_back(r.save);
-        reload.push_back(r.resave_restore);
-        restored_pss = std::max(restored_pss, r.pss_idle_kib);
-        memory_bytes = std::max(memory_bytes, r.memory_bytes);
-    }
-    if (!restores.empty()) {
-        double frame_med = median(frame);
-        std::printf("\ntemplate snapshot (made once in %.2f s: boot + save), median of %d:\n",
-                    restores[0].make, runs);
-        std::printf(
-            "  ours  create from snapshot -> first full frame %6.2f s (QEMU restore %.2f)\n",
-            frame_med, median(restore));
-        std::printf("  vs cold boot -> first full frame               %6.2f s  (%.1fx faster)\n",
-                    ours_med, frame_med > 0 ? ours_med / frame_med : 0);
-        std::printf("  snapshot of a 1024 MiB guest: save %.2f s, restore %.2f s, file %.0f MiB\n",
-                    median(save), median(reload), memory_bytes / 1048576.0);
-        std::printf("  idle restored QEMU PSS %.0f MiB -> about %.0f in %.0f GiB\n",
-                    restored_pss / 1024.0, restored_pss ? ram_mib / (restored_pss / 1024.0) : 0,
-                    ram_mib / 1024);
-    }
+    print_restores(restores, ours_med, ram_mib);
     return 0;
 }

@@ -31,7 +31,7 @@
 #include "common/parse_integer.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
-#include "server/runtime/container_runtime.hpp"
+#include "server/runtime/container/runtime.hpp"
 
 namespace {
 

@@ -37,8 +37,8 @@
 #include "common/parse_integer.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
-#include "server/runtime/cgroups.hpp"
-#include "server/runtime/container_runtime.hpp"
+#include "server/runtime/container/cgroups.hpp"
+#include "server/runtime/container/runtime.hpp"
 #include "tests/support/deskboxd_process.hpp"
 
 namespace {

@@ -10,9 +10,9 @@
 
 #include "common/parse_integer.hpp"
 #include "server/cluster/cluster_records.hpp"
-#include "server/runtime/container_runtime.hpp"
-#include "server/runtime/microvm_runtime.hpp"
-#include "server/runtime/user_namespace.hpp"
+#include "server/runtime/container/runtime.hpp"
+#include "server/runtime/microvm/runtime.hpp"
+#include "server/runtime/container/user_namespace.hpp"
 
 namespace deskbox::server {
 

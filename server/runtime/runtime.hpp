@@ -1,6 +1,6 @@
 // The sandbox runtime interface: what deskboxd needs from a place that runs one desktop.
-// Two implementations share it: `container` (runc, container_runtime.hpp) and `microvm`
-// (QEMU, microvm_runtime.hpp). Both boot the same template and expose the same agent
+// Two implementations share it: `container` (runc, container/runtime.hpp) and `microvm`
+// (QEMU, microvm/runtime.hpp). Both boot the same template and expose the same agent
 // channel. Where they differ, the server asks the interface (capabilities: snapshots,
 // adoption, fast start, how the network and the agent channel attach) and never the name.
 #pragma once
@@ -85,7 +85,7 @@ struct SandboxSpec {
     // security.nested_user_namespaces, for Chromium's own sandbox). Weaker: a namespace's
     // capabilities reach far more of the kernel. A microVM's guest kernel is its boundary.
     bool nested_user_namespaces = false;
-    // Containers: a user namespace the server made (runtime/user_namespace.hpp), which runc
+    // Containers: a user namespace the server made (runtime/container/user_namespace.hpp), which runc
     // joins; ids 0..65535 inside are host ids from host_id_base. Empty: no user namespace
     // (guest ids are host ids). attachment.netns_path must then be a namespace it owns.
     std::filesystem::path user_namespace;

@@ -20,6 +20,57 @@
 
 namespace deskbox::runtime {
 
+RunResult run_tool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                   const std::string& package) {
+    try {
+        return run_process(argv, timeout);
+    } catch (const std::system_error& e) {
+        throw RuntimeError("cannot run " + argv[0] + ": " + e.what() + " (apt-get install " +
+                           package + ")");
+    }
+}
+
+void link_or_copy(const std::filesystem::path& from, const std::filesystem::path& to) {
+    std::error_code ec;
+    std::filesystem::remove(to, ec);
+    std::filesystem::create_hard_link(from, to, ec);
+    if (!ec) return;
+    std::filesystem::copy_file(from, to, ec);
+    if (ec)
+        throw RuntimeError("cannot copy " + from.string() + " to " + to.string() + ": " +
+                           ec.message());
+}
+
+std::uintmax_t file_size_or_zero(const std::filesystem::path& file) {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(file, ec);
+    return ec ? 0 : size;
+}
+
+void make_new_sandbox_dir(const std::filesystem::path& state_root, const std::string& id) {
+    std::error_code ec;
+    std::filesystem::create_directories(state_root / "sandboxes", ec);
+    if (ec)
+        throw RuntimeError("cannot create " + (state_root / "sandboxes").string() + ": " +
+                           ec.message());
+    const std::filesystem::path dir = sandbox_dir(state_root, id);
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+        if (errno == EEXIST)
+            throw RuntimeError("sandbox directory " + dir.string() +
+                               " already exists (a leftover? see list_leftovers)");
+        throw RuntimeError("mkdir " + dir.string() + ": " + std::strerror(errno));
+    }
+}
+
+void require_removed(const std::string& id, const std::vector<std::string>& left,
+                     const std::string& problems) {
+    if (left.empty()) return;
+    std::string list;
+    for (const auto& item : left) list += (list.empty() ? "" : ", ") + item;
+    throw RuntimeError("sandbox " + id + " not fully removed: " + list +
+                       (problems.empty() ? "" : " (" + problems + ")"));
+}
+
 void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode,
                        atomic_file::Durability durability) {
     try {

@@ -1,5 +1,6 @@
 // Small helpers both sandbox runtimes (container, microvm) use: file tails for error
-// messages, directories with an exact mode, pidfds and signal names.
+// messages, running host tools, file writes, links and sizes, directories with an exact mode,
+// pidfds and signal names.
 #pragma once
 
 #include <sys/types.h>
@@ -9,7 +10,10 @@
 #include <filesystem>
 #include <string>
 
+#include <vector>
+
 #include "common/atomic_file.hpp"
+#include "common/child_process.hpp"
 
 namespace deskbox::runtime {
 
@@ -27,6 +31,22 @@ std::string read_tail(const std::filesystem::path& file, std::size_t max_bytes);
 // common/atomic_file's write, failing with a RuntimeError (what runtimes throw).
 void write_file_atomic(const std::filesystem::path& path, const std::string& data, mode_t mode,
                        atomic_file::Durability durability = atomic_file::Durability::process_crash);
+
+// run_process, with a missing program reported as a RuntimeError naming its package.
+RunResult run_tool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                   const std::string& package);
+
+// A hard link (same file system: free), else a copy. Throws RuntimeError.
+void link_or_copy(const std::filesystem::path& from, const std::filesystem::path& to);
+// The size of `file`, 0 if it has none.
+std::uintmax_t file_size_or_zero(const std::filesystem::path& file);
+
+// Makes <state_root>/sandboxes/<id> (0700) for a new sandbox. RuntimeError if it exists
+// already (a leftover) or cannot be made.
+void make_new_sandbox_dir(const std::filesystem::path& state_root, const std::string& id);
+// RuntimeError "sandbox <id> not fully removed: <left> (<problems>)" unless `left` is empty.
+void require_removed(const std::string& id, const std::vector<std::string>& left,
+                     const std::string& problems);
 
 // mkdir with exactly `mode` (not narrowed by the umask). Throws RuntimeError.
 void make_dir(const std::filesystem::path& dir, mode_t mode);

@@ -21,7 +21,7 @@
 #include "server/network/network_policy.hpp"
 #include "server/network/sandbox_network.hpp"
 #include "server/runtime/runtime.hpp"
-#include "server/runtime/user_namespace.hpp"
+#include "server/runtime/container/user_namespace.hpp"
 #include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_config.hpp"
 #include "server/stream/pointer_input.hpp"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "server/runtime/mounts.hpp"
+#include "server/runtime/container/mounts.hpp"
 
 namespace deskbox::server {
 

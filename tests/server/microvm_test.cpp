@@ -24,7 +24,7 @@
 #include "protocol/channel.hpp"
 #include "protocol/rpc.hpp"
 #include "server/network/sandbox_network.hpp"
-#include "server/runtime/microvm_runtime.hpp"
+#include "server/runtime/microvm/runtime.hpp"
 #include "tests/support/test_internet.hpp"
 
 namespace deskbox::runtime {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/child_process.hpp"
-#include "server/runtime/qemu_process.hpp"
+#include "server/runtime/microvm/qemu_process.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {

@@ -11,10 +11,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "server/runtime/cgroups.hpp"
-#include "server/runtime/container_runtime.hpp"
-#include "server/runtime/mounts.hpp"
-#include "server/runtime/oci_bundle.hpp"
+#include "server/runtime/container/cgroups.hpp"
+#include "server/runtime/container/runtime.hpp"
+#include "server/runtime/container/mounts.hpp"
+#include "server/runtime/container/oci_bundle.hpp"
 #include "tests/server/runtime_test_support.hpp"
 
 using namespace deskbox;

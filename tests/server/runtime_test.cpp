@@ -13,10 +13,10 @@
 
 #include <sstream>
 
-#include "server/runtime/cgroups.hpp"
-#include "server/runtime/container_runtime.hpp"
-#include "server/runtime/mounts.hpp"
-#include "server/runtime/oci_bundle.hpp"
+#include "server/runtime/container/cgroups.hpp"
+#include "server/runtime/container/mounts.hpp"
+#include "server/runtime/container/oci_bundle.hpp"
+#include "server/runtime/container/runtime.hpp"
 #include "server/runtime/runtime_util.hpp"
 #include "tests/server/runtime_test_support.hpp"
 
@@ -675,6 +675,13 @@ TEST(OciConfig, HasNoCapabilitiesAndTheLimits) {
         EXPECT_NE(std::find(denied.begin(), denied.end(), call), denied.end()) << call;
     for (const char* call : {"unshare", "clone", "ptrace", "chroot"})
         EXPECT_EQ(std::find(denied.begin(), denied.end(), call), denied.end()) << call;
+}
+
+TEST(CgroupParent, DefaultStateRootIsDeskboxAndOthersGetAStableHash) {
+    EXPECT_EQ(ContainerRuntime::cgroup_parent_for("/var/lib/deskbox"), "deskbox");
+    // FNV-1a of the path: sandboxes of a restarted server are found under the same parent.
+    EXPECT_EQ(ContainerRuntime::cgroup_parent_for("/tmp/deskbox-state-x"),
+              "deskbox-a6356e927c3fc1b3");
 }
 
 }  // namespace

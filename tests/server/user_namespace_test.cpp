@@ -1,7 +1,7 @@
 // Per-sandbox user namespaces on the real kernel: the id-range check against account files,
 // pinned namespaces (a user namespace with the range and a network namespace it owns) and an
 // idmapped read-only mount. Needs root.
-#include "server/runtime/user_namespace.hpp"
+#include "server/runtime/container/user_namespace.hpp"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "common/temp_dir.hpp"
-#include "server/runtime/mounts.hpp"
+#include "server/runtime/container/mounts.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "common/child_process.hpp"
-#include "server/runtime/mounts.hpp"
+#include "server/runtime/container/mounts.hpp"
 
 namespace deskbox::test {
 

@@ -90,6 +90,14 @@ class ContainerSandbox : public ProcessSandbox {
   private:
     friend class ContainerRuntime;
     void launch();  // mounts, writes the bundle, runs runc; throws
+    // The steps of launch():
+    void write_metadata();  // sandbox.json: this dir is a container sandbox's
+    // The overlay at paths_.rootfs: the template (idmapped into the sandbox's id range with a
+    // user namespace) under a writable layer, on a capped disk if limits.disk_mb says so.
+    void mount_rootfs();
+    void write_bundle();  // resolv.conf and hosts for the sandbox's DNS, config.json
+    // `runc run`, until runc wrote the entry's pid file; the entry's pidfd.
+    void run_until_entry_started();
     bool entry_alive_locked();
     std::string runc_errors() const;
 

@@ -1,7 +1,7 @@
-#include "server/runtime/oci_bundle.hpp"
+#include "server/runtime/container/oci_bundle.hpp"
 
+#include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/runtime_util.hpp"
-#include "server/runtime/user_namespace.hpp"
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -83,25 +83,18 @@ json default_seccomp_profile(bool nested_user_namespaces) {
         {"defaultAction", "SCMP_ACT_ALLOW"}, {"architectures", architectures}, {"syscalls", rules}};
 }
 
-std::map<std::string, std::string> default_guest_env(const SandboxSpec& spec) {
-    std::string home = spec.uid == 0 ? "/root" : "/home/user";
-    return {
-        {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-        {"HOME", home},
-        {"LANG", "C.UTF-8"},
-        {"DESKBOX_SANDBOX_ID", spec.id},
-        {"DESKBOX_SCREEN", std::to_string(spec.width) + "x" + std::to_string(spec.height)},
-        {"DESKBOX_DPI", std::to_string(spec.dpi)},
-        {"DESKBOX_AGENT_SOCKET", std::string(kGuestRunDir) + "/" + kAgentSocketName},
-    };
-}
+namespace {
 
-json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
+// The guest's environment, in the OCI config's K=V form.
+json process_env(const SandboxSpec& spec) {
     auto env_map = default_guest_env(spec);
     for (const auto& [key, value] : spec.env) env_map[key] = value;
     json env = json::array();
     for (const auto& [key, value] : env_map) env.push_back(key + "=" + value);
+    return env;
+}
 
+json mounts_for(const SandboxSpec& spec, const BundleLayout& layout) {
     // tmpfs pages are charged to the memory cgroup, so their size caps only keep one of them
     // from taking the whole limit.
     std::string tmpfs_size = "size=" + std::to_string(spec.limits.memory_mb / 2) + "m";
@@ -150,11 +143,6 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
                           {"type", "bind"},
                           {"source", spec.agent_dir.string()},
                           {"options", {"rbind", "rprivate", "ro", "nosuid", "nodev"}}});
-
-    const std::int64_t cpu_period = 100000;  // µs, the kernel default
-    const auto cpu_quota = static_cast<std::int64_t>(std::llround(spec.limits.cpus * cpu_period));
-    const auto memory_bytes = static_cast<std::int64_t>(spec.limits.memory_mb) * 1024 * 1024;
-
     for (const auto& [file, where] :
          {std::pair{layout.resolv_conf, "/etc/resolv.conf"}, std::pair{layout.hosts, "/etc/hosts"}})
         if (!file.empty())
@@ -163,7 +151,10 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
                  {"type", "bind"},
                  {"source", file.string()},
                  {"options", {"bind", "rprivate", "ro", "nosuid", "nodev", "noexec"}}});
+    return mounts;
+}
 
+json namespaces_for(const SandboxSpec& spec) {
     json namespaces = json::array();
     for (const char* type : {"pid", "network", "ipc", "uts", "mount", "cgroup"}) {
         json ns = {{"type", type}};
@@ -172,15 +163,22 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
             ns["path"] = spec.attachment.netns_path;
         namespaces.push_back(std::move(ns));
     }
-    json id_mappings = json::array();
-    if (!spec.user_namespace.empty()) {
-        // runc joins the server's namespace (the mappings are already written; runc still
-        // wants them to know who owns what it creates).
+    // runc joins the server's user namespace (the mappings are already written; runc still
+    // wants them to know who owns what it creates: id_mappings_for).
+    if (!spec.user_namespace.empty())
         namespaces.push_back({{"type", "user"}, {"path", spec.user_namespace.string()}});
+    return namespaces;
+}
+
+json id_mappings_for(const SandboxSpec& spec) {
+    json id_mappings = json::array();
+    if (!spec.user_namespace.empty())
         id_mappings.push_back(
             {{"containerID", 0}, {"hostID", spec.host_id_base}, {"size", kIdsPerSandbox}});
-    }
+    return id_mappings;
+}
 
+json process_for(const SandboxSpec& spec) {
     // Browsers want many fds. runc cannot raise the hard limit above ours without
     // CAP_SYS_RESOURCE (which hosts in containers often lack), so stay within it.
     rlimit nofile{};
@@ -189,38 +187,49 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
         max_files = std::min<std::uint64_t>(max_files, nofile.rlim_max);
 
     json no_capabilities = json::array();
-    json config{
-        {"ociVersion", "1.0.2"},
-        {"process",
-         {{"terminal", false},
-          {"user", {{"uid", spec.uid}, {"gid", spec.gid}}},
-          {"args", spec.entry},
-          {"env", env},
-          {"cwd", "/"},
-          {"capabilities",
-           {{"bounding", no_capabilities},
-            {"effective", no_capabilities},
-            {"permitted", no_capabilities},
-            {"inheritable", no_capabilities},
-            {"ambient", no_capabilities}}},
-          {"rlimits",
-           json::array({{{"type", "RLIMIT_NOFILE"}, {"hard", max_files}, {"soft", max_files}}})},
-          {"noNewPrivileges", true},
-          // Under host memory pressure the kernel should pick a sandbox before deskboxd.
-          {"oomScoreAdj", 500}}},
-        {"root", {{"path", layout.rootfs.string()}, {"readonly", false}}},
-        {"hostname", spec.hostname.empty() ? std::string("deskbox") : spec.hostname},
-        {"mounts", mounts},
-        {"annotations", {{"org.deskbox.sandbox-id", spec.id}}},
-        {"linux",
-         {{"cgroupsPath", layout.cgroup_path},
-          {"resources",
-           {{"devices", json::array({{{"allow", false}, {"access", "rwm"}}})},
+    return {{"terminal", false},
+            {"user", {{"uid", spec.uid}, {"gid", spec.gid}}},
+            {"args", spec.entry},
+            {"env", process_env(spec)},
+            {"cwd", "/"},
+            {"capabilities",
+             {{"bounding", no_capabilities},
+              {"effective", no_capabilities},
+              {"permitted", no_capabilities},
+              {"inheritable", no_capabilities},
+              {"ambient", no_capabilities}}},
+            {"rlimits",
+             json::array({{{"type", "RLIMIT_NOFILE"}, {"hard", max_files}, {"soft", max_files}}})},
+            {"noNewPrivileges", true},
+            // Under host memory pressure the kernel should pick a sandbox before deskboxd.
+            {"oomScoreAdj", 500}};
+}
+
+json resources_for(const SandboxSpec& spec) {
+    const std::int64_t cpu_period = 100000;  // µs, the kernel default
+    const auto cpu_quota = static_cast<std::int64_t>(std::llround(spec.limits.cpus * cpu_period));
+    const auto memory_bytes = static_cast<std::int64_t>(spec.limits.memory_mb) * 1024 * 1024;
+    return {{"devices", json::array({{{"allow", false}, {"access", "rwm"}}})},
             // swap == limit: no swap on top of the memory limit.
             {"memory", {{"limit", memory_bytes}, {"swap", memory_bytes}}},
             {"cpu", {{"quota", cpu_quota}, {"period", cpu_period}}},
-            {"pids", {{"limit", spec.limits.pids}}}}},
-          {"namespaces", namespaces},
+            {"pids", {{"limit", spec.limits.pids}}}};
+}
+
+}  // namespace
+
+json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
+    json config{
+        {"ociVersion", "1.0.2"},
+        {"process", process_for(spec)},
+        {"root", {{"path", layout.rootfs.string()}, {"readonly", false}}},
+        {"hostname", spec.hostname.empty() ? std::string("deskbox") : spec.hostname},
+        {"mounts", mounts_for(spec, layout)},
+        {"annotations", {{"org.deskbox.sandbox-id", spec.id}}},
+        {"linux",
+         {{"cgroupsPath", layout.cgroup_path},
+          {"resources", resources_for(spec)},
+          {"namespaces", namespaces_for(spec)},
           {"seccomp", default_seccomp_profile(spec.nested_user_namespaces)},
           {"maskedPaths",
            {"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
@@ -229,7 +238,7 @@ json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout) {
           {"readonlyPaths",
            {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}},
     };
-    if (!id_mappings.empty()) {
+    if (json id_mappings = id_mappings_for(spec); !id_mappings.empty()) {
         config["linux"]["uidMappings"] = id_mappings;
         config["linux"]["gidMappings"] = id_mappings;
     }

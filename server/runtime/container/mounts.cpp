@@ -1,4 +1,4 @@
-#include "server/runtime/mounts.hpp"
+#include "server/runtime/container/mounts.hpp"
 
 #include <fcntl.h>
 #include <linux/loop.h>

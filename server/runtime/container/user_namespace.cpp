@@ -1,4 +1,4 @@
-#include "server/runtime/user_namespace.hpp"
+#include "server/runtime/container/user_namespace.hpp"
 
 #include <fcntl.h>
 #include <linux/magic.h>

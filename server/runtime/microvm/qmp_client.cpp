@@ -1,4 +1,4 @@
-#include "server/runtime/qmp_client.hpp"
+#include "server/runtime/microvm/qmp_client.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -7,14 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/runtime/guest_env.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {
-
-// Where things appear inside every sandbox (same paths in the microVM guest).
-inline constexpr const char* kGuestAgentDir = "/opt/deskbox";  // the agent build, read-only
-inline constexpr const char* kGuestRunDir = "/run/deskbox";    // host-shared, agent channel
-inline constexpr const char* kAgentSocketName = "agent.sock";
 
 struct BundleLayout {
     std::filesystem::path rootfs;   // the mounted overlay (config.json says "rootfs")
@@ -27,9 +23,6 @@ struct BundleLayout {
 // Syscalls denied (EPERM) in every sandbox, and new user namespaces unless allowed;
 // everything else is allowed. See the .cpp for what is blocked and why some (ptrace) are not.
 nlohmann::json default_seccomp_profile(bool nested_user_namespaces = false);
-
-// The environment every guest process starts with, before SandboxSpec::env overrides.
-std::map<std::string, std::string> default_guest_env(const SandboxSpec& spec);
 
 // config.json for runc. `spec` must already be validated.
 nlohmann::json make_oci_config(const SandboxSpec& spec, const BundleLayout& layout);

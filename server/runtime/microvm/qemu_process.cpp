@@ -1,4 +1,4 @@
-#include "server/runtime/qemu_process.hpp"
+#include "server/runtime/microvm/qemu_process.hpp"
 
 #include <csignal>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "server/runtime/cgroups.hpp"
+#include "server/runtime/container/cgroups.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "server/runtime/mounts.hpp"
+#include "server/runtime/container/mounts.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {

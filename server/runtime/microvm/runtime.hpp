@@ -40,7 +40,7 @@
 // socket (SCM_RIGHTS) and `migrate fd:NAME` writes RAM and device state into it (exec: would
 // be refused by -sandbox spawn=deny); once `query-migrate` says completed, QEMU quits (which
 // flushes disk.qcow2) and memory.tmp becomes memory. A restore runs the same command line
-// (build_qemu_command, with new socket fds) plus `-incoming defer`, passes the memory file
+// (qemu_command.hpp, with new socket fds) plus `-incoming defer`, passes the memory file
 // as an inherited fd, runs `migrate-incoming fd:N`, then `cont`. The memory file is removed
 // once the restored VM runs: disk.qcow2 moves on, and restoring it again would not match.
 #pragma once
@@ -49,15 +49,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "common/child_process.hpp"
-#include "server/runtime/process_sandbox.hpp"
-#include "server/runtime/qemu_process.hpp"
-#include "server/runtime/qmp_client.hpp"
+#include "server/runtime/microvm/accelerator.hpp"
+#include "server/runtime/microvm/sandbox.hpp"
 #include "server/runtime/runtime.hpp"
 
 namespace deskbox::runtime {
@@ -66,12 +62,6 @@ namespace deskbox::runtime {
 inline constexpr const char* kAgentChannelArg = "device:/dev/virtio-ports/deskbox.agent";
 // What the error for a missing image tells the operator to run (TEMPLATE replaced).
 inline constexpr const char* kMicrovmBuildCommand = "sudo images/build_microvm.py TEMPLATE";
-
-enum class Accelerator { auto_select, kvm, tcg };
-const char* to_string(Accelerator accel);
-// "auto", "kvm", "tcg"; throws SpecError("accelerator", ...) for anything else.
-Accelerator parse_accelerator(const std::string& text);
-
 struct MicrovmRuntimeOptions {
     std::string qemu = "qemu-system-x86_64";
     std::string qemu_img = "qemu-img";
@@ -89,123 +79,6 @@ struct MicrovmRuntimeOptions {
     // Appended to the kernel command line (debugging: "deskbox.debug=1"; tests).
     std::string extra_kernel_args;
 };
-
-// The files of one sandbox (see the layout above).
-struct MicrovmPaths {
-    explicit MicrovmPaths(const std::filesystem::path& state_root, const std::string& id);
-    std::filesystem::path dir, metadata, disk, config, agent_socket, qmp_socket, console_log,
-        qemu_log, pid_file, memory;
-};
-
-// The boot files of one template.
-struct MicrovmImage {
-    std::filesystem::path dir, kernel, initramfs, rootfs;
-};
-
-// What the accelerator probe measured (zero durations: not run).
-struct AcceleratorChoice {
-    Accelerator accelerator = Accelerator::tcg;
-    std::chrono::milliseconds tcg_probe{0}, kvm_probe{0};
-    std::string reason;  // one line: why this one
-};
-
-class MicrovmRuntime;
-
-class MicrovmSandbox : public ProcessSandbox, public Snapshots {
-  public:
-    ~MicrovmSandbox() override;
-
-    const std::string& id() const override { return spec_.id; }
-    std::filesystem::path agent_socket_path() const override { return paths_.agent_socket; }
-    // Connects to the agent.sock (QEMU's side of the port) and returns once the agent has
-    // spoken (its hello is waiting to be read), so a returned fd is a live agent. Fails with
-    // the console's last lines if the VM stops or the timeout passes first. One host
-    // connection at a time: a reconnect waits until the previous one is closed.
-    UniqueFd connect_agent(std::chrono::milliseconds timeout) override;
-    void pause() override;   // QMP stop: vCPUs halt, memory stays
-    void resume() override;  // QMP cont
-
-    // Saves the whole VM (RAM, devices; the disk layer is flushed) to <dir>/memory and ends
-    // the QEMU process. Afterwards the sandbox is `paused` with no process: alive() is
-    // false, exit_info() empty, and only restore_from_snapshot() or kill() are valid.
-    // The host's agent connection ends with QEMU. Throws RuntimeError with QEMU's message
-    // (the VM then keeps running, paused if it was). Returns the memory file's size.
-    std::uint64_t snapshot() override;
-    // Starts QEMU again from <dir>/memory and returns once the VM runs; connect_agent then
-    // reconnects to the agent inside. A missing or corrupted memory file gives a
-    // RuntimeError naming it (with QEMU's words) and leaves no QEMU: the sandbox stays
-    // snapshotted.
-    void restore_from_snapshot() override;
-    bool snapshotted() override;
-    // An adopted snapshot's network (the attachment does not survive a server restart).
-    void set_network_attachment(NetworkAttachment attachment) override;
-    // Lets go of a snapshotted sandbox without tearing it down (the server stops; the next
-    // one adopts it). False, and nothing changes, if it is not snapshotted.
-    bool release_snapshot() override;
-    // Lets go of a running (or paused) sandbox without stopping it: QEMU runs on for the next
-    // server's adopt_running. False, and nothing changes, if it is not running.
-    bool release() override;
-    // The network namespace of QEMU's tap device: the router an earlier server built, which
-    // an adopted sandbox's network takes over. Empty without a network. Throws RuntimeError.
-    UniqueFd adopted_network_namespace() override;
-    // Bytes of the memory file while snapshotted, else 0.
-    std::uint64_t snapshot_bytes() override;
-    Snapshots* snapshots() override { return this; }
-    bool shares_host_clock() const override { return false; }  // a guest kernel keeps its own
-
-    const MicrovmPaths& paths() const { return paths_; }
-    const MicrovmImage& image() const { return image_; }
-    pid_t qemu_pid() const { return qemu_.pid(); }
-    Accelerator accelerator() const { return accelerator_; }
-    const std::vector<std::string>& qemu_command() const { return command_; }
-    // Runs a QMP command (for tools and tests: query-status, ...). Throws like QmpClient.
-    nlohmann::json qmp(const std::string& command,
-                       const nlohmann::json& arguments = nlohmann::json::object());
-
-    class Key {
-        friend class MicrovmRuntime;
-        Key() = default;
-    };
-    struct Shared;
-    MicrovmSandbox(Key, std::shared_ptr<Shared> shared, const SandboxSpec& spec, MicrovmImage image,
-                   Accelerator accelerator);
-
-  protected:
-    void do_kill(const KillOptions& options) override;
-    bool process_running_locked() override { return qemu_.running(); }
-    ExitInfo describe_exit_locked() override;  // from the console, QEMU's status and log
-    bool saved_locked() const override { return snapshotted_; }
-
-  private:
-    friend class MicrovmRuntime;
-    void launch();  // files, sockets, QEMU, QMP; throws
-    std::string vcpu_whereabouts_locked();
-    // Sockets, command line, QEMU, QMP (launch and restore); `incoming_fd` >= 0: restore.
-    void spawn_qemu_locked(int incoming_fd);
-    // Starts QEMU on `memory` and runs the VM; `consume`: the file is this sandbox's own and
-    // goes once loaded (a template's is shared and stays). Throws RuntimeError, no QEMU left.
-    void restore_locked(const std::filesystem::path& memory, bool consume);
-    void launch_from_template(const std::filesystem::path& template_dir);
-    void write_metadata_locked(const nlohmann::json& extra);
-    bool agent_port_connected_locked();  // QEMU has a host connection on agent.sock
-    std::string console_lines(std::size_t lines);
-    std::string failure_detail();  // console tail (+ QEMU's stderr if it said anything)
-
-    std::shared_ptr<Shared> shared_;
-    SandboxSpec spec_;
-    MicrovmPaths paths_;
-    MicrovmImage image_;
-    Accelerator accelerator_;
-    std::vector<std::string> command_;
-    QemuProcess qemu_;
-    QmpClient qmp_;
-    bool snapshotted_ = false;  // saved to paths_.memory, no QEMU process
-    std::optional<std::filesystem::path> agent_image_;
-    std::optional<std::filesystem::path> template_dir_;  // restored from this template snapshot
-    std::uint64_t tsc_khz_ = 0;
-    bool agent_connected_before_ = false;  // a later connect_agent is a reconnect
-};
-
 class MicrovmRuntime : public Runtime,
                        public RunningAdoption,
                        public SnapshotAdoption,
@@ -320,13 +193,5 @@ class MicrovmRuntime : public Runtime,
 
     std::shared_ptr<MicrovmSandbox::Shared> shared_;
 };
-
-// Runs the timed probe: a tiny guest (a loop with some VM exits) under TCG, then under KVM
-// with a deadline of TCG's own time plus a margin. KVM wins only if it finishes first.
-AcceleratorChoice probe_accelerator(const std::string& qemu);
-
-// The host's TSC frequency in kHz, measured (TCG guests read the host's TSC, and the kernel
-// cannot calibrate it against the emulated PIT reliably). 0 if it cannot be measured.
-std::uint64_t host_tsc_khz();
 
 }  // namespace deskbox::runtime
