@@ -7,7 +7,7 @@
 namespace deskbox {
 
 class TempDir {
-public:
+  public:
     explicit TempDir(const std::string& prefix = "deskbox");
     ~TempDir();
     TempDir(TempDir&& other) noexcept;
@@ -16,7 +16,7 @@ public:
     TempDir& operator=(const TempDir&) = delete;
     const std::filesystem::path& path() const { return path_; }
 
-private:
+  private:
     std::filesystem::path path_;
 };
 

@@ -68,8 +68,10 @@ XvfbServer::XvfbServer(const XvfbOptions& options) : options_(options) {
         }
         if (::poll(&pfd, 1, static_cast<int>(std::min<long>(left.count(), 100))) <= 0) continue;
         ssize_t n = ::read(pfd.fd, buf, sizeof buf);
-        if (n <= 0) pfd.fd = -1;
-        else number.append(buf, static_cast<std::size_t>(n));
+        if (n <= 0)
+            pfd.fd = -1;
+        else
+            number.append(buf, static_cast<std::size_t>(n));
     }
     display_number_ = std::stoi(number);
     display_name_ = ":" + std::to_string(display_number_);

@@ -31,7 +31,7 @@ struct DisplayCloser {
 using DisplayPtr = std::unique_ptr<Display, DisplayCloser>;
 
 class XvfbServer {
-public:
+  public:
     // Starts Xvfb and waits until it accepts connections. Throws std::runtime_error with
     // Xvfb's stderr if it fails to start in time.
     explicit XvfbServer(const XvfbOptions& options);
@@ -49,7 +49,7 @@ public:
     // A new client connection; throws if it cannot connect.
     DisplayPtr connect() const;
 
-private:
+  private:
     XvfbOptions options_;
     ChildProcess process_;
     std::string display_name_;

@@ -25,10 +25,10 @@ class ParameterError : public std::invalid_argument {
     std::string field_;
 };
 
-using ::deskbox::Rect;
 using ::deskbox::bounding;
 using ::deskbox::contains;
 using ::deskbox::intersect;
+using ::deskbox::Rect;
 using ::deskbox::to_string;
 
 inline constexpr std::size_t kBytesPerPixel = 4;

@@ -37,10 +37,14 @@ ChannelSpec parse_channel(const std::string& text) {
     std::string scheme = text.substr(0, colon);
     std::string path = colon == std::string::npos ? "" : text.substr(colon + 1);
     ChannelSpec spec;
-    if (scheme == "unix-listen") spec.kind = ChannelSpec::Kind::unix_listen;
-    else if (scheme == "unix-connect") spec.kind = ChannelSpec::Kind::unix_connect;
-    else if (scheme == "device") spec.kind = ChannelSpec::Kind::device;
-    else throw std::invalid_argument("--channel: unknown kind '" + scheme + "'");
+    if (scheme == "unix-listen")
+        spec.kind = ChannelSpec::Kind::unix_listen;
+    else if (scheme == "unix-connect")
+        spec.kind = ChannelSpec::Kind::unix_connect;
+    else if (scheme == "device")
+        spec.kind = ChannelSpec::Kind::device;
+    else
+        throw std::invalid_argument("--channel: unknown kind '" + scheme + "'");
     if (path.empty()) throw std::invalid_argument("--channel: " + scheme + " needs a path");
     spec.path = path;
     return spec;
@@ -55,8 +59,10 @@ std::vector<std::string> split_command(const std::string& line) {
     char quote = 0;
     for (char c : line) {
         if (quote) {
-            if (c == quote) quote = 0;
-            else word += c;
+            if (c == quote)
+                quote = 0;
+            else
+                word += c;
         } else if (c == '\'' || c == '"') {
             quote = c;
             in_word = true;

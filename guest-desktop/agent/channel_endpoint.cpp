@@ -79,7 +79,8 @@ std::unique_ptr<protocol::Channel> ChannelEndpoint::next() {
             case ChannelSpec::Kind::unix_connect: {
                 UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
                 auto addr = unix_address(spec_.path);
-                if (fd && ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+                if (fd &&
+                    ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
                     int raw = fd.release();
                     return std::make_unique<protocol::Channel>(raw, raw);
                 }

@@ -12,7 +12,7 @@
 namespace deskbox::agent {
 
 class ChannelEndpoint {
-public:
+  public:
     // Throws std::system_error if a listening socket cannot be created.
     explicit ChannelEndpoint(ChannelSpec spec);
     ~ChannelEndpoint();
@@ -25,7 +25,7 @@ public:
     // Thread-safe; wakes a blocked next().
     void interrupt();
 
-private:
+  private:
     bool wait_readable(int fd, int timeout_ms);
     ChannelSpec spec_;
     UniqueFd listener_;

@@ -36,7 +36,7 @@ class CaptureEngine;
 namespace deskbox::agent {
 
 class DesktopAgent {
-public:
+  public:
     // Starts the session (or attaches to options.attach_display) and the services.
     // Throws std::runtime_error if the desktop cannot be brought up.
     explicit DesktopAgent(AgentOptions options);
@@ -54,7 +54,7 @@ public:
     const std::string& display_name() const { return display_; }
     nlohmann::json session_info() const;
 
-private:
+  private:
     void emit(nlohmann::json header, std::string body = {});
     void register_handlers(protocol::RpcServer& server, capture::CaptureEngine& capture);
 

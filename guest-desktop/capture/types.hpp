@@ -16,9 +16,9 @@ class CaptureError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-using ::deskbox::Rect;
 using ::deskbox::bounding;
 using ::deskbox::intersect;
+using ::deskbox::Rect;
 
 // Read-only BGRX pixels of `area` (screen coordinates); row i starts at data + i * stride.
 // Valid until the producer's next grab.

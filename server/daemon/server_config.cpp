@@ -11,8 +11,8 @@
 #include "common/parse_integer.hpp"
 #include "server/cluster/cluster_records.hpp"
 #include "server/runtime/container/runtime.hpp"
-#include "server/runtime/microvm/runtime.hpp"
 #include "server/runtime/container/user_namespace.hpp"
+#include "server/runtime/microvm/runtime.hpp"
 
 namespace deskbox::server {
 

@@ -85,8 +85,8 @@ struct SandboxSpec {
     // security.nested_user_namespaces, for Chromium's own sandbox). Weaker: a namespace's
     // capabilities reach far more of the kernel. A microVM's guest kernel is its boundary.
     bool nested_user_namespaces = false;
-    // Containers: a user namespace the server made (runtime/container/user_namespace.hpp), which runc
-    // joins; ids 0..65535 inside are host ids from host_id_base. Empty: no user namespace
+    // Containers: a user namespace the server made (runtime/container/user_namespace.hpp), which
+    // runc joins; ids 0..65535 inside are host ids from host_id_base. Empty: no user namespace
     // (guest ids are host ids). attachment.netns_path must then be a namespace it owns.
     std::filesystem::path user_namespace;
     std::uint32_t host_id_base = 0;

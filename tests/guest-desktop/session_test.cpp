@@ -14,9 +14,9 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/support/processes.hpp"
 #include "common/temp_dir.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
+#include "tests/support/processes.hpp"
 
 namespace deskbox::session {
 namespace {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "server/runtime/container/cgroups.hpp"
-#include "server/runtime/container/runtime.hpp"
 #include "server/runtime/container/mounts.hpp"
 #include "server/runtime/container/oci_bundle.hpp"
+#include "server/runtime/container/runtime.hpp"
 #include "tests/server/runtime_test_support.hpp"
 
 using namespace deskbox;

@@ -7,8 +7,8 @@
 
 #include "common/atomic_file.hpp"
 #include "common/random.hpp"
-#include "server/runtime/guest_env.hpp"
 #include "server/runtime/content_hash.hpp"
+#include "server/runtime/guest_env.hpp"
 #include "server/runtime/microvm/guest_config.hpp"
 #include "server/runtime/microvm/qemu_command.hpp"
 #include "server/runtime/microvm/runtime.hpp"
