@@ -194,9 +194,7 @@ HttpResponse ClusterService::create(HttpExchange& exchange, const json& body) {
     const HttpRequest& request = exchange.request;
     if (auto id = placed_id(request)) {
         // Placed here by another node, which reserved the slot under this id.
-        auto sandbox = impl_->manager.create(body, *id);
-        created_here(*sandbox);
-        return json_response(201, impl_->with_node(sandbox->describe(true), node_name(), true));
+        return make_here(body, *id);
     }
     // Bad requests are refused here, before a slot is taken anywhere.
     const auto placement = impl_->manager.placement_of(body);
@@ -214,9 +212,7 @@ HttpResponse ClusterService::create(HttpExchange& exchange, const json& body) {
     }
     if (chosen == node_name()) {
         try {
-            auto sandbox = impl_->manager.create(body, id);
-            created_here(*sandbox);
-            return json_response(201, impl_->with_node(sandbox->describe(true), node_name(), true));
+            return make_here(body, id);
         } catch (...) {
             impl_->node->release(id);
             throw;
@@ -233,6 +229,14 @@ HttpResponse ClusterService::create(HttpExchange& exchange, const json& body) {
         impl_->forwarder.forward(forwarded, where->advertise, chosen, client_address(exchange));
     if (answer.result_int() / 100 != 2) impl_->node->release(id);
     return answer;
+}
+
+HttpResponse ClusterService::make_here(const json& body, const std::string& reserved_id) {
+    auto sandbox = impl_->manager.create(body, reserved_id);
+    created_here(*sandbox);
+    // A ready pooled microVM keeps its own id: the slot reserved under the other goes back.
+    if (sandbox->id() != reserved_id) removed_here(reserved_id);
+    return json_response(201, impl_->with_node(sandbox->describe(true), node_name(), true));
 }
 
 json ClusterService::list() const {

@@ -74,6 +74,9 @@ class ClusterService {
     std::string metrics() const;
 
   private:
+    // Makes the sandbox on this node for a slot reserved under `reserved_id`: 201 with it.
+    HttpResponse make_here(const nlohmann::json& body, const std::string& reserved_id);
+
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
