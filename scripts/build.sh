@@ -3,5 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build}; shift || true
+# shellcheck source=scripts/ccache_env.sh
+source scripts/ccache_env.sh
 cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
-cmake --build "$dir" -j"$(nproc)"
+# DESKBOX_BUILD_TARGETS="a b" builds only those targets (a helper or a quick check).
+read -r -a targets <<<"${DESKBOX_BUILD_TARGETS:-}"
+cmake --build "$dir" -j"$(nproc)" ${targets[@]+--target "${targets[@]}"}
