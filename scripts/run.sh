@@ -16,9 +16,19 @@ while (($#)); do
   shift
 done
 scripts/setup.sh
-scripts/build.sh build
-echo "building the minimal template (first time: a few minutes; then cached)..."
-images/build.py minimal >/dev/null
+# Only what the quick start runs (deskboxd, the agent it puts in sandboxes, the CLI); the
+# template's packages download and unpack beside the compile (mostly I/O).
+echo "building the minimal template beside the compile (first time: a few minutes; then cached)..."
+template_log=$(mktemp)
+images/build.py minimal >"$template_log" 2>&1 &
+template=$!
+DESKBOX_BUILD_TARGETS="deskboxd deskbox" scripts/build.sh build
+if ! wait "$template"; then
+  cat "$template_log" >&2
+  echo "run.sh: building the minimal template failed" >&2
+  exit 1
+fi
+rm -f "$template_log"
 
 state=${DESKBOX_STATE:-/var/lib/deskbox}
 mkdir -p "$state"

@@ -96,8 +96,11 @@ void read_server_name(std::string_view ext, SniffResult& out) {
     }
 }
 
-bool is_method_char(char c) {
-    return c >= 'A' && c <= 'Z';
+bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+           });
 }
 
 }  // namespace
@@ -245,7 +248,7 @@ SniffResult sniff_http_request(std::string_view bytes) {
     parser.header_limit(static_cast<std::uint32_t>(kMaxSniffBytes));
     parser.eager(false);
     boost::beast::error_code ec;
-    parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
+    std::size_t head_size = parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
     if (ec == http::error::need_more) {
         if (bytes.size() >= kMaxSniffBytes)
             return malformed(WireProtocol::http, "request head larger than the sniff limit");
@@ -260,6 +263,13 @@ SniffResult sniff_http_request(std::string_view bytes) {
     out.protocol = WireProtocol::http;
     if (req.count(http::field::host) > 1)
         return malformed(WireProtocol::http, "more than one Host header");
+    // A line folded onto the one before (obs-fold) is read as part of it by some servers and as
+    // a field of its own by others: RFC 9112 section 5.2 lets a server refuse it, and we do.
+    std::string_view head = bytes.substr(0, head_size);
+    for (std::size_t nl = head.find('\n'); nl != std::string_view::npos && nl + 1 < head.size();
+         nl = head.find('\n', nl + 1))
+        if (head[nl + 1] == ' ' || head[nl + 1] == '\t')
+            return malformed(WireProtocol::http, "a header line folded onto the one before");
     std::string_view target(req.target().data(), req.target().size());
     std::string_view authority;
     bool absolute = false;
@@ -277,7 +287,8 @@ SniffResult sniff_http_request(std::string_view bytes) {
             }
         }
     }
-    if (req.method() == http::verb::connect) {
+    std::string_view method(req.method_string().data(), req.method_string().size());
+    if (req.method() == http::verb::connect || iequals(method, "CONNECT")) {
         absolute = true;
         authority = target;
     }
@@ -304,18 +315,57 @@ SniffResult sniff_http_request(std::string_view bytes) {
 SniffResult sniff_client_start(std::string_view bytes) {
     if (bytes.empty()) return need_more(WireProtocol::other);
     if (static_cast<std::uint8_t>(bytes[0]) == 22) return sniff_tls_client_hello(bytes);
-    // An HTTP/1 request line starts with a method token in capitals and a space. HTTP/2's
-    // prior-knowledge preface ("PRI * HTTP/2.0") carries its authority compressed: `other`.
-    std::size_t n = 0;
-    while (n < bytes.size() && n < 16 && is_method_char(bytes[n])) ++n;
-    if (n == bytes.size() && n < 16) return need_more(WireProtocol::other);
-    if (n >= 3 && n < 16 && bytes[n] == ' ' && bytes.substr(0, n) != "PRI")
-        return sniff_http_request(bytes);
-    SniffResult r;
-    r.complete = true;
-    r.protocol = WireProtocol::other;
-    r.detail = "neither TLS nor HTTP/1";
-    return r;
+    // Servers skip empty lines before a request line (RFC 9112 section 2.2), so the sniffer does.
+    std::string_view request =
+        bytes.substr(std::min(bytes.find_first_not_of("\r\n"), bytes.size()));
+    // HTTP/2's prior-knowledge preface carries its authority compressed: `other`. Until all of
+    // it arrived it may still turn into an HTTP/1 request ("PRI / HTTP/1.1"), so wait as HTTP.
+    if (request.size() >= kHttp2Preface.size() && request.starts_with(kHttp2Preface)) {
+        SniffResult r;
+        r.complete = true;
+        r.detail = "HTTP/2 prior knowledge";
+        return r;
+    }
+    if (kHttp2Preface.starts_with(request)) {
+        if (bytes.size() >= kMaxSniffBytes)
+            return malformed(WireProtocol::http, "nothing but empty lines up to the sniff limit");
+        return need_more(WireProtocol::http);
+    }
+    switch (looks_like_request_line(request)) {
+        case RequestLine::no: {
+            SniffResult r;
+            r.complete = true;
+            r.protocol = WireProtocol::other;
+            r.detail = "neither TLS nor HTTP/1";
+            return r;
+        }
+        case RequestLine::maybe:
+            if (bytes.size() >= kMaxSniffBytes)
+                return malformed(WireProtocol::http, "request line larger than the sniff limit");
+            return need_more(WireProtocol::http);
+        case RequestLine::yes:
+            break;
+    }
+    return sniff_http_request(request);
+}
+
+RequestLine looks_like_request_line(std::string_view bytes) {
+    // Lenient on purpose: whatever some server would read as a request must not pass as `other`
+    // (an address DNS gave out is reached with any Host then). A false `http` is only refused.
+    std::size_t word = 0;
+    while (word < bytes.size() && bytes[word] > 0x20 && bytes[word] < 0x7f) ++word;
+    if (word == bytes.size()) return RequestLine::maybe;  // the method word may go on
+    if (word == 0 || (bytes[word] != ' ' && bytes[word] != '\t')) return RequestLine::no;
+    std::size_t end = bytes.find('\n', word);
+    std::string_view line = bytes.substr(0, end);
+    auto lower = [](char c) {
+        return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    };
+    std::string_view version = "http/";
+    auto found = std::search(line.begin(), line.end(), version.begin(), version.end(),
+                             [&](char a, char b) { return lower(a) == b; });
+    if (found != line.end()) return RequestLine::yes;
+    return end == std::string_view::npos ? RequestLine::maybe : RequestLine::no;
 }
 
 }  // namespace deskbox::network

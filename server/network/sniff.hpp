@@ -29,6 +29,15 @@ struct SniffResult {
     std::string detail;  // why it is malformed, or which protocol feature decided
 };
 
+// HTTP/2's prior-knowledge connection preface (RFC 9113 section 3.4).
+inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+// Whether bytes (empty lines already skipped) are an HTTP/1 request line as the most lenient
+// server reads one: a method word of visible characters in any case, blanks, and "HTTP/" later
+// on the line. `maybe`: not decided by the bytes so far.
+enum class RequestLine { no, maybe, yes };
+RequestLine looks_like_request_line(std::string_view bytes);
+
 // Looks at the first `bytes` a client sent. Call again with more bytes while !complete.
 SniffResult sniff_client_start(std::string_view bytes);
 

@@ -1309,8 +1309,8 @@ TEST(SniffHttpTest, HeadLargerThanTheSniffLimitIsMalformed) {
 TEST(SniffStartTest, NonHttpStartsAreOther) {
     using namespace std::string_literals;
     for (const std::string& start :
-         {"SSH-2.0-OpenSSH_9.6\r\n"s, "\x00\x01\x02\x03"s, "get / HTTP/1.1\r\n\r\n"s, "HELLO\r\n"s,
-          "AB / HTTP/1.1\r\n"s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ / HTTP/1.1\r\n"s, "\r\n"s}) {
+         {"SSH-2.0-OpenSSH_9.6\r\n"s, "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n"s,
+          "\x00\x01\x02\x03"s, "HELLO\r\n"s, "EHLO mail.example\r\n"s, "\r\nHELLO\r\n"s}) {
         auto r = sniff_client_start(start);
         EXPECT_TRUE(r.complete) << start;
         EXPECT_EQ(r.protocol, WireProtocol::other) << start;
@@ -1319,23 +1319,81 @@ TEST(SniffStartTest, NonHttpStartsAreOther) {
     }
 }
 
+// Issue 26, item 9: servers skip empty lines before the request line and many take any method
+// word, so those requests must be read as HTTP (their Host checked), never passed as `other`.
+TEST(SniffStartTest, RequestsLenientServersAcceptAreHttp) {
+    for (const char* head : {"get / HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+                             "\r\nGET / HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+                             "\r\n\r\n\nGET / HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+                             "AB / HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ / HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+                             "Get /x HTTP/1.0\r\nHost: EVIL.example\r\n\r\n"}) {
+        SCOPED_TRACE(head);
+        expect_http_name(sniff_client_start(head), "evil.example");
+    }
+    // Whatever our parser cannot read is refused, not passed on.
+    for (const char* head : {"GET  /  HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+                             "GET / http/1.1\r\nHost: evil.example\r\n\r\n",
+                             "GE(T / HTTP/1.1\r\nHost: evil.example\r\n\r\n"}) {
+        SCOPED_TRACE(head);
+        auto r = sniff_client_start(head);
+        EXPECT_EQ(r.protocol, WireProtocol::http);
+        EXPECT_TRUE(r.complete);
+        EXPECT_TRUE(r.malformed || r.name == "evil.example") << r.detail;
+    }
+    auto connect = sniff_client_start("connect evil.example:443 HTTP/1.1\r\n\r\n");
+    expect_http_name(connect, "evil.example");
+}
+
+TEST(SniffStartTest, FoldedHeaderLinesAreMalformed) {
+    expect_malformed_http(sniff_client_start("GET / HTTP/1.1\r\nHost:\r\n evil.example\r\n\r\n"),
+                          "folded");
+    expect_malformed_http(
+        sniff_client_start("GET / HTTP/1.1\r\nHost: allowed.example\r\n\tevil\r\n\r\n"), "folded");
+    // What the fuzzer found: a method with '+' and a Host folded onto the next line.
+    auto found = sniff_client_start("CO+NECT exxarg:443 HTTP/1.1\r\nHost:\r\n Hg:443\r\n\r\n");
+    EXPECT_EQ(found.protocol, WireProtocol::http);
+    EXPECT_TRUE(found.malformed);
+}
+
+// A start that may still become a request waits as HTTP, so a client that stops half-way (the
+// proxy's first-bytes time-out) is refused rather than passed as `other` and finished later.
+TEST(SniffStartTest, StartsThatMayBecomeRequestsWaitAsHttp) {
+    for (const char* start : {"G", "GET", "get", "GET /", "GET / HTTP/1.1", "\r\n", "\r\nGET",
+                              "PRI", "PRI * HTTP/2.0\r\n"}) {
+        SCOPED_TRACE(start);
+        auto r = sniff_client_start(start);
+        EXPECT_FALSE(r.complete);
+        EXPECT_EQ(r.protocol, WireProtocol::http);
+    }
+    EXPECT_EQ(sniff_client_start("").protocol, WireProtocol::other);  // nothing sent yet
+}
+
 TEST(SniffStartTest, Http2PriorKnowledgePrefaceIsOther) {
     auto r = sniff_client_start("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
     EXPECT_TRUE(r.complete);
     EXPECT_EQ(r.protocol, WireProtocol::other);
     EXPECT_FALSE(r.malformed);
     EXPECT_FALSE(sniff_client_start("PRI").complete);
-    EXPECT_TRUE(sniff_client_start("PRI ").complete);
+    EXPECT_FALSE(sniff_client_start("PRI ").complete);
+    // Not the preface after all: an HTTP/1 request with the method PRI.
+    expect_http_name(sniff_client_start("PRI / HTTP/1.1\r\nHost: evil.example\r\n\r\n"),
+                     "evil.example");
 }
 
-TEST(SniffStartTest, ShortCapitalPrefixesNeedMore) {
-    for (const char* start : {"", "G", "GET", "OPTIONS", "ABCDEFGHIJKLMNO"}) {
+TEST(SniffStartTest, ShortPrefixesNeedMore) {
+    EXPECT_FALSE(sniff_client_start("").complete);
+    // A method word still growing may become a request line: it waits as HTTP, so the first-bytes
+    // time-out refuses it rather than letting it pass as `other`.
+    for (const char* start : {"G", "GET", "OPTIONS", "ABCDEFGHIJKLMNOP", "get /x"}) {
         auto r = sniff_client_start(start);
         EXPECT_FALSE(r.complete) << start;
-        EXPECT_EQ(r.protocol, WireProtocol::other) << start;
+        EXPECT_EQ(r.protocol, WireProtocol::http) << start;
     }
-    // Sixteen capitals is no method anyone uses.
-    EXPECT_TRUE(sniff_client_start("ABCDEFGHIJKLMNOP").complete);
+    // A line ended without "HTTP/" in it is no request line any server reads.
+    auto line = sniff_client_start("ABCDEFGHIJKLMNOP\r\n");
+    EXPECT_TRUE(line.complete);
+    EXPECT_EQ(line.protocol, WireProtocol::other);
 }
 
 TEST(ParseAuthorityTest, NamesLiteralsAndMalformedOnes) {

@@ -2,13 +2,17 @@
 // bytes of a connection (TLS ClientHello, HTTP request head), DNS queries, DNS answers and
 // host authorities. Byte 0 picks the parser; the rest is its input. Beyond "no crash, no UB,
 // no leak" it checks:
+//   - whatever a lenient server reads as an HTTP/1 request (empty lines first, a lower-case or
+//     unknown method) is never `other`, and its only Host names the host the sniffer names;
 //   - a name the sniffer returns is a normalized host name, never together with a literal;
 //   - a complete sniff stays the same when more bytes follow (they are the payload);
 //   - a query the DNS parser accepts gets a well-formed answer of our own with its id;
 //   - a filtered upstream answer keeps only addresses the policy allowed, and parses again.
 // protocol: sniff.hpp, dns_message.hpp. The seed corpus is replayed by network_policy_tests.
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -28,12 +32,79 @@ void check(bool condition, const char* what) {
     }
 }
 
+bool iequals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(a[i])) !=
+            std::tolower(static_cast<unsigned char>(b[i])))
+            return false;
+    return true;
+}
+
+std::string_view trim_blanks(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+        s.remove_suffix(1);
+    return s;
+}
+
+// A reading of an HTTP/1 request head written apart from the sniffer, as a lenient server
+// reads one: empty lines skipped, any visible method word, "HTTP/" anywhere on the first line.
+// Whatever it calls a request must never pass as `other`, and where its Host is the only thing
+// that names the destination, the sniffer must name the same host.
+void check_against_reference(std::string_view bytes, const SniffResult& r) {
+    std::string_view request = bytes;
+    while (!request.empty() && (request.front() == '\r' || request.front() == '\n'))
+        request.remove_prefix(1);
+    if (bytes.empty() || static_cast<std::uint8_t>(bytes[0]) == 22) return;
+    if (request.starts_with(kHttp2Preface)) return;
+    std::size_t line_end = request.find('\n');
+    std::string_view line = request.substr(0, line_end);
+    std::size_t blank = line.find_first_of(" \t");
+    if (blank == 0 || blank == std::string_view::npos) return;
+    std::string_view method = line.substr(0, blank);
+    for (char c : method)
+        if (c <= 0x20 || c >= 0x7f) return;
+    bool has_version = false;
+    for (std::size_t i = 0; i + 5 <= line.size(); ++i)
+        has_version |= iequals(line.substr(i, 5), "http/");
+    if (!has_version) return;
+    check(r.protocol != WireProtocol::other, "a request a lenient server reads passed as other");
+    if (!r.complete || r.malformed) return;
+    // The head as lines; a complete sniff means the blank line arrived.
+    std::size_t head_end = request.find("\r\n\r\n");
+    if (head_end == std::string_view::npos) return;
+    std::string_view fields = request.substr(line_end + 1, head_end + 2 - (line_end + 1));
+    int hosts = 0;
+    std::string_view host_value;
+    while (!fields.empty()) {
+        std::size_t nl = fields.find('\n');
+        std::string_view field = fields.substr(0, nl);
+        fields.remove_prefix(nl == std::string_view::npos ? fields.size() : nl + 1);
+        check(field.empty() || (field.front() != ' ' && field.front() != '\t'),
+              "a folded header line was not refused");
+        std::size_t colon = field.find(':');
+        if (colon != std::string_view::npos && iequals(field.substr(0, colon), "host")) {
+            ++hosts;
+            host_value = trim_blanks(field.substr(colon + 1));
+        }
+    }
+    std::string_view target = trim_blanks(line.substr(blank + 1));
+    if (hosts != 1 || target.empty() || target.front() != '/' || iequals(method, "CONNECT")) return;
+    SniffResult reference;
+    parse_authority(host_value, reference);
+    if (reference.malformed) return;
+    check(reference.name == r.name && reference.literal == r.literal,
+          "the sniffed host is not the one the reference finds");
+}
+
 void fuzz_sniff(std::string_view bytes) {
     SniffResult r = sniff_client_start(bytes);
     if (r.name) {
         check(normalize_host_name(*r.name) == r.name, "sniffed name is not normalized");
         check(r.literal.empty(), "a name and a literal at once");
     }
+    check_against_reference(bytes, r);
     if (!r.complete) return;
     std::string more(bytes);
     more += "\r\n\r\nGET / HTTP/1.1\r\nHost: other.example\r\n\r\n";
