@@ -161,9 +161,16 @@ class Relay : public std::enable_shared_from_this<Relay> {
         http::async_write(upstream_, *serializer,
                           [self, serializer](beast::error_code ec, std::size_t) {
                               if (ec) return self->fail("writing the request: " + ec.message());
-                              auto relay = std::make_shared<network::SpliceRelay>(
-                                  std::move(self->client_), std::move(self->upstream_),
-                                  [self](const network::SpliceRelay::Result&) {});
+                              std::error_code relay_error;
+                              auto relay = network::SpliceRelay::create(
+                                  self->client_, self->upstream_,
+                                  [self](const network::SpliceRelay::Result&) {}, relay_error);
+                              if (!relay) {
+                                  // Out of fds: this connection ends, deskboxd goes on.
+                                  network::reset_socket(self->client_);
+                                  network::reset_socket(self->upstream_);
+                                  return;
+                              }
                               relay->start();
                           });
     }

@@ -37,11 +37,30 @@ int main(int argc, char** argv) {
     // means returned.
     ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
     // Each proxied connection of a sandbox holds six fds (two sockets, two pipes): a browser
-    // in a few sandboxes passes the usual soft limit of 1024. The hard limit is the operator's.
+    // in a few sandboxes passes the usual soft limit of 1024. The hard limit is the operator's,
+    // and the fd budget below shares what it allows between sandboxes.
     rlimit files{};
     if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
         files.rlim_cur = std::min<rlim_t>(files.rlim_max, 1 << 20);  // fs.nr_open's default
         ::setrlimit(RLIMIT_NOFILE, &files);
+    }
+    if (::getrlimit(RLIMIT_NOFILE, &files) != 0) files.rlim_cur = 1024;
+    try {
+        const std::uint64_t limit = files.rlim_cur == RLIM_INFINITY
+                                        ? (1u << 20)
+                                        : static_cast<std::uint64_t>(files.rlim_cur);
+        FdBudget budget = plan_fd_budget(limit, config);
+        std::fprintf(stderr,
+                     "deskboxd: fd budget: RLIMIT_NOFILE %llu, %llu reserved; each of %zu "
+                     "sandboxes may hold %zu egress connections%s\n",
+                     static_cast<unsigned long long>(budget.limit),
+                     static_cast<unsigned long long>(budget.reserve), config.manager.max_sandboxes,
+                     budget.per_sandbox, budget.overridden ? " (--egress-max-connections)" : "");
+        if (!budget.warning.empty())
+            std::fprintf(stderr, "deskboxd: warning: %s\n", budget.warning.c_str());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: %s\n", e.what());
+        return 2;
     }
     try {
         SandboxManager manager(config.manager, make_runtimes(config.manager));

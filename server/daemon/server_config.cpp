@@ -42,6 +42,13 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --max-handlers N        requests handled at once, each on its own thread so a long
                           command never holds up a stream (default 256; more queue)
   --max-body-mb N         request body limit (default 64)
+  --max-http-connections N  open HTTP connections (default 1024); past it the oldest idle one
+                          is closed, or the new one refused when none is idle
+  --max-idle-http-connections N  connections waiting for a request (not yet authenticated or
+                          idle; default 256); past it the oldest of them is closed
+  --egress-max-connections N  TCP connections (6 fds each) and UDP flows each sandbox may hold
+                          open through deskboxd (default: from the fd budget, RLIMIT_NOFILE
+                          shared by --max-sandboxes, at most 1024); past it a new one is reset
   --userns-range FIRST:N  container sandboxes run in user namespaces; each gets one of N
                           ranges of 65536 host ids from FIRST, which no account, group or
                           /etc/subuid range may use (default 1073741824:4096)
@@ -248,6 +255,13 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.http.max_handlers = static_cast<std::size_t>(number(1, 4096));
     } else if (key == "max-body-mb" || key == "max_body_mb") {
         c.http.max_body_bytes = static_cast<std::size_t>(number(1, 4096)) << 20;
+    } else if (key == "max-http-connections" || key == "max_http_connections") {
+        c.http.max_connections = static_cast<std::size_t>(number(1, 1 << 20));
+        c.max_http_connections_given = true;
+    } else if (key == "max-idle-http-connections" || key == "max_idle_http_connections") {
+        c.http.max_idle_connections = static_cast<std::size_t>(number(1, 1 << 20));
+    } else if (key == "egress-max-connections" || key == "egress_max_connections") {
+        c.egress_max_connections = static_cast<std::size_t>(number(1, 1 << 20));
     } else if (key == "userns") {
         if (value != "true" && value != "false")
             throw std::invalid_argument("--userns: true or false, got '" + value + "'");
@@ -333,6 +347,57 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
         throw std::invalid_argument("refusing to listen on " + c.http.address +
                                     " without an API key (--api-key or DESKBOX_API_KEYS)");
     return c;
+}
+
+FdBudget plan_fd_budget(std::uint64_t fd_limit, ServerConfig& config) {
+    FdBudget b;
+    b.limit = fd_limit;
+    const std::uint64_t sandboxes = std::max<std::size_t>(config.manager.max_sandboxes, 1);
+    // Unless the flag says, HTTP takes at most an eighth of the fds (64 at least).
+    if (!config.max_http_connections_given)
+        config.http.max_connections = static_cast<std::size_t>(std::clamp<std::uint64_t>(
+            fd_limit / 8, 64, config.http.max_connections));
+    // deskboxd's own (logs, state, epoll, threads' eventfds), every HTTP connection with a socket
+    // of its own to spare (a WebSocket's or exposed port's other end), and each sandbox's fixed
+    // share (namespaces, listeners, agent channel, runtime processes' pipes, viewers).
+    b.reserve = FdBudget::kBaseReserve + 2 * config.http.max_connections +
+                sandboxes * FdBudget::kFixedPerSandbox;
+    const std::uint64_t per_unit = sandboxes * FdBudget::kFdsPerConnectionUnit;
+    const std::uint64_t computed = fd_limit > b.reserve ? (fd_limit - b.reserve) / per_unit : 0;
+    b.computed = static_cast<std::size_t>(std::min<std::uint64_t>(computed, FdBudget::kMaxDefault));
+    const std::string sizes = "RLIMIT_NOFILE " + std::to_string(fd_limit) + ", " +
+                              std::to_string(b.reserve) + " kept for deskboxd, HTTP (" +
+                              std::to_string(config.http.max_connections) +
+                              " connections) and sandboxes' fixed needs, " +
+                              std::to_string(sandboxes) + " sandboxes (--max-sandboxes)";
+    if (config.egress_max_connections) {
+        b.per_sandbox = config.egress_max_connections;
+        b.overridden = true;
+        if (b.per_sandbox > b.computed)
+            b.warning = "--egress-max-connections " + std::to_string(b.per_sandbox) +
+                        " is over the fd budget of " + std::to_string(b.computed) + " (" + sizes +
+                        "): sandboxes together can run deskboxd out of fds, and connections are "
+                        "then refused as no_fds";
+    } else {
+        if (b.computed < FdBudget::kMinPerSandbox)
+            b.warning = "few file descriptors: each sandbox may hold only " +
+                        std::to_string(b.computed) + " egress connections (" + sizes +
+                        "); raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) or lower "
+                        "--max-sandboxes";
+        if (b.computed < FdBudget::kRefuseBelow)
+            throw std::invalid_argument(
+                "too few file descriptors: each sandbox could hold only " +
+                std::to_string(b.computed) + " egress connections (" + sizes +
+                "; a connection costs " + std::to_string(FdBudget::kFdsPerConnectionUnit) +
+                " fds with its UDP share). Raise the hard limit (ulimit -Hn, systemd "
+                "LimitNOFILE=), lower --max-sandboxes or --max-http-connections, or set "
+                "--egress-max-connections N to accept the risk");
+        b.per_sandbox = b.computed;
+    }
+    config.manager.network.max_connections = b.per_sandbox;
+    config.manager.network.max_udp_flows =
+        std::min<std::size_t>(config.manager.network.max_udp_flows, b.per_sandbox);
+    return b;
 }
 
 runtime::RuntimeRegistry make_runtimes(const ManagerOptions& options) {

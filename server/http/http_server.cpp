@@ -6,9 +6,15 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/version.hpp>
 
+#include <boost/asio/steady_timer.hpp>
+
+#include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "common/io_loop.hpp"
 #include "common/utf8.hpp"
 
 namespace deskbox::server {
@@ -30,14 +36,104 @@ HttpResponse json_error(unsigned status, const std::string& code, const std::str
     return res;
 }
 
+HttpConnectionCounters& http_connection_counters() {
+    static HttpConnectionCounters counters;
+    return counters;
+}
+
 namespace {
+
+class Session;
+
+// Every open session, and which of them wait for a request (idle), for the connection caps.
+class ConnectionTable {
+  public:
+    // A new connection is idle: it has not sent a request yet.
+    std::uint64_t add(std::weak_ptr<Session> session) {
+        std::lock_guard lock(mutex_);
+        std::uint64_t id = next_++;
+        entries_[id] = {std::move(session), true, std::chrono::steady_clock::now()};
+        ++idle_;
+        publish_locked();
+        return id;
+    }
+    void remove(std::uint64_t id) {
+        std::lock_guard lock(mutex_);
+        auto it = entries_.find(id);
+        if (it == entries_.end()) return;
+        if (it->second.idle) --idle_;
+        entries_.erase(it);
+        publish_locked();
+    }
+    void set_idle(std::uint64_t id, bool idle) {
+        std::lock_guard lock(mutex_);
+        auto it = entries_.find(id);
+        if (it == entries_.end() || it->second.idle == idle) return;
+        it->second.idle = idle;
+        it->second.idle_since = std::chrono::steady_clock::now();
+        idle ? ++idle_ : --idle_;
+        publish_locked();
+    }
+    std::size_t size() const {
+        std::lock_guard lock(mutex_);
+        return entries_.size();
+    }
+    std::size_t idle() const {
+        std::lock_guard lock(mutex_);
+        return idle_;
+    }
+    // The session idle the longest, taken out of the idle count (it is being closed); null if
+    // none is idle.
+    std::shared_ptr<Session> take_oldest_idle() {
+        std::lock_guard lock(mutex_);
+        auto oldest = entries_.end();
+        for (auto it = entries_.begin(); it != entries_.end(); ++it)
+            if (it->second.idle &&
+                (oldest == entries_.end() || it->second.idle_since < oldest->second.idle_since))
+                oldest = it;
+        if (oldest == entries_.end()) return nullptr;
+        oldest->second.idle = false;
+        --idle_;
+        publish_locked();
+        return oldest->second.session.lock();
+    }
+
+  private:
+    struct Entry {
+        std::weak_ptr<Session> session;
+        bool idle = false;
+        std::chrono::steady_clock::time_point idle_since;
+    };
+    void publish_locked() {
+        http_connection_counters().open.store(entries_.size());
+        http_connection_counters().idle.store(idle_);
+    }
+    mutable std::mutex mutex_;
+    std::map<std::uint64_t, Entry> entries_;
+    std::size_t idle_ = 0;
+    std::uint64_t next_ = 1;
+};
 
 // One keep-alive connection: read a request, answer it, repeat.
 class Session : public std::enable_shared_from_this<Session> {
   public:
     Session(tcp::socket&& socket, const HttpHandler& handler, const HttpOptions& options,
-            HandlerPool& pool)
-        : stream_(std::move(socket)), handler_(handler), options_(options), pool_(pool) {}
+            HandlerPool& pool, ConnectionTable& table)
+        : stream_(std::move(socket)),
+          handler_(handler),
+          options_(options),
+          pool_(pool),
+          table_(table) {}
+    ~Session() { table_.remove(table_id_); }
+
+    void enroll() { table_id_ = table_.add(weak_from_this()); }
+    // From any thread: closes the connection (a cap made room for a newer one).
+    void shut() {
+        net::post(stream_.get_executor(), [self = shared_from_this()] {
+            beast::error_code ignored;
+            self->stream_.socket().close(ignored);
+        });
+    }
 
     void run() {
         net::dispatch(stream_.get_executor(),
@@ -50,11 +146,13 @@ class Session : public std::enable_shared_from_this<Session> {
         parser_->body_limit(options_.max_body_bytes);
         parser_->header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
         stream_.expires_after(std::chrono::seconds(120));
+        table_.set_idle(table_id_, true);
         http::async_read(stream_, buffer_, *parser_,
                          beast::bind_front_handler(&Session::on_read, shared_from_this()));
     }
 
     void on_read(beast::error_code ec, std::size_t) {
+        table_.set_idle(table_id_, false);
         if (ec == http::error::end_of_stream || ec == net::error::eof) return close();
         if (ec == http::error::body_limit) {
             auto res = json_error(413, "payload_too_large",
@@ -127,6 +225,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const HttpHandler& handler_;
     const HttpOptions& options_;
     HandlerPool& pool_;
+    ConnectionTable& table_;
+    std::uint64_t table_id_ = 0;
 };
 
 }  // namespace
@@ -140,18 +240,61 @@ struct HttpServer::Impl {
     std::vector<std::thread> threads;
     std::atomic<bool> stopped{false};
     const HttpOptions* options = nullptr;
+    ConnectionTable table;
+    net::steady_timer accept_pause{io};
+    std::chrono::milliseconds accept_backoff = kFirstAcceptBackoff;
     HandlerPool pool;  // after io: its jobs hold sessions, so it goes first
+
+    static constexpr std::chrono::milliseconds kFirstAcceptBackoff{50};
+    static constexpr std::chrono::milliseconds kLastAcceptBackoff{1000};
 
     void accept() {
         acceptor.async_accept(
             net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+                if (!acceptor.is_open() || stopped) return;
                 if (ec) {
-                    if (!acceptor.is_open()) return;
-                } else {
-                    std::make_shared<Session>(std::move(socket), handler, *options, pool)->run();
+                    // Out of fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), or a connection
+                    // that went before it was taken: trying again at once would spin on the
+                    // same error with the backlog still full. Wait, longer each time in a row.
+                    http_connection_counters().accept_errors.fetch_add(1);
+                    accept_pause.expires_after(accept_backoff);
+                    accept_backoff = std::min(accept_backoff * 2, kLastAcceptBackoff);
+                    accept_pause.async_wait([this](beast::error_code wait_ec) {
+                        if (!wait_ec) accept();
+                    });
+                    return;
                 }
+                accept_backoff = kFirstAcceptBackoff;
+                admit(std::move(socket));
                 accept();
             });
+    }
+
+    // Within the caps: the oldest idle connection makes room for a new one; with none idle at
+    // the total cap, the new one is refused (closed at once).
+    void admit(tcp::socket socket) {
+        auto& counters = http_connection_counters();
+        if (table.idle() >= std::max<std::size_t>(options->max_idle_connections, 1))
+            close_oldest_idle();
+        if (table.size() >= std::max<std::size_t>(options->max_connections, 1) &&
+            !close_oldest_idle()) {
+            counters.refused.fetch_add(1);
+            beast::error_code ignored;
+            socket.close(ignored);
+            return;
+        }
+        counters.accepted.fetch_add(1);
+        auto session = std::make_shared<Session>(std::move(socket), handler, *options, pool, table);
+        session->enroll();
+        session->run();
+    }
+
+    bool close_oldest_idle() {
+        auto oldest = table.take_oldest_idle();
+        if (!oldest) return false;
+        http_connection_counters().idle_closed.fetch_add(1);
+        oldest->shut();
+        return true;
     }
 };
 
@@ -180,7 +323,7 @@ HttpServer::~HttpServer() {
 void HttpServer::start() {
     impl_->accept();
     for (std::size_t i = 0; i < std::max<std::size_t>(1, options_.threads); ++i)
-        impl_->threads.emplace_back([this] { impl_->io.run(); });
+        impl_->threads.emplace_back([this] { run_io_loop(impl_->io, "http"); });
 }
 
 void HttpServer::stop() {
@@ -188,6 +331,7 @@ void HttpServer::stop() {
     net::post(impl_->io, [this] {
         beast::error_code ec;
         impl_->acceptor.close(ec);
+        impl_->accept_pause.cancel();
     });
     impl_->io.stop();
     for (auto& t : impl_->threads)

@@ -2,13 +2,17 @@
 // a body limit (413 past it), hands each to the router and writes the answer. The I/O threads
 // only read and write; a handler may block on a sandbox for minutes, so each runs on a thread
 // of a HandlerPool and its answer is written back on the connection's strand. A route may take
-// over the connection (WebSocket upgrade) by moving the stream out of the exchange.
+// over the connection (WebSocket upgrade) by moving the stream out of the exchange. Accept errors
+// (out of fds: EMFILE, ENFILE, ENOBUFS, ENOMEM) back off from 50 ms to 1 s instead of spinning,
+// and open and idle connections are capped (HttpOptions).
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,7 +34,20 @@ struct HttpOptions {
     std::size_t max_handlers = 256;  // requests handled at once; more wait for a thread
     std::size_t max_body_bytes = 64 << 20;
     std::size_t max_header_bytes = 16 << 10;
+    // Open HTTP connections (WebSockets and relays taken over by a route not counted): past it
+    // the oldest idle one is closed to make room, or the new one is refused when none is idle.
+    std::size_t max_connections = 1024;
+    // Connections waiting for a request (not yet authenticated, or idle between requests):
+    // past it the oldest of them is closed.
+    std::size_t max_idle_connections = 256;
 };
+
+// What the acceptor did, for /metrics (process-wide: deskboxd runs one HttpServer).
+struct HttpConnectionCounters {
+    std::atomic<std::uint64_t> open{0}, idle{0};
+    std::atomic<std::uint64_t> accepted{0}, refused{0}, idle_closed{0}, accept_errors{0};
+};
+HttpConnectionCounters& http_connection_counters();
 
 // A handler answers with a response, or takes the socket (for WebSockets) and returns nullopt.
 struct HttpExchange {

@@ -204,8 +204,12 @@ void DnsUdpServer::reply(const udp::endpoint& client, const net::ip::address_v4&
 
 // ------------------------------------------------------------------ TCP
 
-DnsTcpSession::DnsTcpSession(std::shared_ptr<EgressContext> ctx, net::ip::tcp::socket socket)
-    : ctx_(std::move(ctx)), socket_(std::move(socket)), idle_(socket_.get_executor()) {}
+DnsTcpSession::DnsTcpSession(std::shared_ptr<EgressContext> ctx, net::ip::tcp::socket socket,
+                             ConnectionSlot slot)
+    : ctx_(std::move(ctx)),
+      socket_(std::move(socket)),
+      idle_(socket_.get_executor()),
+      slot_(std::move(slot)) {}
 
 DnsTcpSession::~DnsTcpSession() {
     ctx_->leave(ticket_);

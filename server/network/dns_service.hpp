@@ -55,7 +55,8 @@ class DnsUdpServer : public Closeable, public std::enable_shared_from_this<DnsUd
 // One sandbox TCP connection to port 53: length-prefixed queries, answered in order.
 class DnsTcpSession : public Closeable, public std::enable_shared_from_this<DnsTcpSession> {
   public:
-    DnsTcpSession(std::shared_ptr<EgressContext> ctx, boost::asio::ip::tcp::socket socket);
+    DnsTcpSession(std::shared_ptr<EgressContext> ctx, boost::asio::ip::tcp::socket socket,
+                  ConnectionSlot slot);
     ~DnsTcpSession() override;
     void start();
     void close() override;
@@ -67,6 +68,7 @@ class DnsTcpSession : public Closeable, public std::enable_shared_from_this<DnsT
     std::shared_ptr<EgressContext> ctx_;
     boost::asio::ip::tcp::socket socket_;
     boost::asio::steady_timer idle_;
+    ConnectionSlot slot_;
     std::array<unsigned char, 2> length_{};
     std::string query_, answer_;
     std::uint64_t ticket_ = 0;

@@ -9,6 +9,14 @@ EgressContext::EgressContext(NetworkCore& core_ref, std::string id, NetworkPolic
         limiter = std::make_shared<RateLimiter>(egress_bytes_per_second);
 }
 
+ConnectionSlot EgressContext::take_slot(std::size_t cap) {
+    std::size_t now = slots_.load();
+    do {
+        if (now >= cap) return {};
+    } while (!slots_.compare_exchange_weak(now, now + 1));
+    return ConnectionSlot(&slots_);
+}
+
 void EgressContext::audit(const std::string& kind, const nlohmann::json& detail) {
     std::lock_guard lock(audit_mutex_);
     if (audit_ && !stopped_) audit_(kind, detail);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,32 @@ class Closeable {
     virtual void close() = 0;
 };
 
+// One of a sandbox's TCP connection slots (NetworkOptions::max_connections, sized by deskboxd's
+// fd budget), held by an egress connection or DNS-over-TCP session while it lives.
+class ConnectionSlot {
+  public:
+    ConnectionSlot() = default;
+    explicit ConnectionSlot(std::atomic<std::size_t>* count) : count_(count) {}
+    ~ConnectionSlot() { release(); }
+    ConnectionSlot(ConnectionSlot&& other) noexcept
+        : count_(std::exchange(other.count_, nullptr)) {}
+    ConnectionSlot& operator=(ConnectionSlot&& other) noexcept {
+        if (this != &other) {
+            release();
+            count_ = std::exchange(other.count_, nullptr);
+        }
+        return *this;
+    }
+    explicit operator bool() const { return count_ != nullptr; }
+
+  private:
+    void release() {
+        if (count_) count_->fetch_sub(1);
+        count_ = nullptr;
+    }
+    std::atomic<std::size_t>* count_ = nullptr;
+};
+
 struct EgressContext {
     EgressContext(NetworkCore& core, std::string sandbox_id, NetworkPolicy policy,
                   std::uint64_t egress_bytes_per_second, AuditSink audit);
@@ -48,6 +75,9 @@ struct EgressContext {
     NetworkNamespace* router = nullptr;    // where per-flow UDP sockets are made
 
     bool stopped() const { return stopped_; }
+    // A slot if fewer than `cap` TCP connections hold one; else an empty slot (refuse it).
+    ConnectionSlot take_slot(std::size_t cap);
+    std::size_t slots_taken() const { return slots_; }
     void audit(const std::string& kind, const nlohmann::json& detail);
     void set_audit(AuditSink sink);
 
@@ -61,6 +91,7 @@ struct EgressContext {
 
   private:
     std::atomic<bool> stopped_{false};
+    std::atomic<std::size_t> slots_{0};
     std::mutex audit_mutex_;
     AuditSink audit_;
     mutable std::mutex registry_mutex_;

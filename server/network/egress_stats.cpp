@@ -47,6 +47,15 @@ void EgressStats::udp_flow(bool allowed) {
     ++(allowed ? udp_flows_ : udp_blocked_);
 }
 
+const char* refused_reason_name(RefusedReason reason) {
+    return reason == RefusedReason::over_cap ? "over_cap" : "no_fds";
+}
+
+void EgressStats::refused(RefusedReason reason) {
+    std::lock_guard lock(mutex_);
+    ++(reason == RefusedReason::over_cap ? refused_over_cap_ : refused_no_fds_);
+}
+
 EgressTotals EgressStats::totals() const {
     std::lock_guard lock(mutex_);
     EgressTotals t;
@@ -59,6 +68,8 @@ EgressTotals EgressStats::totals() const {
     t.udp_flows = udp_flows_;
     t.udp_blocked = udp_blocked_;
     t.active = active_;
+    t.refused_over_cap = refused_over_cap_;
+    t.refused_no_fds = refused_no_fds_;
     return t;
 }
 
@@ -87,7 +98,11 @@ nlohmann::json EgressStats::to_json(std::size_t destinations) const {
         if (!c.last_reason.empty()) d["last_blocked_reason"] = c.last_reason;
         list.push_back(std::move(d));
     }
-    return {{"connections", {{"allowed", t.allowed}, {"blocked", t.blocked}, {"open", t.active}}},
+    return {{"connections",
+             {{"allowed", t.allowed},
+              {"blocked", t.blocked},
+              {"open", t.active},
+              {"refused", {{"over_cap", t.refused_over_cap}, {"no_fds", t.refused_no_fds}}}}},
             {"bytes", {{"out", t.bytes_out}, {"in", t.bytes_in}}},
             {"dns", {{"answered", t.dns_answered}, {"refused", t.dns_refused}}},
             {"udp_flows", {{"allowed", t.udp_flows}, {"blocked", t.udp_blocked}}},

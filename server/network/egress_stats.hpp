@@ -19,8 +19,16 @@ struct DestinationCounts {
     std::string last_reason;  // of the last block
 };
 
+// Why deskboxd itself refused a connection the policy would have let through.
+enum class RefusedReason {
+    over_cap,  // the sandbox already holds its share of deskboxd's fds (--egress-max-connections)
+    no_fds,    // deskboxd is out of fds (or memory) for the relay
+};
+const char* refused_reason_name(RefusedReason reason);
+
 struct EgressTotals {
     std::uint64_t allowed = 0, blocked = 0, bytes_out = 0, bytes_in = 0;
+    std::uint64_t refused_over_cap = 0, refused_no_fds = 0;
     std::uint64_t dns_answered = 0, dns_refused = 0, udp_flows = 0, udp_blocked = 0;
     std::uint64_t active = 0;  // TCP connections open now
 };
@@ -35,6 +43,7 @@ class EgressStats {
     void bytes_live(std::uint64_t out, std::uint64_t in);  // totals while a connection runs
     void dns(bool answered);
     void udp_flow(bool allowed);
+    void refused(RefusedReason reason);
     void opened() { ++active_; }
     void closed() { --active_; }
 
@@ -49,7 +58,7 @@ class EgressStats {
     mutable std::mutex mutex_;
     std::map<std::string, DestinationCounts> destinations_;
     std::uint64_t allowed_ = 0, blocked_ = 0, dns_answered_ = 0, dns_refused_ = 0, udp_flows_ = 0,
-                  udp_blocked_ = 0;
+                  udp_blocked_ = 0, refused_over_cap_ = 0, refused_no_fds_ = 0;
     std::atomic<std::uint64_t> bytes_out_{0}, bytes_in_{0}, active_{0};
 };
 

@@ -1,5 +1,7 @@
 #include "server/network/network_core.hpp"
 
+#include "common/io_loop.hpp"
+
 #include <ifaddrs.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -222,7 +224,7 @@ NetworkCore::NetworkCore(NetworkOptions options) : options_(std::move(options)) 
     for (std::size_t i = 0; i < std::max<std::size_t>(options_.threads, 1); ++i) {
         loops_.push_back(std::make_unique<Loop>());
         Loop& loop = *loops_.back();
-        loop.thread = std::thread([&loop] { loop.io.run(); });
+        loop.thread = std::thread([&loop] { run_io_loop(loop.io, "network"); });
     }
 }
 

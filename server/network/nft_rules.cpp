@@ -1,8 +1,7 @@
 #include "server/network/nft_rules.hpp"
 
-#include <nftables/libnftables.h>
-
-#include <memory>
+#include <filesystem>
+#include <system_error>
 
 #include "server/network/netns.hpp"
 #include "server/network/sandbox_link.hpp"
@@ -37,15 +36,14 @@ std::string router_ruleset() {
            "}\n";
 }
 
-void load_nft_ruleset(const std::string& ruleset) {
-    std::unique_ptr<nft_ctx, void (*)(nft_ctx*)> ctx(nft_ctx_new(NFT_CTX_DEFAULT), nft_ctx_free);
-    if (!ctx) throw NetworkError("libnftables: cannot make a context");
-    nft_ctx_buffer_error(ctx.get());
-    nft_ctx_buffer_output(ctx.get());
-    if (nft_run_cmd_from_buffer(ctx.get(), ruleset.c_str()) != 0) {
-        std::string words = nft_ctx_get_error_buffer(ctx.get());
-        while (!words.empty() && (words.back() == '\n' || words.back() == ' ')) words.pop_back();
-        throw NetworkError("loading the sandbox's nftables rules: " + words);
+void load_nft_ruleset(const NetworkNamespace& ns, const std::string& ruleset) {
+    // PATH may lack sbin (a deskboxd started from a user's shell).
+    std::error_code ec;
+    const std::string nft = std::filesystem::exists("/usr/sbin/nft", ec) ? "/usr/sbin/nft" : "nft";
+    try {
+        ns.exec({nft, "-f", "-"}, ruleset);
+    } catch (const NetworkError& e) {
+        throw NetworkError(std::string("loading the sandbox's nftables rules: ") + e.what());
     }
 }
 

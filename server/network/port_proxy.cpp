@@ -120,9 +120,16 @@ class PortProxy : public Closeable, public std::enable_shared_from_this<PortProx
 
     void relay() {
         // The relay's completion holds this (and so its enrollment) until the relay ends.
-        auto relay = std::make_shared<SpliceRelay>(
-            std::move(client_), std::move(upstream_),
-            [self = shared_from_this()](const SpliceRelay::Result&) {});
+        std::error_code error;
+        auto relay = SpliceRelay::create(
+            client_, upstream_, [self = shared_from_this()](const SpliceRelay::Result&) {}, error);
+        if (!relay) {
+            // Out of fds: this connection ends, deskboxd goes on.
+            ++counters_.failed;
+            reset_socket(client_);
+            reset_socket(upstream_);
+            return;
+        }
         relay_ = relay;
         relay->start();
     }

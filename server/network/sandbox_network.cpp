@@ -95,8 +95,8 @@ void SandboxNetwork::build_router(const std::string& link) {
         // TPROXY: marked packets find every address local in table 100.
         nl.add_fwmark_rule(kProxyMark, kProxyRouteTable);
         nl.add_local_default_route(kProxyRouteTable);
-        load_nft_ruleset(router_ruleset());
     });
+    load_nft_ruleset(router_, router_ruleset());
     if (!link.empty()) {
         inner_.run([&] {
             RtNetlink nl;

@@ -15,13 +15,14 @@ namespace {
 constexpr std::size_t kPipeSize = 1 << 20;  // 1 MiB per direction when the system allows it
 constexpr std::size_t kChunk = 1 << 20;
 
-void make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
+// 0, or the errno of pipe2 (EMFILE, ENFILE: out of fds).
+int make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
-        throw std::system_error(errno, std::generic_category(), "pipe2");
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return errno;
     read_end.reset(fds[0]);
     write_end.reset(fds[1]);
     ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(kPipeSize));  // best effort (pipe-max-size)
+    return 0;
 }
 
 }  // namespace
@@ -33,8 +34,32 @@ void reset_socket(boost::asio::ip::tcp::socket& socket) {
     socket.close(ignored);
 }
 
-SpliceRelay::SpliceRelay(boost::asio::ip::tcp::socket a, boost::asio::ip::tcp::socket b, Done done,
-                         std::shared_ptr<RateLimiter> limit_a_to_b, Progress progress)
+std::shared_ptr<SpliceRelay> SpliceRelay::create(boost::asio::ip::tcp::socket& a,
+                                                 boost::asio::ip::tcp::socket& b, Done done,
+                                                 std::error_code& error,
+                                                 std::shared_ptr<RateLimiter> limit_a_to_b,
+                                                 Progress progress) {
+    error.clear();
+    Pipes pipes;
+    int err = make_pipe(pipes.ab_read, pipes.ab_write);
+    if (err == 0) err = make_pipe(pipes.ba_read, pipes.ba_write);
+    if (err != 0) {
+        error = std::error_code(err, std::generic_category());
+        return nullptr;  // the pipes made so far close here; the sockets stay the caller's
+    }
+    try {
+        return std::make_shared<SpliceRelay>(Token{}, std::move(a), std::move(b), std::move(pipes),
+                                             std::move(done), std::move(limit_a_to_b),
+                                             std::move(progress));
+    } catch (const std::bad_alloc&) {
+        error = std::make_error_code(std::errc::not_enough_memory);
+        return nullptr;
+    }
+}
+
+SpliceRelay::SpliceRelay(Token, boost::asio::ip::tcp::socket a, boost::asio::ip::tcp::socket b,
+                         Pipes pipes, Done done, std::shared_ptr<RateLimiter> limit_a_to_b,
+                         Progress progress)
     : a_(std::move(a)),
       b_(std::move(b)),
       limit_timer_(a_.get_executor()),
@@ -45,8 +70,10 @@ SpliceRelay::SpliceRelay(boost::asio::ip::tcp::socket a, boost::asio::ip::tcp::s
     ab_.limiter = std::move(limit_a_to_b);
     ba_.from = &b_;
     ba_.to = &a_;
-    make_pipe(ab_.pipe_read, ab_.pipe_write);
-    make_pipe(ba_.pipe_read, ba_.pipe_write);
+    ab_.pipe_read = std::move(pipes.ab_read);
+    ab_.pipe_write = std::move(pipes.ab_write);
+    ba_.pipe_read = std::move(pipes.ba_read);
+    ba_.pipe_write = std::move(pipes.ba_write);
     boost::system::error_code ignored;
     a_.non_blocking(true, ignored);
     b_.non_blocking(true, ignored);

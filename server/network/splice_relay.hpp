@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <system_error>
 
 #include "common/unique_fd.hpp"
 #include "server/network/rate_limiter.hpp"
@@ -27,13 +28,31 @@ class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
     // Called after bytes moved (for live counters): (a_to_b, b_to_a) since the last call.
     using Progress = std::function<void(std::uint64_t, std::uint64_t)>;
 
-    // Both sockets must use the same strand executor; the relay's handlers run on it.
-    SpliceRelay(boost::asio::ip::tcp::socket a, boost::asio::ip::tcp::socket b, Done done,
-                std::shared_ptr<RateLimiter> limit_a_to_b = nullptr, Progress progress = {});
+    // Both sockets must use the same strand executor; the relay's handlers run on it. The relay
+    // needs two pipes (four fds): when they cannot be made (EMFILE, ENFILE, ENOMEM) this returns
+    // null with `error` set and leaves both sockets with the caller, who refuses the flow. It
+    // never throws for that: it runs on I/O threads, where an exception would end deskboxd.
+    static std::shared_ptr<SpliceRelay> create(boost::asio::ip::tcp::socket& a,
+                                               boost::asio::ip::tcp::socket& b, Done done,
+                                               std::error_code& error,
+                                               std::shared_ptr<RateLimiter> limit_a_to_b = nullptr,
+                                               Progress progress = {});
+    // The fds one relayed connection holds: its two sockets and two pipes.
+    static constexpr std::size_t kFdsPerConnection = 6;
     ~SpliceRelay();
     void start();
     void close();  // from any thread: resets both and finishes
     void abort();  // the same, on the relay's own strand, at once
+
+  private:
+    struct Pipes {
+        UniqueFd ab_read, ab_write, ba_read, ba_write;
+    };
+    struct Token {};  // create() only
+
+  public:
+    SpliceRelay(Token, boost::asio::ip::tcp::socket a, boost::asio::ip::tcp::socket b, Pipes pipes,
+                Done done, std::shared_ptr<RateLimiter> limit_a_to_b, Progress progress);
 
   private:
     struct Direction {

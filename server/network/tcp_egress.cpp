@@ -109,16 +109,22 @@ void TcpEgressConnection::start() {
         if (!ec) self->source_ = self->client_.remote_endpoint(ec);
         if (ec) return self->finish_quietly();
         self->label_ = self->destination_.address().to_string();
+        // Each connection holds deskboxd's fds (six once relayed): past the sandbox's share of
+        // them it is reset at once, before any more are spent on it.
+        const std::size_t cap = self->ctx_->core.options().max_connections;
+        self->slot_ = self->ctx_->take_slot(cap);
+        if (!self->slot_)
+            return self->refuse(
+                RefusedReason::over_cap,
+                std::to_string(cap) + " connections open already (--egress-max-connections)");
         if (self->destination_.port() == 53) {
-            std::make_shared<DnsTcpSession>(self->ctx_, std::move(self->client_))->start();
+            std::make_shared<DnsTcpSession>(self->ctx_, std::move(self->client_),
+                                            std::move(self->slot_))
+                ->start();
             return;
         }
         self->ctx_->stats.opened();
         self->counted_open_ = true;
-        if (self->ctx_->open_count() > self->ctx_->core.options().max_connections + 3)
-            return self->block("more than " +
-                               std::to_string(self->ctx_->core.options().max_connections) +
-                               " connections open");
         auto early = self->ctx_->policy.decide_by_address(self->destination_.address(),
                                                           self->ctx_->core.host_view());
         if (early && !early->allowed) return self->block(early->reason);
@@ -258,14 +264,23 @@ void TcpEgressConnection::block(const std::string& reason) {
     reset_socket(client_);
 }
 
+void TcpEgressConnection::refuse(RefusedReason why, const std::string& reason) {
+    reason_ = reason;
+    ctx_->stats.refused(why);
+    nlohmann::json detail = describe();
+    detail["decision"] = "refused";
+    detail["refused"] = refused_reason_name(why);
+    ctx_->audit("egress", detail);
+    timer_.cancel();
+    reset_socket(client_);
+    reset_socket(upstream_);
+}
+
 void TcpEgressConnection::connect() {
     auto self = shared_from_this();
     boost::system::error_code ec;
     upstream_.open(destination_.protocol(), ec);
-    if (ec) {
-        reason_ = "cannot open a socket: " + ec.message();
-        return block(reason_);
-    }
+    if (ec) return refuse(RefusedReason::no_fds, "cannot open a socket: " + ec.message());
     timer_.expires_after(ctx_->core.options().connect_timeout);
     timer_.async_wait([self](boost::system::error_code ec) {
         if (ec) return;
@@ -306,15 +321,15 @@ void TcpEgressConnection::relay() {
         if (!name_)
             if (auto learned = ctx_->dns_memory.name_of(destination_.address())) label_ = *learned;
     }
-    ctx_->stats.connection(label_, true, reason_);
     boost::system::error_code ignored;
     upstream_.set_option(tcp::no_delay(true), ignored);
     upstream_.set_option(net::socket_base::keep_alive(true), ignored);
     auto ctx = ctx_;
     // The relay's completion owns the connection until the relay ends (the relay lets go of
     // it then, which ends the cycle).
-    relay_ = std::make_shared<SpliceRelay>(
-        std::move(client_), std::move(upstream_),
+    std::error_code relay_error;
+    relay_ = SpliceRelay::create(
+        client_, upstream_,
         [self = shared_from_this()](const SpliceRelay::Result& result) {
             self->ctx_->stats.transferred(self->label_, result.a_to_b, result.b_to_a);
             nlohmann::json detail = self->describe();
@@ -326,8 +341,12 @@ void TcpEgressConnection::relay() {
             // The relay's handlers hold it; ours lets the connection go.
             net::post(self->timer_.get_executor(), [self] { self->relay_.reset(); });
         },
-        ctx_->limiter,
+        relay_error, ctx_->limiter,
         [ctx](std::uint64_t out, std::uint64_t in) { ctx->stats.bytes_live(out, in); });
+    if (!relay_)
+        return refuse(RefusedReason::no_fds,
+                      "deskboxd cannot relay the connection: " + relay_error.message());
+    ctx_->stats.connection(label_, true, reason_);
     relay_->start();
 }
 

@@ -49,6 +49,9 @@ class TcpEgressConnection : public Closeable,
     void decide(const SniffResult& sniffed);
     void decide_now(Destination destination, const SniffResult& sniffed);
     void block(const std::string& reason);
+    // Allowed or not, deskboxd will not carry it (over the sandbox's cap, or out of fds): reset,
+    // counted under connections.refused and audited with decision "refused".
+    void refuse(RefusedReason why, const std::string& reason);
     void connect();
     void relay();
     void finish_quietly();
@@ -59,7 +62,8 @@ class TcpEgressConnection : public Closeable,
     boost::asio::steady_timer timer_;
     boost::asio::ip::tcp::endpoint destination_, source_;
     std::shared_ptr<SpliceRelay> relay_;
-    std::string label_;  // name or address, for counters
+    ConnectionSlot slot_;  // released when the connection (and its relay) is gone
+    std::string label_;    // name or address, for counters
     std::optional<std::string> name_;
     WireProtocol protocol_ = WireProtocol::other;
     std::string reason_;

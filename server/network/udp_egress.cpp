@@ -140,9 +140,13 @@ void UdpEgressListener::first_datagram(const udp::endpoint& source,
         flows_[key] = flow;
         flow->start(std::move(payload));
     } catch (const std::exception& e) {
+        // Out of fds (or threads, or memory) for the flow's sockets: this flow is dropped,
+        // counted and audited; deskboxd goes on.
+        ctx_->stats.refused(RefusedReason::no_fds);
         ctx_->audit("egress", {{"destination", label},
                                {"protocol", "udp"},
-                               {"decision", "allowed"},
+                               {"decision", "refused"},
+                               {"refused", "no_fds"},
                                {"error", e.what()}});
     }
 }

@@ -58,9 +58,7 @@ void VncServer::Impl::bind_listener() {
     }
     if (::listen(fd.get(), 64) != 0)
         throw std::system_error(errno, std::generic_category(), "vnc: listen " + where);
-    if (fd.get() >= FD_SETSIZE)
-        throw std::system_error(EMFILE, std::generic_category(),
-                                "vnc: descriptor above FD_SETSIZE (libvncserver uses select)");
+    // Any number will do: only our poll() sees the listening socket, never libvncserver.
     if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &address_size) != 0)
         throw std::system_error(errno, std::generic_category(), "vnc: getsockname");
     bound_port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port)
@@ -79,10 +77,8 @@ void VncServer::Impl::accept_clients() {
             return;
         }
         UniqueFd connection(raw);
-        // libvncserver puts client sockets in select() sets, so a descriptor at or above
-        // FD_SETSIZE would overflow them.
-        if (mirror_closed || clients.size() >= static_cast<std::size_t>(options.max_clients) ||
-            connection.get() >= FD_SETSIZE) {
+        // Any number will do: libvncserver's record gets the stand-in's (hand_over).
+        if (mirror_closed || clients.size() >= static_cast<std::size_t>(options.max_clients)) {
             counters.refused.fetch_add(1);
             continue;  // closed here: the client sees the connection end at once
         }
@@ -107,9 +103,12 @@ void VncServer::Impl::hand_over(UniqueFd connection) {
         accept_paused_until = std::chrono::steady_clock::now() + kVncAcceptBackoff;
         return;  // out of descriptors: the client sees the connection end
     }
-    UniqueFd stand_in(pair[0]), server_side(pair[1]);
+    UniqueFd server_side(pair[1]);
+    // libvncserver puts client sockets in select() sets: this number (which the client's
+    // socket takes over below) must be under FD_SETSIZE.
+    UniqueFd stand_in = vnc::below_fd_setsize(UniqueFd(pair[0]));
     constexpr char kPeek[] = "RFB ";
-    if (stand_in.get() >= FD_SETSIZE || ::send(server_side.get(), kPeek, 4, MSG_NOSIGNAL) != 4) {
+    if (!stand_in || ::send(server_side.get(), kPeek, 4, MSG_NOSIGNAL) != 4) {
         counters.refused.fetch_add(1);
         return;
     }
@@ -167,6 +166,7 @@ void VncServer::Impl::on_client_gone(rfbClientPtr client) {
     client->clientData = nullptr;
     self.clients.erase(client);
     self.counters.clients.store(self.clients.size());
+    vnc::refill_low_fds();  // libvncserver closes its socket after this: next time
 }
 
 }  // namespace deskbox::streaming

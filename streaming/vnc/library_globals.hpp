@@ -6,6 +6,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "common/unique_fd.hpp"
+
 namespace deskbox::streaming::vnc {
 
 // rfbGetScreen() re-initialises a global mutex (rfbClientListMutex) that every server's thread
@@ -35,5 +37,14 @@ LibraryGate& library_gate();
 // the client read/write timeout (5 s), and the lazily initialised extension mutex (initialised on
 // first use without a lock inside libvncserver).
 void init_library_once();
+
+// libvncserver select()s on its clients' sockets, so the descriptor it gets must be below
+// FD_SETSIZE (1024), however many deskboxd holds (~80 sandboxes pass it). Returns `fd` itself
+// if it is, else a copy at the lowest free number, else at one of a few numbers kept back for
+// this since the first VNC server started (init_library_once); an invalid fd if none is free
+// (the caller refuses the client). Thread-safe.
+UniqueFd below_fd_setsize(UniqueFd fd);
+// Keeps back low numbers again after clients went (their numbers are free then).
+void refill_low_fds();
 
 }  // namespace deskbox::streaming::vnc

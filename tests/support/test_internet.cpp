@@ -84,6 +84,9 @@ struct TestInternet::Impl {
     mutable std::mutex mutex;
     std::vector<std::string> seen;
     std::atomic<std::uint64_t> sink_bytes{0};
+    std::atomic<std::uint64_t> held{0};
+    std::vector<std::shared_ptr<tcp::socket>> holding;  // under `mutex`
+    std::unique_ptr<net::steady_timer> holder_retry;
 
     ~Impl() {
         dnsmasq.terminate(std::chrono::milliseconds(500));
@@ -240,6 +243,27 @@ struct TestInternet::Impl {
             accept_sink(acceptor);
         });
     }
+    // Accepts and keeps every connection, reading nothing (a host that many connections reach
+    // at little cost); out of fds it tries again a little later.
+    void accept_holder(tcp::acceptor& acceptor) {
+        acceptor.async_accept([this, &acceptor](beast::error_code ec, tcp::socket socket) {
+            if (ec == net::error::operation_aborted) return;
+            if (ec) {
+                if (!holder_retry) holder_retry = std::make_unique<net::steady_timer>(io);
+                holder_retry->expires_after(std::chrono::milliseconds(20));
+                holder_retry->async_wait([this, &acceptor](beast::error_code wait_ec) {
+                    if (!wait_ec) accept_holder(acceptor);
+                });
+                return;
+            }
+            {
+                std::lock_guard lock(mutex);
+                holding.push_back(std::make_shared<tcp::socket>(std::move(socket)));
+            }
+            ++held;
+            accept_holder(acceptor);
+        });
+    }
     void drink(std::shared_ptr<tcp::socket> s, std::shared_ptr<std::vector<char>> buffer) {
         s->async_read_some(net::buffer(*buffer),
                            [this, s, buffer](beast::error_code ec, std::size_t n) {
@@ -283,6 +307,7 @@ TestInternet::TestInternet(std::map<std::string, std::string> names)
     }
     impl_->accept_source(impl_->listen(web_address(), 9000));
     impl_->accept_sink(impl_->listen(web_address(), 9001));
+    impl_->accept_holder(impl_->listen(web_address(), 9002));
     impl_->start_udp_echo(web_address(), 7);
     for (int i = 0; i < 2; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
 
@@ -345,6 +370,13 @@ std::vector<std::string> TestInternet::requests_seen() const {
 
 std::uint64_t TestInternet::sink_bytes() const {
     return impl_->sink_bytes;
+}
+std::uint64_t TestInternet::held_connections() const {
+    return impl_->held;
+}
+void TestInternet::release_held() {
+    std::lock_guard lock(impl_->mutex);
+    impl_->holding.clear();
 }
 std::string TestInternet::host_side_link() const {
     return "dbxinet" + std::to_string(impl_->x);

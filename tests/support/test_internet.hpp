@@ -9,6 +9,8 @@
 //   - a UDP echo on :7 of `web_address()`,
 //   - a byte source on :9000 (after a request head ending in a blank line, sends until the
 //     peer closes) and a sink on :9001 (reads and counts), for throughput,
+//   - a holder on :9002 of `web_address()` that accepts connections and keeps them open,
+//     reading nothing (for tests that open many),
 //   - dnsmasq on `dns_address()`:53 answering the names given to the constructor.
 // Everything goes with the object: the namespace (and with it the veth pair) and dnsmasq.
 #pragma once
@@ -39,8 +41,10 @@ class TestInternet {
 
     // "host=... sni=..." of every request the hosts answered, oldest first.
     std::vector<std::string> requests_seen() const;
-    std::uint64_t sink_bytes() const;    // bytes the :9001 sink has read so far
-    std::string host_side_link() const;  // the veth's name in the host's namespace
+    std::uint64_t sink_bytes() const;        // bytes the :9001 sink has read so far
+    std::string host_side_link() const;      // the veth's name in the host's namespace
+    std::uint64_t held_connections() const;  // connections the :9002 holder accepted so far
+    void release_held();                     // closes the ones it holds
 
     struct Impl;
 

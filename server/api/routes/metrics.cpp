@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/io_loop.hpp"
 #include "server/cluster/cluster_service.hpp"
+#include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server::routes {
@@ -25,6 +27,10 @@ std::string egress_metrics(const SandboxManager& manager) {
     std::string dns =
         "# HELP deskbox_dns_queries_total Sandbox DNS queries answered and refused.\n"
         "# TYPE deskbox_dns_queries_total counter\n";
+    std::string refused =
+        "# HELP deskbox_egress_refused_total Sandbox connections deskboxd refused: over_cap (the "
+        "sandbox held its share of fds, --egress-max-connections) or no_fds (deskboxd ran out).\n"
+        "# TYPE deskbox_egress_refused_total counter\n";
     auto label = [](const std::string& text) {
         std::string out;
         for (char c : text) {
@@ -57,8 +63,12 @@ std::string egress_metrics(const SandboxManager& manager) {
                std::to_string(t.dns_answered) + "\n";
         dns += "deskbox_dns_queries_total{" + id + ",decision=\"refused\"} " +
                std::to_string(t.dns_refused) + "\n";
+        refused += "deskbox_egress_refused_total{" + id + ",reason=\"over_cap\"} " +
+                   std::to_string(t.refused_over_cap) + "\n";
+        refused += "deskbox_egress_refused_total{" + id + ",reason=\"no_fds\"} " +
+                   std::to_string(t.refused_no_fds) + "\n";
     }
-    return connections + bytes + dns;
+    return connections + bytes + dns + refused;
 }
 
 // One metric family in Prometheus' text format: HELP, TYPE, then its sample lines.
@@ -149,6 +159,24 @@ HttpResponse metrics_page(RouteContext& context) {
             ports.open.load());
     counter("deskbox_port_proxy_requests_total", "Exposed-port requests relayed.", "counter",
             ports.total.load());
+    const HttpConnectionCounters& http = http_connection_counters();
+    counter("deskbox_http_connections", "Open HTTP connections (--max-http-connections).", "gauge",
+            http.open.load());
+    counter("deskbox_http_idle_connections",
+            "HTTP connections waiting for a request (--max-idle-http-connections).", "gauge",
+            http.idle.load());
+    counter("deskbox_http_connections_refused_total",
+            "HTTP connections closed on accept: the cap was reached with none idle.", "counter",
+            http.refused.load());
+    counter("deskbox_http_idle_closed_total",
+            "Idle HTTP connections closed to make room under the caps.", "counter",
+            http.idle_closed.load());
+    counter("deskbox_http_accept_errors_total",
+            "Failed accepts (out of fds or memory); each waits 50 ms to 1 s before the next.",
+            "counter", http.accept_errors.load());
+    counter("deskboxd_io_handler_exceptions_total",
+            "Exceptions that escaped an I/O handler, caught and logged (a bug to report).",
+            "counter", io_loop_exceptions().load());
     text += egress_metrics(context.api.manager);
     text += usage_metrics(context.api.manager);
     text += process_metrics();
