@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <cerrno>
@@ -124,31 +125,39 @@ const char* to_string(SandboxState state) {
 UniqueFd connect_unix_retry(const std::filesystem::path& path,
                             std::chrono::steady_clock::time_point deadline,
                             const std::function<std::string()>& still_alive) {
-    // sun_path holds 107 bytes; deep state roots are reached through the directory's fd.
-    UniqueFd dir_fd;
-    std::string address = path.string();
-    sockaddr_un addr{};
-    if (address.size() >= sizeof addr.sun_path) {
-        auto parent = path.parent_path();
-        int fd = ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-            throw RuntimeError("agent socket directory " + parent.string() + ": " +
-                               std::strerror(errno));
-        dir_fd.reset(fd);
-        address = "/proc/self/fd/" + std::to_string(fd) + "/" + path.filename().string();
-        if (address.size() >= sizeof addr.sun_path)
-            throw RuntimeError("agent socket name too long: " + path.string());
-    }
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, address.c_str(), address.size() + 1);
+    // The socket's directory may be writable by the guest (a container's /run/deskbox), so the
+    // last component is never followed: it is opened O_PATH|O_NOFOLLOW beneath the directory,
+    // must be a socket, and is connected through /proc/self/fd (which also lifts sun_path's
+    // 107-byte limit). A symlink planted in place of the socket is refused, never connected to.
+    auto parent = path.parent_path();
+    auto name = path.filename().string();
+    UniqueFd dir_fd(::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir_fd)
+        throw RuntimeError("agent socket directory " + parent.string() + ": " +
+                           std::strerror(errno));
 
     auto pause_for = std::chrono::milliseconds(2);
     int last_errno = 0;
     while (true) {
-        UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (!sock) throw RuntimeError(std::string("socket: ") + std::strerror(errno));
-        if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0)
-            return sock;
+        UniqueFd node(::openat(dir_fd.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+        if (node) {
+            struct stat st {};
+            if (::fstat(node.get(), &st) != 0)
+                throw RuntimeError("stat agent socket " + path.string() + ": " +
+                                   std::strerror(errno));
+            if (!S_ISSOCK(st.st_mode))
+                throw RuntimeError("agent socket " + path.string() +
+                                   " is not a socket (a symlink or file put there by the guest "
+                                   "is never followed)");
+            sockaddr_un addr{};
+            addr.sun_family = AF_UNIX;
+            std::string address = "/proc/self/fd/" + std::to_string(node.get());
+            std::memcpy(addr.sun_path, address.c_str(), address.size() + 1);
+            UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+            if (!sock) throw RuntimeError(std::string("socket: ") + std::strerror(errno));
+            if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0)
+                return sock;
+        }
         last_errno = errno;
         if (last_errno != ENOENT && last_errno != ECONNREFUSED && last_errno != EAGAIN &&
             last_errno != EINTR)

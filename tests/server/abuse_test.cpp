@@ -104,6 +104,23 @@ TEST_F(Abuse, MemoryBombIsKilledByTheMemoryLimitAndTheSandboxGoesOn) {
     expect_everyone_answering();
 }
 
+// Issue 26 item 7: /tmp and /dev/shm are charged to the memory cgroup; filled to their caps
+// and followed by a memory bomb, they must leave the desktop (Xvfb, agent) alive.
+TEST_F(Abuse, FillingTmpAndShmThenAMemoryBombLeavesTheDesktopAlive) {
+    auto fill = command(victim_,
+                        "dd if=/dev/zero of=/tmp/fill bs=1M count=100000 2>/dev/null; "
+                        "dd if=/dev/zero of=/dev/shm/fill bs=1M count=100000 2>/dev/null; "
+                        "head -c 2000000000 /dev/zero | tail; echo done",
+                        120);
+    ASSERT_EQ(fill.status, 200u) << fill.body;
+    expect_everyone_answering();
+    EXPECT_EQ(s().get("/v1/sandboxes/" + victim_ + "/screenshot").status, 200u);
+    auto inspect = s().get("/v1/sandboxes/" + victim_).js();
+    EXPECT_NE(inspect.value("state", ""), "error") << inspect.dump();
+    EXPECT_EQ(command(victim_, "rm /tmp/fill /dev/shm/fill && echo gone").js().value("stdout", ""),
+              "gone\n");
+}
+
 TEST_F(Abuse, FillingTheDiskGivesEnospcInsideAndTouchesNothingElse) {
     auto fill = command(victim_, "dd if=/dev/zero of=$HOME/fill bs=1M count=400 2>&1; df -m /", 60);
     ASSERT_EQ(fill.status, 200u) << fill.body;

@@ -75,7 +75,7 @@ TEST(SandboxCreateRequest, TheTemplatesSessionComesUnderTheRequestsOwnFields) {
 }
 
 TEST(SandboxCreateRequest, EveryFieldIsRead) {
-    auto c = parse({{"runtime", "microvm"},
+    auto c = parse({{"runtime", "gvisor"},
                     {"api_resolution", {1024, 768}},
                     {"timeout_s", 60},
                     {"on_timeout", "pause"},
@@ -92,7 +92,7 @@ TEST(SandboxCreateRequest, EveryFieldIsRead) {
                       {"disk_mb", 512},
                       {"egress_kbps", 800}}}})
                  .config;
-    EXPECT_EQ(c.runtime_name, "microvm") << "whether it exists is the server's to say";
+    EXPECT_EQ(c.runtime_name, "gvisor") << "whether it exists is the server's to say";
     ASSERT_TRUE(c.api_resolution);
     EXPECT_EQ(c.api_resolution->width, 1024);
     EXPECT_EQ(c.timeout, std::chrono::seconds(60));
@@ -162,6 +162,15 @@ TEST(SandboxCreateRequest, UnknownFieldsAreRefusedBeforeTheTemplateIsLookedUp) {
     EXPECT_EQ(lookups, 0);
     parse_create_request({{"template", "wide"}}, defaults(), counting);
     EXPECT_EQ(lookups, 1) << "one lookup per request";
+}
+
+// Issue 26 (Also): a microVM cannot enforce limits.disk_mb, so asking for it is a 400 naming
+// the field, and a microVM's limits say it has no disk cap rather than the container default.
+TEST(SandboxCreateRequest, AMicrovmRefusesDiskMbNamingTheField) {
+    auto e = error_of({{"runtime", "microvm"}, {"limits", {{"disk_mb", 512}}}});
+    EXPECT_EQ(e.field(), "limits.disk_mb");
+    EXPECT_EQ(parse({{"runtime", "microvm"}}).config.limits.disk_mb, 0u);
+    EXPECT_EQ(parse({{"limits", {{"disk_mb", 512}}}}).config.limits.disk_mb, 512u);
 }
 
 }  // namespace

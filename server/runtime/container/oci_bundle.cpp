@@ -95,9 +95,10 @@ json process_env(const SandboxSpec& spec) {
 }
 
 json mounts_for(const SandboxSpec& spec, const BundleLayout& layout) {
-    // tmpfs pages are charged to the memory cgroup, so their size caps only keep one of them
-    // from taking the whole limit.
-    std::string tmpfs_size = "size=" + std::to_string(spec.limits.memory_mb / 2) + "m";
+    // tmpfs pages are charged to the memory cgroup and no OOM kill frees them: together
+    // /tmp and /dev/shm take at most half the limit, so filling both leaves the desktop
+    // (Xvfb, agent) half to live in (issue 26 item 7).
+    std::string tmpfs_size = "size=" + std::to_string(spec.limits.memory_mb / 4) + "m";
 
     json mounts = json::array({
         {{"destination", "/proc"},
