@@ -24,11 +24,20 @@ class ApiRouter {
   public:
     ApiRouter(SandboxManager& manager, ApiOptions options);
     HttpResponse handle(HttpExchange& exchange);
+    // On a request's header alone, before its body is read (HttpServer's HeaderCheck): the
+    // same Host, Origin, route and credential checks as handle(), and the route's body limit.
+    HeaderDecision check_header(HttpRequest& header);
     Metrics& metrics() { return metrics_; }
     const ViewerCounters& viewers() const { return viewers_; }
 
   private:
+    // The context of a request: its decoded path, query and ?key=.
+    RouteContext context_for(HttpExchange& exchange);
     HttpResponse dispatch(RouteContext& context, const RouteMatch& match);
+    // Everything decided before a handler runs, on the header only: Host, Origin, the route
+    // (404, 405), credentials (401). Sets `body_limit` to the route's; a 405 is returned.
+    std::optional<HttpResponse> preflight(RouteContext& context, const RouteMatch& match,
+                                          std::size_t& body_limit);
     // 401 unless the request may call `route`; then context.access and, for a per-sandbox
     // route, context.sandbox are set.
     void admit(RouteContext& context, const ApiRoute& route);
@@ -38,6 +47,10 @@ class ApiRouter {
     std::optional<HttpResponse> route_to_owner(RouteContext& context, const std::string& id);
     // The one place a sandbox id from a request becomes a Sandbox (404 if there is none here).
     std::shared_ptr<Sandbox> resolve_sandbox(const std::string& id) const;
+    // For routes a sandbox's own token opens: the sandbox, or, for an id that is not here,
+    // the 401 a wrong token gets unless an API key shows the caller may know (then 404).
+    std::shared_ptr<Sandbox> resolve_for_token(RouteContext& context, const std::string& id,
+                                               const ApiError& unauthorized) const;
 
     SandboxManager& manager_;
     ApiOptions options_;

@@ -31,6 +31,9 @@ struct ApiRoute {
     // Relayed to a program in the sandbox as sent: no UTF-8 check, and methods beyond the
     // documented ones go on too (the program decides what it takes).
     bool as_sent = false;
+    // Takes bodies up to ApiOptions::max_upload_body (files, stdin, images); others take
+    // max_json_body.
+    bool large_body = false;
 
     // Its {id} is a sandbox's (/v1/sandboxes/{id}..., /view/{id}): the router resolves it, in
     // one place, before the handler runs (a recording's {id} is not a sandbox's).

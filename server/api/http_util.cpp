@@ -5,6 +5,7 @@
 
 #include "common/parse_integer.hpp"
 #include "common/utf8.hpp"
+#include "server/api/request_guard.hpp"
 
 namespace deskbox::server {
 
@@ -167,6 +168,7 @@ json parse_body(const HttpRequest& request, bool allow_empty) {
         if (allow_empty) return json::object();
         throw bad_request("", "request body must be JSON");
     }
+    check_json_content_type(request);
     check_body_utf8(request.body());
     try {
         // Depth is bounded while parsing: the code that walks a body afterwards (validation,

@@ -28,6 +28,16 @@ struct ApiOptions {
     std::string ports_domain;
     // The cluster this node is a member of (--cluster), or null: a single node. Not owned.
     ClusterService* cluster = nullptr;
+    // Without an API key, Host names answered besides loopback ones (--allowed-host) and
+    // ports_domain's: a foreign Host is a DNS-rebinding page and gets 421.
+    std::vector<std::string> allowed_hosts{};
+    // Origins (scheme://host[:port]) besides the request's own that may send state-changing
+    // requests and use /mcp (--allowed-origin).
+    std::vector<std::string> allowed_origins{};
+    // Body limits by route: small JSON bodies, and uploads (files, commands' stdin, images to
+    // locate, exposed ports) up to the HTTP server's limit (--max-body-mb).
+    std::size_t max_json_body = 1 << 20;
+    std::size_t max_upload_body = 64 << 20;
 };
 
 // What every route may use, for the server's lifetime (owned by ApiRouter).

@@ -24,7 +24,7 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-// Hop-by-hop headers (RFC 9110 7.6.1) and the ones the client library sets itself.
+// Hop-by-hop headers (RFC 9110 7.6.1), the ones the client library sets itself, and Origin.
 bool passes_through(http::field field, beast::string_view name) {
     switch (field) {
         case http::field::connection:
@@ -38,6 +38,9 @@ bool passes_through(http::field field, beast::string_view name) {
         case http::field::content_length:
         case http::field::content_type:
         case http::field::accept:
+        // Checked by the node the client reached, against the Host the client used; the owner
+        // sees this node's Host and would take the client's own origin for a foreign one.
+        case http::field::origin:
             return false;
         default:
             break;

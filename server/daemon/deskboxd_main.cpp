@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
         // port to advertise. (Declared in this order, the server stops before either goes.)
         std::unique_ptr<ClusterService> cluster;
         std::optional<ApiRouter> router;
-        HttpServer http(config.http,
-                        [&router](HttpExchange& exchange) { return router->handle(exchange); });
+        HttpServer http(
+            config.http, [&router](HttpExchange& exchange) { return router->handle(exchange); },
+            [&router](HttpRequest& header) { return router->check_header(header); });
         if (config.cluster) {
             if (config.cluster->advertise.empty())
                 config.cluster->advertise = default_advertise(config.http.address, http.port());

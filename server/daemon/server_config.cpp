@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "common/parse_integer.hpp"
+#include "server/api/request_guard.hpp"
 #include "server/cluster/cluster_records.hpp"
 #include "server/runtime/container/runtime.hpp"
 #include "server/runtime/container/user_namespace.hpp"
@@ -41,7 +42,10 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --threads N             HTTP I/O threads: sockets, streams, VNC (default 2)
   --max-handlers N        requests handled at once, each on its own thread so a long
                           command never holds up a stream (default 256; more queue)
-  --max-body-mb N         request body limit (default 64)
+  --max-body-mb N         request body limit of uploads: files, commands' stdin, images,
+                          exposed ports (default 64); other routes take 1 MiB of JSON
+  --max-body-in-flight-mb N  request body bytes being received at once over all connections;
+                          past it 503 server_busy before the body is read (default 256)
   --max-http-connections N  open HTTP connections (default 1024); past it the oldest idle one
                           is closed, or the new one refused when none is idle
   --max-idle-http-connections N  connections waiting for a request (not yet authenticated or
@@ -49,6 +53,11 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --egress-max-connections N  TCP connections (6 fds each) and UDP flows each sandbox may hold
                           open through deskboxd (default: from the fd budget, RLIMIT_NOFILE
                           shared by --max-sandboxes, at most 1024); past it a new one is reset
+  --allowed-host NAME     without an API key only localhost, 127.0.0.1 and [::1] are answered
+                          (a foreign Host is a DNS-rebinding page: 421); also answer NAME
+                          (repeatable; --ports-domain's names are always answered)
+  --allowed-origin ORIGIN a web origin (https://app.example.com) besides the server's own
+                          that may send POST/PUT/PATCH/DELETE and use /mcp (repeatable)
   --userns-range FIRST:N  container sandboxes run in user namespaces; each gets one of N
                           ranges of 65536 host ids from FIRST, which no account, group or
                           /etc/subuid range may use (default 1073741824:4096)
@@ -255,6 +264,7 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.http.max_handlers = static_cast<std::size_t>(number(1, 4096));
     } else if (key == "max-body-mb" || key == "max_body_mb") {
         c.http.max_body_bytes = static_cast<std::size_t>(number(1, 4096)) << 20;
+        c.api.max_upload_body = c.http.max_body_bytes;
     } else if (key == "max-http-connections" || key == "max_http_connections") {
         c.http.max_connections = static_cast<std::size_t>(number(1, 1 << 20));
         c.max_http_connections_given = true;
@@ -262,6 +272,21 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.http.max_idle_connections = static_cast<std::size_t>(number(1, 1 << 20));
     } else if (key == "egress-max-connections" || key == "egress_max_connections") {
         c.egress_max_connections = static_cast<std::size_t>(number(1, 1 << 20));
+    } else if (key == "max-body-in-flight-mb" || key == "max_body_in_flight_mb") {
+        c.http.max_body_in_flight = static_cast<std::size_t>(number(1, 65536)) << 20;
+    } else if (key == "allowed-host" || key == "allowed_host") {
+        const std::string name = host_name(value);
+        if (name.empty() || name.find_first_of("/ @?#") != std::string::npos)
+            throw std::invalid_argument("--allowed-host: expected a host name, got '" + value +
+                                        "'");
+        c.api.allowed_hosts.push_back(name);
+    } else if (key == "allowed-origin" || key == "allowed_origin") {
+        if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0)
+            throw std::invalid_argument(
+                "--allowed-origin: expected http://HOST[:PORT] or "
+                "https://HOST[:PORT], got '" +
+                value + "'");
+        c.api.allowed_origins.push_back(value);
     } else if (key == "userns") {
         if (value != "true" && value != "false")
             throw std::invalid_argument("--userns: true or false, got '" + value + "'");
@@ -328,6 +353,11 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
             for (auto& [k, v] : j.items()) {
                 if (v.is_array() && (k == "api_keys" || k == "api-key" || k == "api_key")) {
                     for (auto& key_value : v) apply(c, "api-key", key_value.get<std::string>());
+                } else if (v.is_array() && (k == "allowed_hosts" || k == "allowed-host" ||
+                                            k == "allowed_origins" || k == "allowed-origin")) {
+                    const std::string one =
+                        k.find("host") != std::string::npos ? "allowed-host" : "allowed-origin";
+                    for (auto& item : v) apply(c, one, item.get<std::string>());
                 } else if (v.is_array() &&
                            (k == "public_range" || k == "public-range" || k == "public_ranges")) {
                     for (auto& range : v) apply(c, "public-range", range.get<std::string>());

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "common/io_loop.hpp"
 #include "common/utf8.hpp"
@@ -114,15 +115,61 @@ class ConnectionTable {
     std::uint64_t next_ = 1;
 };
 
+// Body bytes reserved by requests being read or handled; given back when the answer is ready.
+class BodyBudget {
+  public:
+    explicit BodyBudget(std::size_t limit) : limit_(limit) {}
+    bool take(std::size_t bytes) {
+        std::size_t now = used_.load();
+        do {
+            if (bytes > limit_ || now > limit_ - bytes) return false;
+        } while (!used_.compare_exchange_weak(now, now + bytes));
+        return true;
+    }
+    void give(std::size_t bytes) { used_ -= bytes; }
+
+  private:
+    const std::size_t limit_;
+    std::atomic<std::size_t> used_{0};
+};
+
+// A share of the budget, given back when it goes.
+class BodyReservation {
+  public:
+    BodyReservation() = default;
+    BodyReservation(BodyBudget& budget, std::size_t bytes) : budget_(&budget), bytes_(bytes) {}
+    BodyReservation(BodyReservation&& other) noexcept
+        : budget_(std::exchange(other.budget_, nullptr)), bytes_(other.bytes_) {}
+    BodyReservation& operator=(BodyReservation&& other) noexcept {
+        if (this != &other) {
+            release();
+            budget_ = std::exchange(other.budget_, nullptr);
+            bytes_ = other.bytes_;
+        }
+        return *this;
+    }
+    ~BodyReservation() { release(); }
+    void release() {
+        if (budget_) std::exchange(budget_, nullptr)->give(bytes_);
+    }
+
+  private:
+    BodyBudget* budget_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
 // One keep-alive connection: read a request, answer it, repeat.
 class Session : public std::enable_shared_from_this<Session> {
   public:
-    Session(tcp::socket&& socket, const HttpHandler& handler, const HttpOptions& options,
-            HandlerPool& pool, ConnectionTable& table)
+    Session(tcp::socket&& socket, const HttpHandler& handler, const HeaderCheck& check,
+            const HttpOptions& options, HandlerPool& pool, BodyBudget& budget,
+            ConnectionTable& table)
         : stream_(std::move(socket)),
           handler_(handler),
+          check_(check),
           options_(options),
           pool_(pool),
+          budget_(budget),
           table_(table) {}
     ~Session() { table_.remove(table_id_); }
 
@@ -147,6 +194,64 @@ class Session : public std::enable_shared_from_this<Session> {
         parser_->header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
         stream_.expires_after(std::chrono::seconds(120));
         table_.set_idle(table_id_, true);
+        http::async_read_header(stream_, buffer_, *parser_,
+                                beast::bind_front_handler(&Session::on_header, shared_from_this()));
+    }
+
+    // Refuses without reading the body: the connection closes after the answer.
+    void refuse(HttpResponse res) {
+        res.version(parser_->get().version());
+        res.keep_alive(false);
+        res.set(http::field::server, "deskboxd");
+        write(std::move(res));
+    }
+
+    // The header is in: the router decides on it, then the body is read within its limit.
+    void on_header(beast::error_code ec, std::size_t bytes) {
+        if (ec) return on_read(ec, bytes);
+        table_.set_idle(table_id_, false);  // a request has begun
+        if (parser_->is_done()) return on_read(ec, bytes);  // no body (or HTTP/1.0 GET)
+        HeaderDecision decision;
+        if (check_) {
+            try {
+                decision = check_(parser_->get());
+            } catch (const std::exception& e) {
+                decision.refusal = json_error(500, "internal", e.what());
+            }
+        }
+        if (decision.refusal) return refuse(std::move(*decision.refusal));
+        const std::size_t limit =
+            decision.body_limit ? decision.body_limit : options_.max_body_bytes;
+        const auto length = parser_->content_length();
+        if (length && *length > limit)
+            return refuse(json_error(413, "payload_too_large",
+                                     "request body is over this endpoint's limit of " +
+                                         std::to_string(limit) + " bytes"));
+        // A body of unknown length (chunked) reserves all it may grow to.
+        const std::size_t reserve = length ? static_cast<std::size_t>(*length) : limit;
+        if (!budget_.take(reserve))
+            return refuse(json_error(503, "server_busy",
+                                     "too many request bodies are being received right now "
+                                     "(over " +
+                                         std::to_string(options_.max_body_in_flight) +
+                                         " bytes in flight); try again shortly"));
+        reservation_ = BodyReservation(budget_, reserve);
+        limit_ = limit;
+        parser_->body_limit(limit);
+        // A client that waits before sending its body is told to go on, now that it may.
+        const auto expect = parser_->get().find(http::field::expect);
+        if (expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue")) {
+            static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+            return net::async_write(stream_, net::buffer(kContinue),
+                                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                                        if (ec) return self->close();
+                                        self->read_body();
+                                    });
+        }
+        read_body();
+    }
+
+    void read_body() {
         http::async_read(stream_, buffer_, *parser_,
                          beast::bind_front_handler(&Session::on_read, shared_from_this()));
     }
@@ -155,9 +260,11 @@ class Session : public std::enable_shared_from_this<Session> {
         table_.set_idle(table_id_, false);
         if (ec == http::error::end_of_stream || ec == net::error::eof) return close();
         if (ec == http::error::body_limit) {
+            reservation_.release();
             auto res = json_error(413, "payload_too_large",
-                                  "request body is over the limit of " +
-                                      std::to_string(options_.max_body_bytes) + " bytes");
+                                  "request body is over this endpoint's limit of " +
+                                      std::to_string(limit_ ? limit_ : options_.max_body_bytes) +
+                                      " bytes");
             res.keep_alive(false);
             return write(std::move(res));
         }
@@ -166,6 +273,7 @@ class Session : public std::enable_shared_from_this<Session> {
             res.keep_alive(false);
             return write(std::move(res));
         }
+        if (ec) reservation_.release();
         if (ec) {
             if (ec == beast::error::timeout || ec == net::error::operation_aborted ||
                 ec == net::error::connection_reset)
@@ -176,14 +284,15 @@ class Session : public std::enable_shared_from_this<Session> {
         }
         stream_.expires_never();
         // Off the I/O thread: nothing of this connection runs until the answer is posted back.
-        pool_.submit([self = shared_from_this(),
-                      request = std::make_shared<HttpRequest>(parser_->release())] {
-            self->respond(*request);
-        });
+        pool_.submit(
+            [self = shared_from_this(), request = std::make_shared<HttpRequest>(parser_->release()),
+             reservation = std::make_shared<BodyReservation>(std::move(reservation_))]() mutable {
+                self->respond(*request, *reservation);
+            });
     }
 
     // On a pool thread.
-    void respond(HttpRequest& request) {
+    void respond(HttpRequest& request, BodyReservation& reservation) {
         HttpExchange exchange{request, &stream_};
         HttpResponse res;
         try {
@@ -191,6 +300,10 @@ class Session : public std::enable_shared_from_this<Session> {
         } catch (const std::exception& e) {
             res = json_error(500, "internal", e.what(), {}, request.version());
         }
+        // The handler is done with the body (a relayed one has moved on to the sandbox).
+        request.body() = std::string();
+        request.body().shrink_to_fit();
+        reservation.release();
         if (exchange.taken) return;  // a WebSocket owns the stream now
         res.version(request.version());
         res.keep_alive(request.keep_alive());
@@ -223,8 +336,12 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     const HttpHandler& handler_;
+    const HeaderCheck& check_;
     const HttpOptions& options_;
     HandlerPool& pool_;
+    BodyBudget& budget_;
+    BodyReservation reservation_;
+    std::size_t limit_ = 0;
     ConnectionTable& table_;
     std::uint64_t table_id_ = 0;
 };
@@ -233,16 +350,20 @@ class Session : public std::enable_shared_from_this<Session> {
 
 struct HttpServer::Impl {
     explicit Impl(const HttpOptions& o)
-        : options(&o), pool(o.max_handlers, std::chrono::seconds(60)) {}
+        : options(&o),
+          budget(o.max_body_in_flight),
+          pool(o.max_handlers, std::chrono::seconds(60)) {}
     net::io_context io;
     tcp::acceptor acceptor{io};
     HttpHandler handler;
+    HeaderCheck check;
     std::vector<std::thread> threads;
     std::atomic<bool> stopped{false};
     const HttpOptions* options = nullptr;
     ConnectionTable table;
     net::steady_timer accept_pause{io};
     std::chrono::milliseconds accept_backoff = kFirstAcceptBackoff;
+    BodyBudget budget;
     HandlerPool pool;  // after io: its jobs hold sessions, so it goes first
 
     static constexpr std::chrono::milliseconds kFirstAcceptBackoff{50};
@@ -284,7 +405,8 @@ struct HttpServer::Impl {
             return;
         }
         counters.accepted.fetch_add(1);
-        auto session = std::make_shared<Session>(std::move(socket), handler, *options, pool, table);
+        auto session = std::make_shared<Session>(std::move(socket), handler, check, *options, pool,
+                                                 budget, table);
         session->enroll();
         session->run();
     }
@@ -298,9 +420,11 @@ struct HttpServer::Impl {
     }
 };
 
-HttpServer::HttpServer(HttpOptions options, HttpHandler handler) : options_(std::move(options)) {
+HttpServer::HttpServer(HttpOptions options, HttpHandler handler, HeaderCheck check)
+    : options_(std::move(options)) {
     impl_ = std::make_unique<Impl>(options_);
     impl_->handler = std::move(handler);
+    impl_->check = std::move(check);
     beast::error_code ec;
     auto address = net::ip::make_address(options_.address, ec);
     if (ec) throw std::system_error(ec, "listen address '" + options_.address + "'");

@@ -65,8 +65,13 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
     }
     if (request.method() == http::verb::delete_) {
         std::lock_guard lock(mutex_);
-        if (session_id.empty() || !sessions_.erase(session_id))
+        auto it = sessions_.find(session_id);
+        if (session_id.empty() || it == sessions_.end())
             return rpc_answer(404, rpc_error(nullptr, kInvalidRequest, "no such session"));
+        if (!it->second.opened_by(access))
+            return rpc_answer(403, rpc_error(nullptr, kInvalidRequest,
+                                             "this session was opened with other credentials"));
+        sessions_.erase(it);
         HttpResponse res{http::status::no_content, 11};
         return res;
     }
@@ -141,7 +146,7 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
         return rpc_answer(
             404, rpc_error(id, kInvalidRequest, "unknown or expired session; initialize again"));
     // A session belongs to whoever opened it: the same credentials must come with it.
-    if (it->second.access.full != access.full || it->second.access.sandbox != access.sandbox)
+    if (!it->second.opened_by(access))
         return rpc_answer(
             403, rpc_error(id, kInvalidRequest, "this session was opened with other credentials"));
     it->second.last_used = std::chrono::steady_clock::now();

@@ -34,6 +34,10 @@ struct McpSession {
     std::string protocol;
     std::string sandbox;  // current sandbox ("" none yet)
     std::chrono::steady_clock::time_point last_used;
+    // A session belongs to whoever opened it: every method (POST, DELETE) asks the same.
+    bool opened_by(const McpAccess& other) const {
+        return access.full == other.full && access.sandbox == other.sandbox;
+    }
 };
 
 class McpServer {

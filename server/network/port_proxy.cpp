@@ -3,6 +3,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 
+#include <optional>
 #include <utility>
 
 #include "server/network/splice_relay.hpp"
@@ -17,6 +18,22 @@ using tcp = net::ip::tcp;
 
 // Enrolled with the sandbox's network without owning it: killing the sandbox closes the relay,
 // even when the guest vanished without a reset.
+// The answer's header as text, marked for isolation: a CSP sandbox (scripts and forms run, in
+// an opaque origin) and every Set-Cookie's Path set to `prefix`, Domain dropped.
+std::string isolated_header(const http::response_header<>& header, const std::string& prefix) {
+    std::string out = "HTTP/" + std::to_string(header.version() / 10) + "." +
+                      std::to_string(header.version() % 10) + " " +
+                      std::to_string(header.result_int()) + " " + std::string(header.reason()) +
+                      "\r\n";
+    for (const auto& field : header) {
+        std::string value(field.value());
+        if (field.name() == http::field::set_cookie) value = scoped_cookie(value, prefix);
+        out += std::string(field.name_string()) + ": " + value + "\r\n";
+    }
+    out += std::string("Content-Security-Policy: ") + kIsolationPolicy + "\r\n\r\n";
+    return out;
+}
+
 class PortProxy : public Closeable, public std::enable_shared_from_this<PortProxy> {
   public:
     PortProxy(beast::tcp_stream stream, PortRequest request, const SandboxNetwork& network,
@@ -92,17 +109,6 @@ class PortProxy : public Closeable, public std::enable_shared_from_this<PortProx
         beast::error_code ec;
         auto peer = client_.remote_endpoint(ec);
         if (!ec) req.set("X-Forwarded-For", peer.address().to_string());
-        if (auto auth = req.find(http::field::authorization);
-            auth != req.end() && !request_.strip_bearer.empty() &&
-            std::string(auth->value()) == "Bearer " + request_.strip_bearer)
-            req.erase(auth);
-        if (auto cookie = req.find(http::field::cookie); cookie != req.end()) {
-            std::string rest = without_cookie(std::string(cookie->value()), "deskbox_token");
-            if (rest.empty())
-                req.erase(cookie);
-            else
-                req.set(http::field::cookie, rest);
-        }
         // One exchange per connection (an upgrade stays): keeps every request checked.
         if (req.find(http::field::upgrade) == req.end()) req.set(http::field::connection, "close");
         req.prepare_payload();
@@ -114,8 +120,47 @@ class PortProxy : public Closeable, public std::enable_shared_from_this<PortProx
                               if (ec)
                                   return self->fail(502, "port_unreachable",
                                                     "writing to the port: " + ec.message());
+                              if (self->request_.isolate) return self->read_answer_header();
                               self->relay();
                           });
+    }
+
+    // Path form: the program's answer is served on deskboxd's own origin, so it is marked to be
+    // isolated (CSP sandbox: an opaque origin, no access to the dashboard's storage or to the
+    // API with its cookies) and its cookies are scoped to the port's prefix. Interim answers
+    // (1xx but 101) are passed on and the next header is read too.
+    void read_answer_header() {
+        answer_.emplace();
+        answer_->header_limit(64 << 10);
+        auto self = shared_from_this();
+        http::async_read_header(
+            upstream_, answer_buffer_, *answer_, [self](beast::error_code ec, std::size_t) {
+                if (self->closed_) return;
+                if (ec)
+                    return self->fail(502, "port_unreachable",
+                                      "the program's answer is not HTTP: " + ec.message());
+                auto text = std::make_shared<std::string>(
+                    isolated_header(self->answer_->get().base(), self->request_.prefix));
+                const unsigned status = self->answer_->get().result_int();
+                const bool interim = status >= 100 && status < 200 && status != 101;
+                net::async_write(self->client_, net::buffer(*text),
+                                 [self, text, interim](beast::error_code ec, std::size_t) {
+                                     if (self->closed_ || ec) return;
+                                     if (interim) return self->read_answer_header();
+                                     self->write_rest();
+                                 });
+            });
+    }
+
+    // What the header read took beyond the header goes first, then the sockets are spliced.
+    void write_rest() {
+        if (answer_buffer_.size() == 0) return relay();
+        auto self = shared_from_this();
+        net::async_write(client_, answer_buffer_.data(), [self](beast::error_code ec, std::size_t) {
+            if (self->closed_ || ec) return;
+            self->answer_buffer_.clear();
+            self->relay();
+        });
     }
 
     void relay() {
@@ -161,6 +206,8 @@ class PortProxy : public Closeable, public std::enable_shared_from_this<PortProx
     tcp::endpoint endpoint_;
     PortProxyCounters& counters_;
     std::weak_ptr<SpliceRelay> relay_;
+    beast::flat_buffer answer_buffer_;
+    std::optional<http::response_parser<http::empty_body>> answer_;
     std::uint64_t ticket_ = 0;
     bool closed_ = false;
 };
@@ -191,6 +238,29 @@ void each_cookie(std::string_view cookies, F f) {
 }
 
 }  // namespace
+
+std::string scoped_cookie(std::string_view set_cookie, std::string_view path) {
+    std::string out;
+    std::size_t start = 0;
+    bool first = true;
+    while (start <= set_cookie.size()) {
+        auto end = set_cookie.find(';', start);
+        std::string_view item =
+            set_cookie.substr(start, end == std::string_view::npos ? end : end - start);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
+            item.remove_prefix(1);
+        std::string_view name = item.substr(0, item.find('='));
+        while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+        const bool scope =
+            !first && (beast::iequals(beast::string_view(name.data(), name.size()), "path") ||
+                       beast::iequals(beast::string_view(name.data(), name.size()), "domain"));
+        if (!scope && !(item.empty() && !first)) out += (first ? "" : "; ") + std::string(item);
+        first = false;
+        if (end == std::string_view::npos) break;
+        start = end + 1;
+    }
+    return out + "; Path=" + std::string(path);
+}
 
 std::string without_cookie(std::string_view cookies, std::string_view name) {
     std::string out;

@@ -35,14 +35,16 @@ constexpr std::uint64_t kMaxBadMessages = 200;  // then the viewer is cut off
 class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
   public:
     ViewerSession(beast::tcp_stream&& stream, HttpRequest request, std::shared_ptr<Sandbox> sandbox,
-                  const streaming::StreamSettings& settings, bool control, ViewerCounters& counters)
+                  const streaming::StreamSettings& settings, bool control, ViewerCounters& counters,
+                  std::shared_ptr<streaming::LiveEncoder> encoder)
         : ws_(std::move(stream)),
           request_(std::move(request)),
           sandbox_(std::move(sandbox)),
           settings_(settings),
           control_(control),
           counters_(counters),
-          pointer_(dom_buttons(), sandbox_->config().width, sandbox_->config().height) {
+          pointer_(dom_buttons(), sandbox_->config().width, sandbox_->config().height),
+          encoder_(std::move(encoder)) {
         ++counters_.connected;
     }
 
@@ -73,7 +75,7 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
                        {"control", control_},
                        {"fps", settings_.max_fps}});
         try {
-            encoder_ = sandbox_->streams().encoder(settings_);
+            if (!encoder_) encoder_ = sandbox_->streams().encoder(settings_);
         } catch (const std::exception& e) {
             return close(websocket::close_code::internal_error, e.what());
         }
@@ -275,10 +277,11 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
 
 void start_viewer_session(HttpExchange& exchange, std::shared_ptr<Sandbox> sandbox,
                           const streaming::StreamSettings& settings, bool control,
-                          ViewerCounters& counters) {
-    auto session =
-        std::make_shared<ViewerSession>(std::move(*exchange.stream), std::move(exchange.request),
-                                        std::move(sandbox), settings, control, counters);
+                          ViewerCounters& counters,
+                          std::shared_ptr<streaming::LiveEncoder> encoder) {
+    auto session = std::make_shared<ViewerSession>(std::move(*exchange.stream),
+                                                   std::move(exchange.request), std::move(sandbox),
+                                                   settings, control, counters, std::move(encoder));
     exchange.taken = true;
     session->start();
 }

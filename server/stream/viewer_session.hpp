@@ -32,8 +32,11 @@ struct ViewerCounters {
 
 // Takes over the exchange's connection (exchange.taken is set) and serves the stream until the
 // viewer leaves or the sandbox goes. Call after authorising the request.
+// `encoder` is the sandbox's encoder for `settings`, taken before the upgrade (so a sandbox
+// at its cap of encoders is answered with an HTTP error, not a closed socket).
 void start_viewer_session(HttpExchange& exchange, std::shared_ptr<Sandbox> sandbox,
                           const streaming::StreamSettings& settings, bool control,
-                          ViewerCounters& counters);
+                          ViewerCounters& counters,
+                          std::shared_ptr<streaming::LiveEncoder> encoder);
 
 }  // namespace deskbox::server

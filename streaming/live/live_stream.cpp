@@ -1,11 +1,14 @@
 #include "streaming/live/live_stream.hpp"
 
+#include <malloc.h>
+
 #include <boost/beast/core/detail/base64.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +43,29 @@ void validate(const StreamSettings& s) {
                              "must be at least 16");
     if (s.max_fps < 1 || s.max_fps > 60) throw ParameterError("fps", "must be 1..60");
     if (s.quality < 1 || s.quality > 100) throw ParameterError("quality", "must be 1..100");
+}
+
+namespace {
+
+// The preset of `presets` nearest to `value` (the lower one of two as near).
+template <std::size_t N>
+int nearest(int value, const int (&presets)[N]) {
+    int best = presets[0];
+    for (int preset : presets)
+        if (std::abs(preset - value) < std::abs(best - value)) best = preset;
+    return best;
+}
+
+}  // namespace
+
+StreamSettings snap_to_preset(StreamSettings s) {
+    static constexpr int kQualities[] = {30, 50, 70, 90};
+    static constexpr int kFps[] = {5, 10, 15, 30, 60};
+    s.quality = nearest(s.quality, kQualities);
+    s.max_fps = nearest(s.max_fps, kFps);
+    if (s.max_width > 0) s.max_width = nearest(s.max_width, kOutputSizePresets);
+    if (s.max_height > 0) s.max_height = nearest(s.max_height, kOutputSizePresets);
+    return s;
 }
 
 namespace {
@@ -301,6 +327,11 @@ LiveEncoder::LiveEncoder(const FrameMirror& mirror, StreamSettings settings)
 
 LiveEncoder::~LiveEncoder() {
     stop();
+    // Its frame buffers and codec state are large and freed in pieces: hand the memory back
+    // to the system now rather than keep it in the allocator's free lists.
+    codec_.reset();
+    subscribers_.clear();
+    ::malloc_trim(0);
 }
 
 void LiveEncoder::stop() {
@@ -499,11 +530,26 @@ void LiveEncoder::run() {
 
 // ---------------------------------------------------------------- StreamHub
 
-std::shared_ptr<LiveEncoder> StreamHub::encoder(const StreamSettings& settings) {
+std::shared_ptr<LiveEncoder> StreamHub::encoder(const StreamSettings& asked) {
+    const StreamSettings settings = snap_to_preset(asked);
     std::lock_guard lock(mutex_);
     for (auto it = encoders_.begin(); it != encoders_.end();)
         it = it->second.expired() ? encoders_.erase(it) : std::next(it);
-    if (auto existing = encoders_[settings].lock()) return existing;
+    if (auto it = encoders_.find(settings); it != encoders_.end())
+        if (auto existing = it->second.lock()) return existing;
+    if (encoders_.size() >= max_encoders_) {
+        std::string running;
+        for (const auto& [s, weak] : encoders_)
+            running += (running.empty() ? "" : ", ") + std::string(codec_name(s.codec)) +
+                       " width=" + std::to_string(s.max_width) +
+                       " height=" + std::to_string(s.max_height) +
+                       " fps=" + std::to_string(s.max_fps) +
+                       " quality=" + std::to_string(s.quality);
+        throw TooManyEncoders("this sandbox runs " + std::to_string(encoders_.size()) +
+                              " live encoders already, its maximum; ask for the settings of one "
+                              "of them to share it (" +
+                              running + ")");
+    }
     auto created = std::make_shared<LiveEncoder>(mirror_, settings);
     encoders_[settings] = created;
     return created;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -45,6 +46,19 @@ struct StreamSettings {
 };
 // Throws ParameterError naming the field ("width", "height", "fps", "quality").
 void validate(const StreamSettings& settings);
+// `settings` (valid) moved to the nearest of a few presets, so viewers asking for nearly the
+// same picture share one encoder: quality 30/50/70/90, fps 5/10/15/30/60, and a width or
+// height of 0 (the screen's) or one of 320..3840 (kOutputSizePresets).
+StreamSettings snap_to_preset(StreamSettings settings);
+inline constexpr int kOutputSizePresets[] = {320, 480, 640, 800, 960, 1280, 1600, 1920, 2560, 3840};
+// Live encoders one sandbox runs at once: each is a thread and frame buffers.
+inline constexpr std::size_t kMaxEncodersPerSandbox = 4;
+
+// A viewer asked for settings no running encoder has, and the sandbox runs its maximum.
+class TooManyEncoders : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
 
 // The binary WebSocket message of one video packet, little-endian:
 //   0  u8  kind: 1 = H.264 access unit (Annex B), 2 = JPEG image
@@ -173,11 +187,14 @@ class LiveEncoder::Subscription {
     std::uint64_t id_ = 0;
 };
 
-// The live encoders of one sandbox, one per distinct settings, shared by the viewers asking
-// for them and stopped when the last one leaves.
+// The live encoders of one sandbox, one per distinct settings (snapped to presets), shared by
+// the viewers asking for them and stopped when the last one leaves; at most `max_encoders`.
 class StreamHub {
   public:
-    explicit StreamHub(const FrameMirror& mirror) : mirror_(mirror) {}
+    explicit StreamHub(const FrameMirror& mirror, std::size_t max_encoders = kMaxEncodersPerSandbox)
+        : mirror_(mirror), max_encoders_(max_encoders) {}
+    // The encoder of snap_to_preset(settings); throws TooManyEncoders when it would be one too
+    // many.
     std::shared_ptr<LiveEncoder> encoder(const StreamSettings& settings);
     std::size_t active_encoders() const;
     // Stops every live encoder (see LiveEncoder::stop).
@@ -185,6 +202,7 @@ class StreamHub {
 
   private:
     const FrameMirror& mirror_;
+    const std::size_t max_encoders_;
     mutable std::mutex mutex_;
     std::map<StreamSettings, std::weak_ptr<LiveEncoder>> encoders_;
 };

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -16,6 +17,8 @@
 
 #include "server/api/api_router.hpp"
 #include "server/api/api_routes.hpp"
+#include "server/api/auth.hpp"
+#include "server/api/http_util.hpp"
 #include "tests/support/fake_sandbox_manager.hpp"
 
 namespace deskbox::server {
@@ -270,10 +273,9 @@ TEST_F(RouterTest, WithoutApiKeysTheStreamStillNeedsAToken) {
     auto res = call(http::verb::get, base + "/stream");
     EXPECT_EQ(res.result_int(), 401u);
     EXPECT_NE(error(res)["message"].get<std::string>().find("view_token"), std::string::npos);
-    // A token route looks the sandbox up first: an unknown one is a 404 whatever the token.
+    // An unknown id is refused like a wrong token: no answer tells which ids exist.
     res = call(http::verb::get, "/v1/sandboxes/sb-none/stream?token=x");
-    EXPECT_EQ(res.result_int(), 404u);
-    EXPECT_EQ(error(res)["field"], "id");
+    EXPECT_EQ(res.result_int(), 401u);
 }
 
 TEST_F(RouterTest, McpTakesTheKeyOrASandboxsControlTokenAndKeepsSessionsToTheirCredentials) {
@@ -427,6 +429,278 @@ TEST_F(RouterTest, AHugeBodyIs413) {
     EXPECT_EQ(error(res)["code"], "payload_too_large");
     EXPECT_TRUE(manager_->list().empty()) << "nothing was created";
     server.stop();
+}
+
+// Issue 26, hostile callers: what a web page, a view token or another sandbox's token sends.
+class HostileRouter : public RouterTest {
+  protected:
+    using Headers = std::vector<std::pair<std::string, std::string>>;
+    static Headers with(Headers a, const Headers& b) {
+        a.insert(a.end(), b.begin(), b.end());
+        return a;
+    }
+};
+
+// One definition of a credential: the router authenticates with ?k%65y= (it decodes names),
+// so the relay must strip it as well; the same for every header form.
+TEST_F(HostileRouter, EveryCredentialFormIsRecognisedAndStrippedAlike) {
+    key_ = "k-hostile-key";
+    use_options({{key_}, {}});
+    EXPECT_EQ(call(http::verb::get, "/v1/sandboxes?k%65y=" + key_).result_int(), 200u)
+        << "a percent-encoded name is the key to the router";
+    EXPECT_EQ(query_without_credentials("a=1&k%65y=K&t%6Fken=T&token=x&key=y&b=%20&%6b%65%79=z"),
+              "?a=1&b=%20");
+    EXPECT_EQ(query_without_credentials("key&token="), "");
+    EXPECT_EQ(query_without_credentials("keys=1&tokens=2&x"), "?keys=1&tokens=2&x");
+    for (std::string name : {"key", "token", "k%65y", "t%6Fken", "%74oken"}) {
+        const std::string decoded = url_decode(name, true);
+        EXPECT_TRUE(is_credential_parameter(decoded)) << name;
+        EXPECT_EQ(parse_query(name + "=v").count(decoded), 1u) << name;
+    }
+
+    HttpRequest request{http::verb::get, "/", 11};
+    request.insert(http::field::authorization, "Bearer one");
+    request.insert(http::field::authorization, "bearer two");
+    request.insert(http::field::authorization, "Basic dXNlcjpwYXNz");
+    request.insert("X-API-Key", "k1");
+    request.insert("x-api-key", "k2");
+    request.insert(http::field::cookie, "a=1; deskbox_token=T; b=2");
+    request.insert(http::field::cookie, "deskbox_token=U");
+    request.insert(http::field::cookie, "c=3");
+    remove_credential_headers(request);
+    std::vector<std::string> left;
+    for (const auto& field : request)
+        left.push_back(std::string(field.name_string()) + ": " + std::string(field.value()));
+    EXPECT_EQ(left, (std::vector<std::string>{"Authorization: Basic dXNlcjpwYXNz",
+                                              "Cookie: a=1; b=2; c=3"}));
+}
+
+// DNS rebinding: without a key, only loopback names (and configured ones) are answered.
+TEST_F(HostileRouter, WithoutAKeyAForeignHostIs421) {
+    auto res = call(http::verb::get, "/v1/sandboxes", {}, {{"Host", "evil.example:8700"}});
+    EXPECT_EQ(res.result_int(), 421u) << res.body();
+    EXPECT_EQ(error(res)["code"], "misdirected_request");
+    EXPECT_EQ(call(http::verb::post, "/v1/sandboxes", "{}",
+                   {{"Host", "evil.example"}, {"Content-Type", "application/json"}})
+                  .result_int(),
+              421u);
+    EXPECT_TRUE(manager_->list().empty());
+    for (const char* host : {"localhost", "localhost:8700", "127.0.0.1:1", "127.9.8.7",
+                             "[::1]:8700", "LOCALHOST.", "[::1]"})
+        EXPECT_EQ(call(http::verb::get, "/v1/sandboxes", {}, {{"Host", host}}).result_int(), 200u)
+            << host;
+    for (const char* host : {"127.0.0.1.evil.example", "localhost.evil.example", "[::2]", "0"})
+        EXPECT_EQ(call(http::verb::get, "/v1/sandboxes", {}, {{"Host", host}}).result_int(), 421u)
+            << host;
+    ApiOptions options;
+    options.allowed_hosts = {"deskbox.lan"};
+    options.ports_domain = "ports.test";
+    use_options(options);
+    for (const char* host : {"deskbox.lan:8700", "ports.test", "8080-sb-x.ports.test:1"})
+        EXPECT_NE(call(http::verb::get, "/v1/sandboxes", {}, {{"Host", host}}).result_int(), 421u)
+            << host;
+    // With a key, the key is what protects: any name may reach the server.
+    key_ = "k-any-host";
+    use_options({{key_}, {}});
+    EXPECT_EQ(call(http::verb::get, "/v1/sandboxes", {},
+                   with(key_header(), {{"Host", "deskbox.example.com"}}))
+                  .result_int(),
+              200u);
+}
+
+// A web page may send simple requests cross-site without a preflight: a foreign Origin may not
+// change state, and never speaks MCP.
+TEST_F(HostileRouter, AForeignOriginMayNotChangeStateNorUseMcp) {
+    const Headers json_type = {{"Content-Type", "application/json"}, {"Host", "127.0.0.1:8700"}};
+    for (const char* origin : {"http://evil.example", "null", "http://127.0.0.1:8701",
+                               "https://127.0.0.1:8700.evil.example"}) {
+        auto res =
+            call(http::verb::post, "/v1/sandboxes", "{}", with(json_type, {{"Origin", origin}}));
+        EXPECT_EQ(res.result_int(), 403u) << origin << " " << res.body();
+        EXPECT_EQ(error(res)["code"], "forbidden_origin");
+        res = call(http::verb::post, "/mcp", R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+                   with(json_type, {{"Origin", origin}}));
+        EXPECT_EQ(res.result_int(), 403u) << origin;
+        EXPECT_EQ(json::parse(res.body())["error"]["data"]["code"], "forbidden_origin");
+        EXPECT_EQ(call(http::verb::get, "/mcp", {}, {{"Origin", origin}}).result_int(), 403u);
+    }
+    EXPECT_TRUE(manager_->list().empty());
+    // Reading is not changing: a foreign page cannot read the answer anyway (no CORS).
+    EXPECT_EQ(call(http::verb::get, "/v1/sandboxes", {}, {{"Origin", "http://evil.example"}})
+                  .result_int(),
+              200u);
+    // The server's own pages (same origin) and configured origins may.
+    auto res = call(http::verb::post, "/v1/sandboxes", "{}",
+                    with(json_type, {{"Origin", "http://127.0.0.1:8700"}}));
+    EXPECT_EQ(res.result_int(), 201u) << res.body();
+    ApiOptions options;
+    options.allowed_origins = {"https://app.example.com"};
+    use_options(options);
+    res = call(http::verb::post, "/v1/sandboxes", "{}",
+               with(json_type, {{"Origin", "https://app.example.com"}}));
+    EXPECT_EQ(res.result_int(), 201u) << res.body();
+}
+
+// text/plain and form posts need no preflight: a JSON body must say it is JSON. curl -d (form
+// type, no Origin) keeps working.
+TEST_F(HostileRouter, JsonBodiesNeedAJsonContentType) {
+    const Headers local = {{"Host", "localhost:8700"}};
+    auto res = call(http::verb::post, "/v1/sandboxes", "{}",
+                    with(local, {{"Content-Type", "text/plain"}}));
+    EXPECT_EQ(res.result_int(), 415u) << res.body();
+    EXPECT_EQ(error(res)["code"], "unsupported_media_type");
+    res = call(http::verb::post, "/v1/sandboxes", "{}",
+               with(local, {{"Content-Type", "multipart/form-data; boundary=x"}}));
+    EXPECT_EQ(res.result_int(), 415u);
+    res = call(http::verb::post, "/v1/sandboxes", "{}",
+               with(local, {{"Content-Type", "application/x-www-form-urlencoded"},
+                            {"Origin", "http://localhost:8700"}}));
+    EXPECT_EQ(res.result_int(), 415u) << "a page's form post, even from our own origin";
+    EXPECT_TRUE(manager_->list().empty());
+    for (const char* type : {"application/json", "application/json; charset=utf-8",
+                             "Application/JSON", "application/x-www-form-urlencoded", ""}) {
+        res = call(http::verb::post, "/v1/sandboxes", "{}",
+                   type[0] ? with(local, {{"Content-Type", type}}) : local);
+        EXPECT_EQ(res.result_int(), 201u) << type << " " << res.body();
+    }
+}
+
+// /view/ID, /mcp?sandbox=ID and exposed ports answer an unknown id as they answer a wrong token.
+TEST_F(HostileRouter, UnknownSandboxIdsAnswerLikeWrongTokens) {
+    key_ = "k-oracle";
+    use_options({{key_}, {}});
+    const std::string id = create()["id"];
+    for (auto [known, unknown] : std::vector<std::pair<std::string, std::string>>{
+             {"/view/" + id, "/view/sb-nope"},
+             {"/view/" + id + "?token=x", "/view/sb-nope?token=x"},
+             {"/v1/sandboxes/" + id + "/stream?token=x", "/v1/sandboxes/sb-nope/stream?token=x"},
+             {"/v1/sandboxes/" + id + "/ports/80/", "/v1/sandboxes/sb-nope/ports/80/"},
+             {"/mcp?sandbox=" + id + "&token=x", "/mcp?sandbox=sb-nope&token=x"}}) {
+        const auto method = known.starts_with("/mcp") ? http::verb::post : http::verb::get;
+        const std::string body = method == http::verb::post ? "{}" : "";
+        auto a = call(method, known, body), b = call(method, unknown, body);
+        EXPECT_EQ(a.result_int(), 401u) << known;
+        EXPECT_EQ(a.result_int(), b.result_int()) << unknown;
+        EXPECT_EQ(a.body(), b.body()) << unknown;
+    }
+    // Who holds the key may learn it: 404.
+    EXPECT_EQ(call(http::verb::get, "/view/sb-nope", {}, key_header()).result_int(), 404u);
+}
+
+// A session belongs to whoever opened it, for DELETE as for POST.
+TEST_F(HostileRouter, McpDeleteChecksTheSessionsOwner) {
+    key_ = "k-mcp-owner";
+    use_options({{key_}, {}});
+    const json mine = create(), other = create();
+    const Headers json_type = {{"Content-Type", "application/json"}};
+    const std::string initialize =
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})";
+    const std::string mine_url = "/mcp?sandbox=" + mine["id"].get<std::string>() +
+                                 "&token=" + mine["control_token"].get<std::string>();
+    auto res = call(http::verb::post, mine_url, initialize, json_type);
+    ASSERT_EQ(res.result_int(), 200u) << res.body();
+    const std::string session(res["Mcp-Session-Id"]);
+    const std::string other_url = "/mcp?sandbox=" + other["id"].get<std::string>() +
+                                  "&token=" + other["control_token"].get<std::string>();
+    for (const std::string& url : {other_url, std::string("/mcp?key=") + key_}) {
+        res = call(http::verb::delete_, url, {}, {{"Mcp-Session-Id", session}});
+        EXPECT_EQ(res.result_int(), 403u) << url << " " << res.body();
+    }
+    res = call(http::verb::post, mine_url, R"({"jsonrpc":"2.0","id":2,"method":"ping"})",
+               with(json_type, {{"Mcp-Session-Id", session}}));
+    EXPECT_EQ(res.result_int(), 200u) << "the session is still there: " << res.body();
+    res = call(http::verb::delete_, mine_url, {}, {{"Mcp-Session-Id", session}});
+    EXPECT_EQ(res.result_int(), 204u) << res.body();
+}
+
+// Over a real socket: the header decides, the body of a refused request is never read.
+class HostileHttp : public HostileRouter {
+  protected:
+    void serve(HttpOptions options) {
+        options.port = 0;
+        server_ = std::make_unique<HttpServer>(
+            options, [this](HttpExchange& exchange) { return router().handle(exchange); },
+            [this](HttpRequest& header) { return router().check_header(header); });
+        server_->start();
+    }
+    // Sends only the header of a request that announces `length` body bytes, and reads the
+    // answer (which must come without the body).
+    struct Open {
+        boost::asio::io_context io;
+        boost::beast::tcp_stream stream{io};
+    };
+    std::unique_ptr<Open> send_header(http::verb method, const std::string& target,
+                                      std::size_t length, const Headers& headers = {}) {
+        auto open = std::make_unique<Open>();
+        open->stream.connect(boost::asio::ip::tcp::endpoint(
+            boost::asio::ip::make_address("127.0.0.1"), server_->port()));
+        std::string text = std::string(http::to_string(method)) + " " + target +
+                           " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                           "Content-Length: " +
+                           std::to_string(length) + "\r\n";
+        for (const auto& [name, value] : headers) text += name + ": " + value + "\r\n";
+        text += "\r\n";
+        boost::asio::write(open->stream.socket(), boost::asio::buffer(text));
+        return open;
+    }
+    static std::optional<HttpResponse> answer(Open& open) {
+        open.stream.expires_after(std::chrono::seconds(10));
+        boost::beast::flat_buffer buffer;
+        HttpResponse res;
+        boost::beast::error_code ec;
+        http::read(open.stream, buffer, res, ec);
+        if (ec) return std::nullopt;
+        return res;
+    }
+    void TearDown() override {
+        if (server_) server_->stop();
+    }
+    std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HostileHttp, AnUnauthenticatedBodyIsRefusedOnItsHeader) {
+    key_ = "k-header-first";
+    use_options({{key_}, {}});
+    serve({});
+    auto open = send_header(http::verb::post, "/v1/sandboxes", 60u << 20);
+    auto res = answer(*open);
+    ASSERT_TRUE(res) << "no answer before the body: it waits to read 60 MiB first";
+    EXPECT_EQ(res->result_int(), 401u) << res->body();
+    EXPECT_FALSE(res->keep_alive());
+    // A route's own limit, also decided on the header: 1 MiB of JSON to create a sandbox.
+    open = send_header(http::verb::post, "/v1/sandboxes", 2u << 20, key_header());
+    res = answer(*open);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->result_int(), 413u) << res->body();
+    EXPECT_NE(res->body().find("1048576"), std::string::npos) << res->body();
+}
+
+TEST_F(HostileHttp, BodyBytesInFlightAreCappedServerWide) {
+    key_ = "k-in-flight";
+    use_options({{key_}, {}});
+    const std::string id = create()["id"];
+    HttpOptions options;
+    options.max_body_in_flight = 1u << 20;
+    serve(options);
+    const std::string upload = "/v1/sandboxes/" + id + "/files?path=/tmp/x";
+    // The first upload holds 900 KiB of the budget while its body is on the way.
+    auto first = send_header(http::verb::put, upload, 900u << 10, key_header());
+    auto second = send_header(http::verb::put, upload, 900u << 10, key_header());
+    auto res = answer(*second);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->result_int(), 503u) << res->body();
+    EXPECT_EQ(error(*res)["code"], "server_busy");
+    // The first one's body arrives, it is answered, and its share is given back.
+    const std::string body(900u << 10, 'x');
+    boost::asio::write(first->stream.socket(), boost::asio::buffer(body));
+    res = answer(*first);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->body().find("server_busy"), std::string::npos) << res->body();
+    auto third = send_header(http::verb::put, upload, 900u << 10, key_header());
+    boost::asio::write(third->stream.socket(), boost::asio::buffer(body));
+    res = answer(*third);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->body().find("server_busy"), std::string::npos) << res->body();
 }
 
 }  // namespace

@@ -750,5 +750,76 @@ TEST(Api, DialectsTakeWholeModelItemsAndAnswerWithTheNextInput) {
     EXPECT_EQ(s.del(base).status, 200u);
 }
 
+// Issue 26: what a web page can make a browser send to the default keyless loopback deskboxd
+// (DNS rebinding, cross-site simple requests), over a real socket.
+TEST(HostileApi, ForeignHostsOriginsAndTextBodiesAreRefused) {
+    Server s;
+    auto a = s.call(http::verb::get, "/v1/sandboxes", {}, {{"Host", "rebound.evil.example:8700"}});
+    EXPECT_EQ(a.status, 421u) << a.body;
+    EXPECT_EQ(a.js()["error"]["code"], "misdirected_request");
+    a = s.call(http::verb::post, "/v1/sandboxes", R"({"template":"no-such-template"})",
+               {{"Origin", "http://evil.example"}, {"Content-Type", "application/json"}});
+    EXPECT_EQ(a.status, 403u) << a.body;
+    EXPECT_EQ(a.js()["error"]["code"], "forbidden_origin");
+    a = s.call(http::verb::post, "/v1/sandboxes", R"({"template":"no-such-template"})",
+               {{"Content-Type", "text/plain"}});
+    EXPECT_EQ(a.status, 415u) << a.body;
+    EXPECT_EQ(a.js()["error"]["code"], "unsupported_media_type");
+    a = s.call(http::verb::post, "/mcp", R"({"jsonrpc":"2.0","id":1,"method":"ping"})",
+               {{"Origin", "http://evil.example"}, {"Content-Type", "application/json"}});
+    EXPECT_EQ(a.status, 403u) << a.body;
+    EXPECT_EQ(a.js()["error"]["data"]["code"], "forbidden_origin");
+    // What curl -d sends (no Origin) is still read as JSON: the README's examples work.
+    a = s.call(http::verb::post, "/v1/sandboxes", R"({"template":"no-such-template"})",
+               {{"Content-Type", "application/x-www-form-urlencoded"}});
+    EXPECT_EQ(a.status, 400u) << a.body;
+    EXPECT_EQ(a.js()["error"]["field"], "template");
+    // The server's own page (same origin) may.
+    a = s.call(http::verb::post, "/v1/sandboxes", R"({"template":"no-such-template"})",
+               {{"Origin", "http://127.0.0.1"}, {"Content-Type", "application/json"}});
+    EXPECT_EQ(a.status, 400u) << a.body;
+    EXPECT_EQ(s.get("/v1/sandboxes").js()["sandboxes"].size(), 0u);
+}
+
+// Eight keyless 60 MiB bodies took RSS from 136 to 628 MB: the header alone is refused now.
+TEST(HostileApi, UnauthenticatedBodiesAreRefusedOnTheirHeader) {
+    const std::string key = "k-hostile-bodies-01";
+    Server s({"--api-key", key});
+    auto rss_kib = [&] {
+        std::ifstream status("/proc/" + std::to_string(s.pid()) + "/status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+        return 0L;
+    };
+    const long before = rss_kib();
+    std::vector<std::unique_ptr<beast::tcp_stream>> held;
+    net::io_context io;
+    const std::string megabyte(1 << 20, 'x');
+    for (int i = 0; i < 8; ++i) {
+        auto stream = std::make_unique<beast::tcp_stream>(io);
+        stream->connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port()));
+        const std::string header =
+            "POST /v1/sandboxes HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\n"
+            "Content-Length: " +
+            std::to_string(60 << 20) + "\r\n\r\n";
+        net::write(stream->socket(), net::buffer(header));
+        // The answer comes on the header alone: the 60 MiB are never needed.
+        stream->expires_after(10s);
+        beast::flat_buffer buffer;
+        http::response<http::string_body> res;
+        beast::error_code ec;
+        http::read(*stream, buffer, res, ec);
+        ASSERT_FALSE(ec) << "no answer before the body: " << ec.message();
+        EXPECT_EQ(res.result_int(), 401u) << res.body();
+        // Whatever it sends now is not kept.
+        net::write(stream->socket(), net::buffer(megabyte), ec);
+        held.push_back(std::move(stream));
+    }
+    EXPECT_LT(rss_kib() - before, 32 * 1024) << "RSS grew from " << before << " KiB";
+    EXPECT_EQ(s.call(http::verb::get, "/healthz").status, 200u);
+}
+
 }  // namespace
 }  // namespace deskbox

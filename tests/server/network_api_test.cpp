@@ -203,7 +203,7 @@ TEST_F(NetworkApi, NetworkWorksAfterPauseAndResume) {
 // that WebSocket (Python's standard library has no WebSocket server: the handshake and the
 // frames are done by hand).
 const char* kPortServer = R"PY(
-import base64, hashlib, http.server, struct, sys
+import base64, hashlib, http.server, json, struct, sys
 PAGE = b"""<!doctype html><title>port page</title><script>
 const ws = new WebSocket('ws://' + location.host + location.pathname.replace(/[^/]*$/, '') + 'ws');
 ws.onopen = () => ws.send('hello over the port');
@@ -213,6 +213,19 @@ ws.onerror = () => { document.title = 'ws error'; };
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
     def do_GET(self):
+        if self.path.startswith('/dump') or self.path.startswith('/interim'):
+            # Everything the program was given, and a cookie for the whole host name.
+            if self.path.startswith('/interim'):
+                self.send_response_only(100)
+                self.end_headers()
+            body = json.dumps({'path': self.path, 'headers': [[k, v] for k, v in self.headers.items()]}).encode()
+            self.send_response(200)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Set-Cookie', 'planted=1; Domain=127.0.0.1; path=/; HttpOnly')
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if self.headers.get('Upgrade', '').lower() == 'websocket':
             key = self.headers['Sec-WebSocket-Key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
             self.send_response(101)
@@ -243,13 +256,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(('0.0.0.0', int(sys.argv[1])), Handler).serve_forever()
 )PY";
 
-void start_port_server(Server& s, const std::string& id, int port) {
-    auto put = s.call(http::verb::put, "/v1/sandboxes/" + id + "/files?path=/tmp/port_server.py",
-                      kPortServer);
+// `key`: the server's API key, if it has one.
+void start_port_server(Server& s, const std::string& id, int port, const std::string& key = {}) {
+    const std::string with_key = key.empty() ? "" : "key=" + key;
+    auto put =
+        s.call(http::verb::put,
+               "/v1/sandboxes/" + id + "/files?path=/tmp/port_server.py&" + with_key, kPortServer);
     ASSERT_EQ(put.status, 200u) << put.body;
-    start(s, id, "python3 /tmp/port_server.py " + std::to_string(port));
+    auto started = s.post(
+        "/v1/sandboxes/" + id + "/commands?" + with_key,
+        {{"cmd", "python3 /tmp/port_server.py " + std::to_string(port)}, {"background", true}});
+    ASSERT_EQ(started.status, 200u) << started.body;
     ASSERT_TRUE(eventually([&] {
-        auto ports = s.get("/v1/sandboxes/" + id).js()["ports"];
+        auto ports = s.get("/v1/sandboxes/" + id + "?" + with_key).js()["ports"];
         for (auto& p : ports)
             if (p["port"] == port) return true;
         return false;
@@ -423,6 +442,86 @@ TEST_F(NetworkApi, FirefoxOpensAnAllowedSiteAndAnExposedPortOpensInABrowser) {
     EXPECT_TRUE(eventually(
         [&] { return dt.evaluate("document.title") == "echo: hello over the port"; }, 30s))
         << dt.evaluate("document.title").dump() << " at " << dt.evaluate("location.href").dump();
+}
+
+// Issue 26: the API key and the control token reached the program behind an exposed port
+// (X-API-Key, ?k%65y=, ?t%6Fken= whose 302 kept it), and its answers shared the dashboard's
+// origin. No credential form goes on, and path-form answers are isolated.
+class HostileNetworkApi : public NetworkApi {
+  protected:
+    // The raw bytes of the whole answer (the relay closes after one exchange).
+    static std::string raw_exchange(int port, const std::string& request) {
+        net::io_context io;
+        beast::tcp_stream stream(io);
+        stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+        net::write(stream.socket(), net::buffer(request));
+        stream.expires_after(20s);
+        std::string out;
+        char chunk[4096];
+        for (;;) {
+            beast::error_code ec;
+            std::size_t n = stream.read_some(net::buffer(chunk), ec);
+            out.append(chunk, n);
+            if (ec) break;
+        }
+        return out;
+    }
+};
+
+TEST_F(HostileNetworkApi, NoCredentialReachesAnExposedPortAndItsAnswersAreIsolated) {
+    const std::string key = "k-hostile-ports-0123";
+    Server s(server_flags({"--ports-domain", "ports.test", "--api-key", key}));
+    auto created = s.post("/v1/sandboxes?key=" + key, {{"network", false}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    const std::string id = created.js()["id"], control = created.js()["control_token"];
+    start_port_server(s, id, 8000, key);
+    const std::string base = "/v1/sandboxes/" + id + "/ports/8000";
+    // A percent-encoded token moves to the cookie like a plain one, and the 302 keeps no
+    // credential: following it answers (no loop).
+    auto first = s.get(base + "/dump?a=1&t%6Fken=" + control + "&k%65y=" + key);
+    ASSERT_EQ(first.status, 302u) << first.body;
+    EXPECT_EQ(first.headers["Location"], base + "/dump?a=1");
+    // Every credential form at once: none reaches the program.
+    const std::map<std::string, std::string> all_forms = {
+        {"X-API-Key", key},
+        {"Authorization", "Bearer " + key},
+        {"Cookie", "theme=dark; deskbox_token=" + control}};
+    for (const std::string& target :
+         {first.headers["Location"], base + "/dump?a=1&k%65y=" + key + "&%6bey=" + key,
+          base + "/dump?a=1&key=" + key}) {
+        auto page = s.call(http::verb::get, target, {}, all_forms);
+        ASSERT_EQ(page.status, 200u) << target << " " << page.body;
+        EXPECT_EQ(page.body.find(key), std::string::npos) << page.body;
+        EXPECT_EQ(page.body.find(control), std::string::npos) << page.body;
+        EXPECT_EQ(page.js()["path"], "/dump?a=1") << page.body;
+        EXPECT_NE(page.body.find("theme=dark"), std::string::npos) << "other cookies go on";
+        // The answer shares deskboxd's origin: an opaque, sandboxed one for browsers, and its
+        // cookies kept to the port's path.
+        EXPECT_EQ(page.headers["Content-Security-Policy"],
+                  "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads");
+        EXPECT_EQ(page.headers["Set-Cookie"], "planted=1; HttpOnly; Path=" + base);
+    }
+    // An interim answer first (100 Continue): the final answer is isolated too.
+    const std::string raw = raw_exchange(s.port(), "GET " + base +
+                                                       "/interim HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                                       "Authorization: Bearer " +
+                                                       control + "\r\n\r\n");
+    EXPECT_NE(raw.find("HTTP/1.1 100"), std::string::npos) << raw;
+    const auto final_answer = raw.find("HTTP/1.1 200");
+    ASSERT_NE(final_answer, std::string::npos) << raw;
+    EXPECT_NE(raw.find("Content-Security-Policy: sandbox", final_answer), std::string::npos) << raw;
+    EXPECT_NE(raw.find("planted=1; HttpOnly; Path=" + base, final_answer), std::string::npos);
+    EXPECT_EQ(raw.find(control), std::string::npos) << raw;
+    // The host-name form: its own origin, and no credential either.
+    auto page = s.call(http::verb::get, "/dump?k%65y=" + key + "&b=2", {},
+                       {{"Host", "8000-" + id + ".ports.test"},
+                        {"X-API-Key", key},
+                        {"Authorization", "Bearer " + control}});
+    ASSERT_EQ(page.status, 200u) << page.body;
+    EXPECT_EQ(page.js()["path"], "/dump?b=2");
+    EXPECT_EQ(page.body.find(key), std::string::npos) << page.body;
+    EXPECT_EQ(page.body.find(control), std::string::npos) << page.body;
+    EXPECT_EQ(s.del("/v1/sandboxes/" + id + "?key=" + key).status, 200u);
 }
 
 }  // namespace

@@ -16,8 +16,13 @@ McpAccess mcp_access(const RouteContext& context) {
         return access;
     }
     if (!access.initial.empty()) {
-        auto sandbox = context.api.manager.find(access.initial);
-        if (sandbox_access(context, *sandbox) == Access::control) {
+        // An unknown id is refused like a wrong token: no answer tells which ids exist.
+        std::shared_ptr<Sandbox> sandbox;
+        try {
+            sandbox = context.api.manager.find(access.initial);
+        } catch (const ApiError&) {
+        }
+        if (sandbox && sandbox_access(context, *sandbox) == Access::control) {
             access.sandbox = access.initial;
             return access;
         }

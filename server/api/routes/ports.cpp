@@ -9,27 +9,6 @@ namespace deskbox::server::routes {
 
 namespace {
 
-constexpr const char* kTokenCookie = "deskbox_token";
-
-// The raw query without deskbox's own parameters, for the program behind the port.
-std::string program_query(std::string_view raw_query) {
-    std::string out;
-    std::size_t start = 0;
-    while (start <= raw_query.size() && !raw_query.empty()) {
-        auto end = raw_query.find('&', start);
-        std::string_view item = raw_query.substr(
-            start, end == std::string_view::npos ? std::string_view::npos : end - start);
-        std::string_view key = item.substr(0, item.find('='));
-        if (!item.empty() && key != "token" && key != "key") {
-            out += out.empty() ? "?" : "&";
-            out += item;
-        }
-        if (end == std::string_view::npos) break;
-        start = end + 1;
-    }
-    return out;
-}
-
 // The request's target as sent (still percent-encoded), split at '?'.
 std::pair<std::string, std::string> raw_path_and_query(const HttpRequest& request) {
     std::string raw(request.target());
@@ -49,7 +28,7 @@ PortTarget path_port_target(const RouteContext& context) {
                        "path");
     std::string program_path = raw_path.substr(t.prefix.size());
     if (program_path.empty() || program_path.front() != '/') program_path = "/" + program_path;
-    t.target = program_path + program_query(raw_query);
+    t.target = program_path + query_without_credentials(raw_query);
     t.cookie_path = t.prefix;
     t.path_form = true;
     return t;
@@ -69,6 +48,12 @@ HttpResponse token_cookie_redirect(const HttpRequest& request, const PortTarget&
 }
 
 }  // namespace
+
+ApiError port_refusal() {
+    return ApiError(401, "unauthorized",
+                    "exposed ports need the sandbox's control_token (?token=, Authorization: "
+                    "Bearer, or the deskbox_token cookie) or an API key");
+}
 
 std::uint16_t parse_port_number(const std::string& text) {
     auto n = parse_integer(text);
@@ -98,7 +83,7 @@ std::optional<PortTarget> host_port_target(const HttpRequest& request,
     PortTarget t;
     t.port = parse_port_number(label.substr(0, dash));
     t.id = label.substr(dash + 1);
-    t.target = (raw_path.empty() ? "/" : raw_path) + program_query(raw_query);
+    t.target = (raw_path.empty() ? "/" : raw_path) + query_without_credentials(raw_query);
     t.cookie_path = "/";
     return t;
 }
@@ -110,19 +95,11 @@ HttpResponse relay_to_port(RouteContext& context) {
 HttpResponse relay(RouteContext& context, const PortTarget& t) {
     HttpRequest& request = context.request();
     Sandbox& sandbox = *context.sandbox;
-    std::string cookie =
-        network::cookie_value(std::string(request[http::field::cookie]), kTokenCookie);
-    const std::string bearer = bearer_token(request);
-    const auto token = context.query.find("token");
-    const std::string query_token = token != context.query.end() ? token->second : std::string();
-    bool allowed = false;
-    for (const std::string& given : {query_token, bearer, cookie})
-        allowed |= !given.empty() && constant_time_equal(given, sandbox.control_token());
-    if (!allowed && !context.api.options.api_keys.empty()) allowed = api_key_valid(context);
-    if (!allowed)
-        throw ApiError(401, "unauthorized",
-                       "exposed ports need the sandbox's control_token (?token=, Authorization: "
-                       "Bearer, or the deskbox_token cookie) or an API key");
+    const std::string query_token = context.query.count(std::string(kTokenParameter))
+                                        ? context.query.at(std::string(kTokenParameter))
+                                        : std::string();
+    const bool allowed = port_access(context, sandbox);
+    if (!allowed) throw port_refusal();
     auto net = sandbox.network();
     if (!net || !net->ports_reachable())
         throw ApiError(409, "port_unreachable",
@@ -133,8 +110,8 @@ HttpResponse relay(RouteContext& context, const PortTarget& t) {
     if (sandbox.status() != SandboxStatus::running)
         throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(sandbox.status()));
     const bool upgrade = request.find(http::field::upgrade) != request.end();
-    if (!query_token.empty() && !upgrade &&
-        (request.method() == http::verb::get || request.method() == http::verb::head))
+    if (!query_token.empty() && constant_time_equal(query_token, sandbox.control_token()) &&
+        !upgrade && (request.method() == http::verb::get || request.method() == http::verb::head))
         return token_cookie_redirect(request, t, query_token);
     if (!context.exchange.stream)  // in-process callers (the HTTP fuzzer)
         throw ApiError(400, "no_connection", "this request has no connection to forward");
@@ -147,7 +124,9 @@ HttpResponse relay(RouteContext& context, const PortTarget& t) {
         forward.host = "localhost:" + std::to_string(t.port);
         forward.prefix = t.prefix;
     }
-    forward.strip_bearer = bearer;
+    // Nothing that proves who the client is reaches the program: not our key, not a token.
+    remove_credential_headers(forward.request);
+    forward.isolate = t.path_form;
     sandbox.audit("port", {{"port", t.port},
                            {"method", std::string(forward.request.method_string())},
                            {"target", t.target.substr(0, 256)}});

@@ -35,6 +35,9 @@ std::optional<PortTarget> host_port_target(const HttpRequest& request,
 // answers a first ?token= visit with a cookie, then hands the connection to the port proxy.
 HttpResponse relay(RouteContext& context, const PortTarget& target);
 
+// The 401 of a request without the sandbox's control token (nor an API key); an unknown id
+// gets the same.
+ApiError port_refusal();
 // 1..65535; else ApiError 400 bad_request naming "port".
 std::uint16_t parse_port_number(const std::string& text);
 // What inspect and /ports list: the ports the guest listens on and how to reach them; null

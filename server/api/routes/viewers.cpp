@@ -52,7 +52,7 @@ streaming::StreamSettings parse_stream_query(const Query& query) {
     } catch (const streaming::ParameterError& e) {
         throw bad_request(e.field(), std::string(e.what()).substr(e.field().size() + 2));
     }
-    return settings;
+    return streaming::snap_to_preset(settings);
 }
 
 HttpResponse stream_socket(RouteContext& context) {
@@ -61,8 +61,17 @@ HttpResponse stream_socket(RouteContext& context) {
     Sandbox& sandbox = *context.sandbox;
     if (sandbox.status() == SandboxStatus::error || sandbox.status() == SandboxStatus::killed)
         throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(sandbox.status()));
+    // Held until the session has its own: over the sandbox's cap of encoders, an answer before
+    // the upgrade rather than a closed socket.
+    std::shared_ptr<streaming::LiveEncoder> encoder;
+    try {
+        encoder = sandbox.streams().encoder(settings);
+    } catch (const streaming::TooManyEncoders& e) {
+        throw ApiError(503, "too_many_encoders", e.what());
+    }
     start_viewer_session(context.exchange, context.sandbox, settings,
-                         context.access == Access::control, context.api.viewers);
+                         context.access == Access::control, context.api.viewers,
+                         std::move(encoder));
     return HttpResponse{};
 }
 

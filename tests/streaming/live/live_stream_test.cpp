@@ -303,6 +303,35 @@ TEST_F(LiveStreamTest, TheHubSharesOneEncoderPerSettingsAndDropsUnusedOnes) {
     EXPECT_EQ(hub.active_encoders(), 1u);
 }
 
+// Issue 26: a view token asking for 40 different qualities started 40 encoders. Settings snap
+// to presets, viewers of one preset share its encoder, and a sandbox runs a few at most.
+class HostileLiveStream : public LiveStreamTest {};
+
+TEST_F(HostileLiveStream, EncodersSnapToPresetsAndAreCappedPerSandbox) {
+    StreamHub hub(mirror_);
+    std::vector<std::shared_ptr<LiveEncoder>> held;
+    for (int quality = 1; quality <= 100; quality += 2)
+        held.push_back(hub.encoder({StreamCodec::jpeg, 0, 0, 30, quality}));
+    EXPECT_EQ(hub.active_encoders(), 4u) << "quality snaps to 30/50/70/90";
+    EXPECT_EQ(held.front()->settings().quality, 30);
+    EXPECT_EQ(held.back()->settings().quality, 90);
+    EXPECT_EQ(hub.encoder({StreamCodec::jpeg, 0, 0, 29, 71}).get(),
+              hub.encoder({StreamCodec::jpeg, 0, 0, 31, 69}).get())
+        << "near settings share one encoder";
+    EXPECT_EQ(snap_to_preset({StreamCodec::jpeg, 1000, 17, 7, 1}),
+              (StreamSettings{StreamCodec::jpeg, 960, 320, 5, 30}));
+    try {
+        auto fifth = hub.encoder({StreamCodec::jpeg, 640, 480, 10, 70});
+        ADD_FAILURE() << "a fifth encoder started";
+    } catch (const TooManyEncoders& e) {
+        EXPECT_NE(std::string(e.what()).find("quality=70"), std::string::npos) << e.what();
+    }
+    // Their viewers gone, the encoders go, and others may start.
+    held.clear();
+    EXPECT_EQ(hub.active_encoders(), 0u);
+    EXPECT_NO_THROW(hub.encoder({StreamCodec::jpeg, 640, 480, 10, 70}));
+}
+
 TEST_F(LiveStreamTest, AnUnsubscribedViewerGetsNothingMore) {
     LiveEncoder encoder(mirror_, {StreamCodec::jpeg, 0, 0, 60, 70});
     Collector viewer, other;
