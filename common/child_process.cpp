@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -172,6 +173,10 @@ void close_inherited_fds(const std::vector<int>& keep) {
     reset_signals();
     redirect_stdio(options, stdio, report_fd);
     close_inherited_fds(options.keep_fds);
+    if (options.max_open_files != 0) {
+        const rlimit files{options.max_open_files, options.max_open_files};
+        if (::setrlimit(RLIMIT_NOFILE, &files) != 0) child_fail(report_fd, errno);
+    }
     if (options.netns_fd >= 0 && ::setns(options.netns_fd, CLONE_NEWNET) != 0)
         child_fail(report_fd, errno);
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) child_fail(report_fd, errno);

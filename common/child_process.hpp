@@ -32,6 +32,9 @@ struct SpawnOptions {
     // Nonzero: the child gets this signal when the thread that spawned it ends (prctl
     // PR_SET_PDEATHSIG), e.g. a test killed by its timeout does not leave its server running.
     int parent_death_signal = 0;
+    // Nonzero: the child's RLIMIT_NOFILE (soft and hard), set in the child only, so a parent
+    // without CAP_SYS_RESOURCE keeps its own (it could not raise it back).
+    unsigned long max_open_files = 0;
 };
 
 struct ExitStatus {

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "server/daemon/server_config.hpp"
+#include "streaming/vnc/vnc_server.hpp"
 
 int main(int argc, char** argv) {
     using namespace deskbox::server;
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
+        // Before anything takes descriptors: sandboxes, connections, adopted ones.
+        deskbox::streaming::VncServer::reserve_descriptors();
         SandboxManager manager(config.manager, make_runtimes(config.manager));
         for (auto& id : manager.adopt_snapshots())
             std::fprintf(stderr, "deskboxd: adopted sandbox %s (saved to a snapshot; resume it)\n",

@@ -53,6 +53,8 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --egress-max-connections N  TCP connections (6 fds each) and UDP flows each sandbox may hold
                           open through deskboxd (default: from the fd budget, RLIMIT_NOFILE
                           shared by --max-sandboxes, at most 1024); past it a new one is reset
+  --egress-half-closed-idle-s N  once one side of a relayed TCP connection has closed, how
+                          long the other may stay silent before both are reset (default 60)
   --allowed-host NAME     without an API key only localhost, 127.0.0.1 and [::1] are answered
                           (a foreign Host is a DNS-rebinding page: 421); also answer NAME
                           (repeatable; --ports-domain's names are always answered)
@@ -272,6 +274,8 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.http.max_idle_connections = static_cast<std::size_t>(number(1, 1 << 20));
     } else if (key == "egress-max-connections" || key == "egress_max_connections") {
         c.egress_max_connections = static_cast<std::size_t>(number(1, 1 << 20));
+    } else if (key == "egress-half-closed-idle-s" || key == "egress_half_closed_idle_s") {
+        c.manager.network.half_closed_idle = std::chrono::seconds(number(1, 86400));
     } else if (key == "max-body-in-flight-mb" || key == "max_body_in_flight_mb") {
         c.http.max_body_in_flight = static_cast<std::size_t>(number(1, 65536)) << 20;
     } else if (key == "allowed-host" || key == "allowed_host") {
@@ -385,8 +389,8 @@ FdBudget plan_fd_budget(std::uint64_t fd_limit, ServerConfig& config) {
     const std::uint64_t sandboxes = std::max<std::size_t>(config.manager.max_sandboxes, 1);
     // Unless the flag says, HTTP takes at most an eighth of the fds (64 at least).
     if (!config.max_http_connections_given)
-        config.http.max_connections = static_cast<std::size_t>(std::clamp<std::uint64_t>(
-            fd_limit / 8, 64, config.http.max_connections));
+        config.http.max_connections = static_cast<std::size_t>(
+            std::clamp<std::uint64_t>(fd_limit / 8, 64, config.http.max_connections));
     // deskboxd's own (logs, state, epoll, threads' eventfds), every HTTP connection with a socket
     // of its own to spare (a WebSocket's or exposed port's other end), and each sandbox's fixed
     // share (namespaces, listeners, agent channel, runtime processes' pipes, viewers).

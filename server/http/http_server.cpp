@@ -209,7 +209,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // The header is in: the router decides on it, then the body is read within its limit.
     void on_header(beast::error_code ec, std::size_t bytes) {
         if (ec) return on_read(ec, bytes);
-        table_.set_idle(table_id_, false);  // a request has begun
+        table_.set_idle(table_id_, false);                  // a request has begun
         if (parser_->is_done()) return on_read(ec, bytes);  // no body (or HTTP/1.0 GET)
         HeaderDecision decision;
         if (check_) {
@@ -353,17 +353,18 @@ struct HttpServer::Impl {
         : options(&o),
           budget(o.max_body_in_flight),
           pool(o.max_handlers, std::chrono::seconds(60)) {}
+    const HttpOptions* options = nullptr;
+    // Before io: sessions still queued in io when it goes give their bytes and rows back here.
+    BodyBudget budget;
+    ConnectionTable table;
     net::io_context io;
     tcp::acceptor acceptor{io};
     HttpHandler handler;
     HeaderCheck check;
     std::vector<std::thread> threads;
     std::atomic<bool> stopped{false};
-    const HttpOptions* options = nullptr;
-    ConnectionTable table;
     net::steady_timer accept_pause{io};
     std::chrono::milliseconds accept_backoff = kFirstAcceptBackoff;
-    BodyBudget budget;
     HandlerPool pool;  // after io: its jobs hold sessions, so it goes first
 
     static constexpr std::chrono::milliseconds kFirstAcceptBackoff{50};

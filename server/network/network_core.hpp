@@ -34,6 +34,9 @@ struct NetworkOptions {
     std::size_t max_connections = 1024;  // open TCP connections per sandbox
     std::size_t max_udp_flows = 256;     // per sandbox; the idlest goes first
     std::chrono::seconds udp_idle{60};
+    // After one side of a TCP connection closed, how long the other may stay silent before
+    // both are reset (a peer that never answers a close would hold the flow's fds for good).
+    std::chrono::milliseconds half_closed_idle{60000};
     // Special ranges to treat as the internet (--public-range: a lab network standing in for
     // it, as tests do with 198.18.0.0/15).
     std::vector<IpRange> public_ranges;

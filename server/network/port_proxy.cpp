@@ -16,8 +16,10 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
-// Enrolled with the sandbox's network without owning it: killing the sandbox closes the relay,
-// even when the guest vanished without a reset.
+// After one side closed, the other may stay silent this long (a guest that never answers a
+// client's close would hold the relay's fds for good).
+constexpr std::chrono::milliseconds kHalfClosedIdle{60000};
+
 // The answer's header as text, marked for isolation: a CSP sandbox (scripts and forms run, in
 // an opaque origin) and every Set-Cookie's Path set to `prefix`, Domain dropped.
 std::string isolated_header(const http::response_header<>& header, const std::string& prefix) {
@@ -34,6 +36,8 @@ std::string isolated_header(const http::response_header<>& header, const std::st
     return out;
 }
 
+// Enrolled with the sandbox's network without owning it: killing the sandbox closes the relay,
+// even when the guest vanished without a reset.
 class PortProxy : public Closeable, public std::enable_shared_from_this<PortProxy> {
   public:
     PortProxy(beast::tcp_stream stream, PortRequest request, const SandboxNetwork& network,
@@ -176,6 +180,7 @@ class PortProxy : public Closeable, public std::enable_shared_from_this<PortProx
             return;
         }
         relay_ = relay;
+        relay->close_half_closed_after(kHalfClosedIdle);
         relay->start();
     }
 

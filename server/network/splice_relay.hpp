@@ -7,6 +7,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,10 @@ class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
     // The fds one relayed connection holds: its two sockets and two pipes.
     static constexpr std::size_t kFdsPerConnection = 6;
     ~SpliceRelay();
+    // Once one side has closed, the other may stay silent at most `idle` before both are reset
+    // (0: forever). Without it a peer that never answers a close holds the flow's fds for good.
+    // Call before start().
+    void close_half_closed_after(std::chrono::milliseconds idle) { half_closed_idle_ = idle; }
     void start();
     void close();  // from any thread: resets both and finishes
     void abort();  // the same, on the relay's own strand, at once
@@ -67,10 +72,15 @@ class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
     void pump(Direction& d);
     void fail(const std::string& error);
     void maybe_finish();
+    void watch_half_closed();
     void finish(bool reset, const std::string& error);
 
     boost::asio::ip::tcp::socket a_, b_;
     boost::asio::steady_timer limit_timer_;
+    boost::asio::steady_timer half_closed_timer_;
+    std::chrono::milliseconds half_closed_idle_{0};
+    std::chrono::steady_clock::time_point last_moved_;
+    bool half_closed_watched_ = false;
     Direction ab_, ba_;
     Done done_;
     Progress progress_;

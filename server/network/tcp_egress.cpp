@@ -347,6 +347,7 @@ void TcpEgressConnection::relay() {
         return refuse(RefusedReason::no_fds,
                       "deskboxd cannot relay the connection: " + relay_error.message());
     ctx_->stats.connection(label_, true, reason_);
+    relay_->close_half_closed_after(ctx_->core.options().half_closed_idle);
     relay_->start();
 }
 

@@ -38,6 +38,11 @@ void VncServer::Impl::validate_options() {
         throw ParameterError("desktop_name", "must not contain NUL characters");
 }
 
+void VncServer::reserve_descriptors() {
+    std::unique_lock exclusive(vnc::library_gate());
+    vnc::init_library_once();
+}
+
 void VncServer::Impl::create_screen() {
     // Listen before the first poll, so no change between that poll and the listener is lost.
     listener = mirror.listen([this] { wake(); });

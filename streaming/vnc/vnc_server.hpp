@@ -68,6 +68,12 @@ namespace deskbox::streaming {
 
 class VncServer {
   public:
+    // libvncserver select()s on its clients' sockets, so each client's descriptor is moved
+    // below FD_SETSIZE, to numbers kept back for it. A process that will hold more than 1024
+    // descriptors (deskboxd) calls this at start, while low numbers are still free; otherwise
+    // the first server keeps them back.
+    static void reserve_descriptors();
+
     struct Options {
         std::string listen_address = "127.0.0.1";  // numeric IPv4 or IPv6 address
         int port = 0;                              // 0: a free port chosen by the kernel

@@ -143,11 +143,14 @@ TEST(ClipboardBody, IsTextOnly) {
 
 TEST(StreamQuery, ParsesAndValidatesTheSettings) {
     auto settings = parse_stream_query(
-        {{"token", "t"}, {"codec", "h264"}, {"width", "800"}, {"fps", "15"}, {"quality", "40"}});
+        {{"token", "t"}, {"codec", "h264"}, {"width", "800"}, {"fps", "15"}, {"quality", "50"}});
     EXPECT_EQ(settings.codec, streaming::StreamCodec::h264);
     EXPECT_EQ(settings.max_width, 800);
     EXPECT_EQ(settings.max_fps, 15);
-    EXPECT_EQ(settings.quality, 40);
+    EXPECT_EQ(settings.quality, 50);
+    // Settings between presets snap to the nearest (viewers asking nearly alike share one).
+    EXPECT_EQ(parse_stream_query({{"quality", "55"}, {"fps", "14"}}).quality, 50);
+    EXPECT_EQ(parse_stream_query({{"quality", "55"}, {"fps", "14"}}).max_fps, 15);
     EXPECT_EQ(parse_stream_query({}), streaming::StreamSettings{});
     expect_refusal([] { parse_stream_query({{"codec", "vp9"}}); }, "codec");
     expect_refusal([] { parse_stream_query({{"fps", "0"}}); }, "fps");

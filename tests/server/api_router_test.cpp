@@ -351,7 +351,9 @@ TEST_F(RouterTest, EachResourceAnswersA400NamingTheField) {
         {http::verb::get, base + "/windows?all=1", "", "all"},
         {http::verb::get, base + "/recording?x=1", "", "x"},
         {http::verb::post, base + "/locate?x=1", "{}", "x"},
-        {http::verb::get, base + "/ports/0/", "", "port"},
+        // An exposed port checks its credential on the header, before anything else.
+        {http::verb::get, base + "/ports/0/?token=" + sandbox["control_token"].get<std::string>(),
+         "", "port"},
         {http::verb::get,
          "/view/" + sandbox["id"].get<std::string>() +
              "?token=" + sandbox["view_token"].get<std::string>() + "&zoom=2",

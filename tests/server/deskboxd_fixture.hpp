@@ -46,10 +46,13 @@ struct Answer {
 class Server {
   public:
     // `state_dir` empty: a fresh one of its own; else that one (a restarted server).
-    explicit Server(std::vector<std::string> extra = {}, std::filesystem::path state_dir = {})
+    // `max_open_files` nonzero: deskboxd's RLIMIT_NOFILE.
+    explicit Server(std::vector<std::string> extra = {}, std::filesystem::path state_dir = {},
+                    unsigned long max_open_files = 0)
         : state_(state_dir.empty() ? dir_.path() / "state" : std::move(state_dir)) {
         try {
-            process_.emplace(DESKBOXD_PATH, state_, dir_.path() / "deskboxd.log", extra);
+            process_.emplace(DESKBOXD_PATH, state_, dir_.path() / "deskboxd.log", extra,
+                             max_open_files);
             port_ = process_->port();
         } catch (const std::exception& e) {
             ADD_FAILURE() << e.what();

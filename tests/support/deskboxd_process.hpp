@@ -21,7 +21,7 @@ class DeskboxdProcess {
     // Throws std::runtime_error with deskboxd's first line and log if it did not start.
     DeskboxdProcess(const std::string& binary, const std::filesystem::path& state_dir,
                     const std::filesystem::path& log_file,
-                    const std::vector<std::string>& extra = {})
+                    const std::vector<std::string>& extra = {}, unsigned long max_open_files = 0)
         : log_file_(log_file) {
         // A test's temp dir is mkdtemp's 0700; a sandbox's user-namespace root must pass
         // through it to the state dir (deskboxd refuses to start otherwise).
@@ -37,6 +37,7 @@ class DeskboxdProcess {
         // A test or benchmark killed (ctest's timeout, ^C) must not leave its server and its
         // sandboxes behind: SIGTERM makes deskboxd kill them and exit.
         o.parent_death_signal = SIGTERM;
+        o.max_open_files = max_open_files;  // 0: this process's
         process_ = ChildProcess::spawn(o);
         std::string line;
         char c;
