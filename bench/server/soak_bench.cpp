@@ -236,8 +236,9 @@ class Server {
   public:
     explicit Server(const fs::path& dir) : dir_(dir) { start(); }
     void start() {
-        process_.emplace(DESKBOXD_PATH, dir_ / "state", dir_ / "deskboxd.log",
-                         std::vector<std::string>{"--max-sandboxes", "100"});
+        process_.emplace(
+            DESKBOXD_PATH, dir_ / "state", dir_ / "deskboxd.log",
+            std::vector<std::string>{"--max-sandboxes", "100", "--default-disk-mb", "512"});
         client::ClientOptions options;
         options.server = process_->url();
         api_.emplace(options);

@@ -31,6 +31,8 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --default-timeout S     (default 300)
   --default-disk-mb N     what a container sandbox may write, unless its create says
                           limits.disk_mb (default 8192; 0: no cap, writes go to the host disk)
+  --disk-overcommit R     refuse a create (507) when the disk caps of this server's sandboxes
+                          with the new one pass R x the state dir's free space (default 2; 0: off)
   --max-timeout S         (default 86400)
   --microvm-pool T=N      keep N microVM sandboxes of template T restored and ready (repeatable)
   --default-network V     network of a create that does not say: true (the internet, default)
@@ -227,6 +229,17 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.manager.max_sandboxes = static_cast<std::size_t>(number(1, 10000));
     } else if (key == "default-disk-mb" || key == "default_disk_mb") {
         c.manager.default_disk_mb = static_cast<std::uint64_t>(number(0, 1 << 22));
+    } else if (key == "disk-overcommit" || key == "disk_overcommit") {
+        std::size_t used = 0;
+        double ratio = -1;
+        try {
+            ratio = std::stod(value, &used);
+        } catch (const std::exception&) {
+        }
+        if (used != value.size() || !(ratio >= 0 && ratio <= 1000))
+            throw std::invalid_argument("--disk-overcommit: a ratio from 0 (off) to 1000, got '" +
+                                        value + "'");
+        c.manager.disk_overcommit = ratio;
     } else if (key == "default-timeout" || key == "default_timeout") {
         c.manager.default_timeout = std::chrono::seconds(number(1, 30 * 86400));
     } else if (key == "max-timeout" || key == "max_timeout") {

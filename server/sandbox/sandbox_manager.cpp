@@ -14,6 +14,7 @@
 
 #include "common/child_process.hpp"
 #include "common/random.hpp"
+#include "server/sandbox/disk_commitment.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -291,6 +292,10 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
     }
     std::shared_ptr<Sandbox> sandbox = take_pooled(request, config);
     if (!sandbox) {
+        const std::uint64_t disk_mb = config.limits.disk_mb;
+        // Outside the lock: a statvfs may wait on a slow disk.
+        const std::uint64_t free_mb =
+            options_.disk_overcommit > 0 && disk_mb ? free_disk_mb(options_.state_dir) : 0;
         {
             std::lock_guard lock(mutex_);
             if (sandboxes_.size() + starting_ >= options_.max_sandboxes)
@@ -298,15 +303,22 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
                                "this server runs at most " +
                                    std::to_string(options_.max_sandboxes) +
                                    " sandboxes; kill one first");
+            std::uint64_t promised = starting_disk_mb_;
+            for (const auto& [other_id, other] : sandboxes_)
+                promised += other->config().limits.disk_mb;
+            check_disk_commitment({promised, disk_mb, free_mb, options_.disk_overcommit});
             ++starting_;
+            starting_disk_mb_ += disk_mb;
         }
         struct StartingGuard {
             SandboxManager* m;
+            std::uint64_t disk_mb;
             ~StartingGuard() {
                 std::lock_guard lock(m->mutex_);
                 --m->starting_;
+                m->starting_disk_mb_ -= disk_mb;
             }
-        } guard{this};
+        } guard{this, disk_mb};
         sandbox = start_sandbox(request, config, definition, id);
     }
     if (request.contains("record") && request["record"] != false)

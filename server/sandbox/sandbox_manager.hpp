@@ -39,6 +39,9 @@ struct ManagerOptions {
     std::chrono::seconds max_timeout{24 * 3600};
     // limits.disk_mb of a create that does not say (--default-disk-mb; 0: no cap).
     std::uint64_t default_disk_mb = 8192;
+    // Disk caps of running sandboxes and a new one together at most this × the state dir's
+    // free space (--disk-overcommit; 0: no check). See disk_commitment.hpp.
+    double disk_overcommit = 2.0;
     std::chrono::milliseconds agent_timeout{30'000};
     // template -> how many microVM sandboxes of it to keep restored and ready: a create that
     // asks for nothing else than the template's defaults takes one instead of restoring.
@@ -162,6 +165,7 @@ class SandboxManager {
     mutable std::mutex mutex_;
     std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
     std::size_t starting_ = 0;
+    std::uint64_t starting_disk_mb_ = 0;  // the disk caps of the starting_ ones
     mutable std::map<std::string, std::filesystem::path> rootfs_cache_;  // template -> rootfs
     // template_offers() without the pool's counts, and when it was looked up.
     mutable std::mutex offers_mutex_;

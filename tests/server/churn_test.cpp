@@ -35,7 +35,8 @@ long metric_mb(Server& s, const std::string& name) {
 TEST(Churn, RoundsOfConcurrentSandboxesLeaveTheServersMemoryWhereItWas) {
     REQUIRE_TEMPLATE();
     constexpr int kPerRound = 16, kRounds = 3;
-    Server s({"--max-sandboxes", std::to_string(kPerRound)});
+    // Small disk caps: 16 of the default 8 GiB can pass --disk-overcommit on a fuller disk.
+    Server s({"--max-sandboxes", std::to_string(kPerRound), "--default-disk-mb", "512"});
     std::vector<long> rss;
     for (int round = 0; round < kRounds; ++round) {
         std::mutex mutex;

@@ -1972,7 +1972,11 @@ TEST(EgressStatsTest, ToJsonShape) {
     stats.opened();
 
     json expected = {
-        {"connections", {{"allowed", 1}, {"blocked", 2}, {"open", 1}}},
+        {"connections",
+         {{"allowed", 1},
+          {"blocked", 2},
+          {"open", 1},
+          {"refused", {{"no_fds", 0}, {"over_cap", 0}}}}},
         {"bytes", {{"out", 10}, {"in", 20}}},
         {"dns", {{"answered", 1}, {"refused", 0}}},
         {"udp_flows", {{"allowed", 0}, {"blocked", 1}}},

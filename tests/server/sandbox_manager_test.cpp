@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/runtime/fake_runtime.hpp"
+#include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server {
@@ -120,6 +121,55 @@ TEST_F(SandboxManagerTest, MaxSandboxesIsA429UntilOneIsKilled) {
     EXPECT_EQ(manager().list().size(), 3u);
     manager().kill(ids[0]);
     EXPECT_NO_THROW(manager().create(json::object()));
+}
+
+// Issue 26: disk caps are sparse images, so they may promise more than is free, up to
+// --disk-overcommit × the state dir's free space; past it a create is a 507 naming the field.
+TEST(DiskCommitment, PromisesPastTheRatioOfFreeSpaceAreRefused) {
+    EXPECT_NO_THROW(
+        check_disk_commitment({.promised_mb = 100, .asked_mb = 100, .free_mb = 100, .ratio = 2}));
+    try {
+        check_disk_commitment({.promised_mb = 150, .asked_mb = 100, .free_mb = 100, .ratio = 2});
+        ADD_FAILURE() << "250 MiB promised against 2 x 100 MiB free passed";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 507u);
+        EXPECT_EQ(e.code(), "disk_overcommitted");
+        EXPECT_EQ(e.field(), "limits.disk_mb");
+        EXPECT_NE(std::string(e.what()).find("--disk-overcommit"), std::string::npos) << e.what();
+    }
+    // Off, or a sandbox without a cap: never refused.
+    EXPECT_NO_THROW(check_disk_commitment({.promised_mb = 1 << 30, .asked_mb = 1, .ratio = 0}));
+    EXPECT_NO_THROW(check_disk_commitment({.promised_mb = 1 << 30, .asked_mb = 0, .ratio = 2}));
+}
+
+TEST_F(SandboxManagerTest, DiskCapsOfRunningSandboxesCountAgainstFreeSpace) {
+    std::filesystem::create_directories(options().state_dir);
+    const std::uint64_t free_mb = free_disk_mb(options().state_dir);
+    ASSERT_GT(free_mb, 1024u) << "too little free disk to test with";
+    // Caps of a quarter of what is free each, and room for two and a half of them.
+    const std::uint64_t cap = std::min<std::uint64_t>(free_mb / 4, 1 << 22);
+    ManagerOptions o = options();
+    o.disk_overcommit = 2.5 * static_cast<double>(cap) / static_cast<double>(free_mb);
+    SandboxManager manager(o, runtime::fake_runtimes());
+    const json request = {{"limits", {{"disk_mb", cap}}}};
+    auto first = manager.create(request);
+    manager.create(request);
+    auto full = error_of([&] { manager.create(request); });
+    EXPECT_EQ(full.status(), 507u) << full.what();
+    EXPECT_EQ(full.code(), "disk_overcommitted");
+    EXPECT_EQ(full.field(), "limits.disk_mb");
+    EXPECT_EQ(manager.list().size(), 2u);
+    manager.kill(first->id());  // its promise goes with it
+    EXPECT_NO_THROW(manager.create(request));
+    // The server's default: 2 x free, so a cap of the limit's size on a disk with less than
+    // 2 TiB free is refused at once.
+    if (free_mb < (1u << 21)) {
+        ManagerOptions d = options();
+        d.state_dir = images_.scratch() / "state-defaults";
+        SandboxManager defaults(d, runtime::fake_runtimes());
+        auto huge = error_of([&] { defaults.create({{"limits", {{"disk_mb", 1 << 22}}}}); });
+        EXPECT_EQ(huge.code(), "disk_overcommitted");
+    }
 }
 
 TEST_F(SandboxManagerTest, TimeoutsKillOrPauseAndSetTimeoutIsChecked) {
