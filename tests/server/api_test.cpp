@@ -10,7 +10,12 @@
 #include <boost/beast/http.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -21,6 +26,7 @@
 
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
+#include "common/unique_fd.hpp"
 #include "server/api/api_routes.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
 
@@ -752,6 +758,46 @@ TEST(Api, DialectsTakeWholeModelItemsAndAnswerWithTheNextInput) {
 
 // Issue 26: what a web page can make a browser send to the default keyless loopback deskboxd
 // (DNS rebinding, cross-site simple requests), over a real socket.
+// Issue 26 item 2, end to end: the guest owns /run/deskbox, where its agent's socket lives.
+// It swaps agent.sock for a symlink to a host socket; deskboxd crashes; the next one, adopting,
+// must not connect there (it did, as root, and sent its handshake). The sandbox is not adopted.
+TEST(HostileApi, AnAgentSocketSwappedForASymlinkIsNeverFollowedAtAdoption) {
+    REQUIRE_TEMPLATE();
+    TempDir dir("deskboxd-hostile-adopt");
+    const auto state = dir.path() / "state";
+    // A host socket the guest would like deskboxd to talk to.
+    const std::string bait = (dir.path() / "host.sock").string();
+    UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(listener);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    ASSERT_LT(bait.size(), sizeof(address.sun_path));
+    std::memcpy(address.sun_path, bait.c_str(), bait.size() + 1);
+    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    ASSERT_EQ(::listen(listener.get(), 8), 0);
+    ::chmod(bait.c_str(), 0777);
+    std::string id;
+    {
+        Server first({"--on-exit", "keep"}, state);
+        auto a = first.post("/v1/sandboxes", json::object());
+        ASSERT_EQ(a.status, 201u) << a.body << first.log();
+        id = a.js()["id"];
+        const std::string sock = std::string("/run/deskbox/agent.sock");
+        EXPECT_EQ(run(first, id,
+                      "rm -f " + sock + " && ln -s " + bait + " " + sock + " && readlink " + sock),
+                  bait + "\n");
+        first.kill_hard();  // a crash: the guest's symlink stays
+    }
+    Server second({}, state);
+    EXPECT_EQ(second.log().find("adopted running sandbox " + id), std::string::npos)
+        << second.log();
+    EXPECT_NE(second.get("/v1/sandboxes/" + id).status, 200u) << second.log();
+    EXPECT_EQ(second.get("/healthz").status, 200u);
+    // Nothing connected to the bait (a connection would wait in its backlog).
+    UniqueFd accepted(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    EXPECT_FALSE(accepted) << "deskboxd connected to where the guest's symlink pointed";
+}
+
 TEST(HostileApi, ForeignHostsOriginsAndTextBodiesAreRefused) {
     Server s;
     auto a = s.call(http::verb::get, "/v1/sandboxes", {}, {{"Host", "rebound.evil.example:8700"}});
