@@ -11,6 +11,7 @@
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tests/server/deskboxd_fixture.hpp"
 #include "tests/server/ws_client.hpp"
@@ -24,7 +25,8 @@ inline bool have_chromium() {
 // Headless Chromium with DevTools on a free port, one page; killed with its process group.
 class Browser {
   public:
-    explicit Browser(const std::string& url) {
+    // `flags`: more command-line switches (e.g. --host-resolver-rules for a test's names).
+    explicit Browser(const std::string& url, const std::vector<std::string>& flags = {}) {
         SpawnOptions o;
         o.argv = {"chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
                   "--remote-debugging-port=0",
@@ -32,7 +34,9 @@ class Browser {
                   "--no-first-run",
                   // This machine's network is closed: no update, sync or field-trial traffic.
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--mute-audio", url};
+                  "--mute-audio"};
+        o.argv.insert(o.argv.end(), flags.begin(), flags.end());
+        o.argv.push_back(url);
         o.pipe_stderr = true;
         o.new_process_group = true;
         process_ = ChildProcess::spawn(o);

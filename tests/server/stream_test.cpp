@@ -170,8 +170,9 @@ TEST_F(StreamTest, BadRequestsAreRefusedBeforeTheUpgrade) {
     EXPECT_NE(codec.refusal_body().find("codec"), std::string::npos) << codec.refusal_body();
     WsClient fps(s().port(), stream_target(sandbox_, sandbox_.view_token, "&fps=1000"));
     EXPECT_EQ(fps.status(), 400u);
+    // An unknown id answers like a wrong token: ids are not learnt by asking (issue 26).
     WsClient unknown(s().port(), "/v1/sandboxes/sb-nope/stream?token=x");
-    EXPECT_EQ(unknown.status(), 404u);
+    EXPECT_EQ(unknown.status(), 401u);
     // A plain GET (no upgrade) is told what the endpoint is.
     EXPECT_EQ(s().get(stream_target(sandbox_, sandbox_.view_token)).status, 426u);
 }
