@@ -44,6 +44,7 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --threads N             HTTP I/O threads: sockets, streams, VNC (default 2)
   --max-handlers N        requests handled at once, each on its own thread so a long
                           command never holds up a stream (default 256; more queue)
+  --max-header-kb N       request header limit (default 16; past it 431)
   --max-body-mb N         request body limit of uploads: files, commands' stdin, images,
                           exposed ports (default 64); other routes take 1 MiB of JSON
   --max-body-in-flight-mb N  request body bytes being received at once over all connections;
@@ -289,6 +290,8 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         c.egress_max_connections = static_cast<std::size_t>(number(1, 1 << 20));
     } else if (key == "egress-half-closed-idle-s" || key == "egress_half_closed_idle_s") {
         c.manager.network.half_closed_idle = std::chrono::seconds(number(1, 86400));
+    } else if (key == "max-header-kb" || key == "max_header_kb") {
+        c.http.max_header_bytes = static_cast<std::size_t>(number(1, 1024)) << 10;
     } else if (key == "max-body-in-flight-mb" || key == "max_body_in_flight_mb") {
         c.http.max_body_in_flight = static_cast<std::size_t>(number(1, 65536)) << 20;
     } else if (key == "allowed-host" || key == "allowed_host") {

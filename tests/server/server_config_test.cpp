@@ -1,4 +1,4 @@
-// deskboxd's flags as pure parsing: the cluster options and what they refuse.
+// deskboxd's flags as pure parsing: the cluster options, the limits, and what they refuse.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -20,6 +20,22 @@ std::string refusal(const std::vector<std::string>& args) {
 }
 
 const std::string kSecret = "0123456789abcdef-secret";
+
+// The limits of issue 26 and the header limit its docs named: each flag reaches its option,
+// and a bad value is refused naming the flag.
+TEST(ServerConfigLimits, LimitFlagsReachTheirOptionsAndBadValuesAreRefused) {
+    auto c = parse_server_config(
+        {"--max-header-kb", "32", "--disk-overcommit", "1.5", "--egress-half-closed-idle-s", "5"});
+    EXPECT_EQ(c.http.max_header_bytes, 32u << 10);
+    EXPECT_DOUBLE_EQ(c.manager.disk_overcommit, 1.5);
+    EXPECT_EQ(c.manager.network.half_closed_idle, std::chrono::seconds(5));
+    EXPECT_DOUBLE_EQ(parse_server_config({}).manager.disk_overcommit, 2.0);
+    EXPECT_NE(refusal({"--max-header-kb", "0"}).find("--max-header-kb"), std::string::npos);
+    EXPECT_NE(refusal({"--disk-overcommit", "-1"}).find("--disk-overcommit"), std::string::npos);
+    EXPECT_NE(refusal({"--disk-overcommit", "2x"}).find("--disk-overcommit"), std::string::npos);
+    EXPECT_NE(refusal({"--egress-half-closed-idle-s", "0"}).find("--egress-half-closed-idle-s"),
+              std::string::npos);
+}
 
 TEST(ServerConfigCluster, WithoutClusterOptionsThereIsNoCluster) {
     EXPECT_FALSE(parse_server_config({}).cluster);
