@@ -487,7 +487,7 @@ TEST_F(HostileDeskboxd, ASandboxIsCreatedNetworkedAndViewedPast1024Fds) {
 
 // Idle connections (never sending a request) past the caps: the oldest are closed, a new
 // client is still served, and the counters say so.
-TEST(HostileHttp, IdleConnectionsPastTheCapsAreClosedAndANewClientIsServed) {
+TEST(HostileHttpConnections, IdleOnesPastTheCapsAreClosedAndANewClientIsServed) {
     Server s({"--max-http-connections", "32", "--max-idle-http-connections", "8"});
     net::io_context io;
     std::vector<tcp::socket> idle;
@@ -509,7 +509,7 @@ TEST(HostileHttp, IdleConnectionsPastTheCapsAreClosedAndANewClientIsServed) {
 
 // deskboxd out of fds at accept: it backs off (50 ms doubling to 1 s) instead of retrying at
 // once, and serves again once fds are free.
-TEST(HostileHttp, AcceptBacksOffWhenOutOfFdsAndRecovers) {
+TEST(HostileHttpConnections, AcceptBacksOffWhenOutOfFdsAndRecovers) {
     auto s = std::make_unique<Server>(
         std::vector<std::string>{"--max-sandboxes", "1", "--egress-max-connections", "16",
                                  "--max-http-connections", "4000", "--max-idle-http-connections",
