@@ -273,6 +273,9 @@ void Channel::send_until(const Message& message, std::optional<Clock::time_point
                 }
             }
             if (error == EPIPE && sigpipe_block) sigpipe_block->saw_epipe();
+            // close() from another thread shuts a socket down: the write then fails with EPIPE
+            // between our poll and the call. That is our close, not the peer's failure.
+            if (closed_) throw ProtocolError("agent channel closed during send");
             const std::string reason =
                 "agent channel: write failed: " +
                 (hung_up ? std::string("the peer hung up") : errno_text(error));
