@@ -1,6 +1,5 @@
 #include "server/api/auth.hpp"
 
-#include <cctype>
 #include <optional>
 
 #include <boost/beast/core/string.hpp>
@@ -13,10 +12,8 @@ namespace deskbox::server {
 namespace {
 
 bool is_bearer(std::string_view value) {
-    if (value.size() < 7) return false;
-    for (std::size_t i = 0; i < 6; ++i)
-        if (std::tolower(static_cast<unsigned char>(value[i])) != "bearer"[i]) return false;
-    return value[6] == ' ';
+    return value.size() >= 7 &&
+           boost::beast::iequals(boost::beast::string_view(value.data(), 7), "bearer ");
 }
 
 // What "Authorization: Bearer X" carries (maybe ""); nullopt without such a header.
@@ -37,12 +34,12 @@ std::string token_cookie(const HttpRequest& request) {
     return {};
 }
 
+}  // namespace
+
 std::string query_token(const RouteContext& context) {
     auto it = context.query.find(std::string(kTokenParameter));
     return it != context.query.end() ? it->second : std::string();
 }
-
-}  // namespace
 
 bool is_credential_parameter(std::string_view decoded_name) {
     return decoded_name == kKeyParameter || decoded_name == kTokenParameter;

@@ -30,6 +30,8 @@ void remove_credential_headers(HttpRequest& request);
 
 // The request carries one of the server's API keys; true when the server has none.
 bool api_key_valid(const RouteContext& context);
+// The value of ?token=, or "".
+std::string query_token(const RouteContext& context);
 // The credential of "Authorization: Bearer X", or "".
 std::string bearer_token(const HttpRequest& request);
 // What the request may do on `sandbox`: its control or view token, or an API key (control).

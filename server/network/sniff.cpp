@@ -96,13 +96,6 @@ void read_server_name(std::string_view ext, SniffResult& out) {
     }
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
-
 }  // namespace
 
 void parse_authority(std::string_view authority, SniffResult& out) {
@@ -287,8 +280,8 @@ SniffResult sniff_http_request(std::string_view bytes) {
             }
         }
     }
-    std::string_view method(req.method_string().data(), req.method_string().size());
-    if (req.method() == http::verb::connect || iequals(method, "CONNECT")) {
+    // Any case: a lenient server reads "connect" as CONNECT too.
+    if (boost::beast::iequals(req.method_string(), "CONNECT")) {
         absolute = true;
         authority = target;
     }

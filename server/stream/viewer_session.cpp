@@ -74,11 +74,6 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
                        {"screen", {{"width", config.width}, {"height", config.height}}},
                        {"control", control_},
                        {"fps", settings_.max_fps}});
-        try {
-            if (!encoder_) encoder_ = sandbox_->streams().encoder(settings_);
-        } catch (const std::exception& e) {
-            return close(websocket::close_code::internal_error, e.what());
-        }
         auto executor = ws_.get_executor();
         std::weak_ptr<ViewerSession> weak = shared_from_this();
         // Callbacks run on the encoder's thread: hop onto this socket's strand and return.

@@ -95,11 +95,8 @@ HttpResponse relay_to_port(RouteContext& context) {
 HttpResponse relay(RouteContext& context, const PortTarget& t) {
     HttpRequest& request = context.request();
     Sandbox& sandbox = *context.sandbox;
-    const std::string query_token = context.query.count(std::string(kTokenParameter))
-                                        ? context.query.at(std::string(kTokenParameter))
-                                        : std::string();
-    const bool allowed = port_access(context, sandbox);
-    if (!allowed) throw port_refusal();
+    const std::string token = query_token(context);
+    if (!port_access(context, sandbox)) throw port_refusal();
     auto net = sandbox.network();
     if (!net || !net->ports_reachable())
         throw ApiError(409, "port_unreachable",
@@ -110,9 +107,9 @@ HttpResponse relay(RouteContext& context, const PortTarget& t) {
     if (sandbox.status() != SandboxStatus::running)
         throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(sandbox.status()));
     const bool upgrade = request.find(http::field::upgrade) != request.end();
-    if (!query_token.empty() && constant_time_equal(query_token, sandbox.control_token()) &&
-        !upgrade && (request.method() == http::verb::get || request.method() == http::verb::head))
-        return token_cookie_redirect(request, t, query_token);
+    if (!token.empty() && constant_time_equal(token, sandbox.control_token()) && !upgrade &&
+        (request.method() == http::verb::get || request.method() == http::verb::head))
+        return token_cookie_redirect(request, t, token);
     if (!context.exchange.stream)  // in-process callers (the HTTP fuzzer)
         throw ApiError(400, "no_connection", "this request has no connection to forward");
     network::PortRequest forward;

@@ -9,7 +9,8 @@
 //   - a query the DNS parser accepts gets a well-formed answer of our own with its id;
 //   - a filtered upstream answer keeps only addresses the policy allowed, and parses again.
 // protocol: sniff.hpp, dns_message.hpp. The seed corpus is replayed by network_policy_tests.
-#include <cctype>
+#include <boost/beast/core/string.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -33,12 +34,8 @@ void check(bool condition, const char* what) {
 }
 
 bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(a[i])) !=
-            std::tolower(static_cast<unsigned char>(b[i])))
-            return false;
-    return true;
+    return boost::beast::iequals(boost::beast::string_view(a.data(), a.size()),
+                                 boost::beast::string_view(b.data(), b.size()));
 }
 
 std::string_view trim_blanks(std::string_view s) {
