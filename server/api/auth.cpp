@@ -2,8 +2,7 @@
 
 #include <optional>
 
-#include <boost/beast/core/string.hpp>
-
+#include "common/ascii.hpp"
 #include "server/api/http_util.hpp"
 #include "server/network/port_proxy.hpp"
 
@@ -12,8 +11,7 @@ namespace deskbox::server {
 namespace {
 
 bool is_bearer(std::string_view value) {
-    return value.size() >= 7 &&
-           boost::beast::iequals(boost::beast::string_view(value.data(), 7), "bearer ");
+    return value.size() >= 7 && ascii_iequals(value.substr(0, 7), "bearer ");
 }
 
 // What "Authorization: Bearer X" carries (maybe ""); nullopt without such a header.
@@ -72,7 +70,8 @@ void remove_credential_headers(HttpRequest& request) {
         const bool credential =
             (it->name() == http::field::authorization &&
              is_bearer(std::string_view(it->value().data(), it->value().size()))) ||
-            boost::beast::iequals(it->name_string(), "X-API-Key");
+            ascii_iequals(std::string_view(it->name_string().data(), it->name_string().size()),
+                          "X-API-Key");
         it = credential ? request.erase(it) : std::next(it);
     }
     std::string kept;

@@ -14,6 +14,8 @@
 #include <charconv>
 #include <optional>
 
+#include "common/ascii.hpp"
+
 namespace deskbox::client {
 
 namespace asio = boost::asio;
@@ -39,15 +41,8 @@ std::string format_duration(std::chrono::milliseconds duration) {
     return std::to_string(duration.count()) + " ms";
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
-
 bool starts_with_icase(std::string_view text, std::string_view prefix) {
-    return text.size() >= prefix.size() && iequals(text.substr(0, prefix.size()), prefix);
+    return text.size() >= prefix.size() && ascii_iequals(text.substr(0, prefix.size()), prefix);
 }
 
 http::verb to_verb(Method method) {
@@ -194,7 +189,7 @@ std::string Query::str() const {
 
 std::optional<std::string> Response::header(std::string_view name) const {
     for (const auto& [key, value] : headers) {
-        if (iequals(key, name)) return value;
+        if (ascii_iequals(key, name)) return value;
     }
     return std::nullopt;
 }

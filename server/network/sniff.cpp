@@ -8,6 +8,8 @@
 #include <cctype>
 #include <cstdint>
 
+#include "common/ascii.hpp"
+
 namespace deskbox::network {
 namespace {
 
@@ -281,7 +283,8 @@ SniffResult sniff_http_request(std::string_view bytes) {
         }
     }
     // Any case: a lenient server reads "connect" as CONNECT too.
-    if (boost::beast::iequals(req.method_string(), "CONNECT")) {
+    if (ascii_iequals(std::string_view(req.method_string().data(), req.method_string().size()),
+                      "CONNECT")) {
         absolute = true;
         authority = target;
     }
@@ -351,12 +354,9 @@ RequestLine looks_like_request_line(std::string_view bytes) {
     if (word == 0 || (bytes[word] != ' ' && bytes[word] != '\t')) return RequestLine::no;
     std::size_t end = bytes.find('\n', word);
     std::string_view line = bytes.substr(0, end);
-    auto lower = [](char c) {
-        return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    };
     std::string_view version = "http/";
     auto found = std::search(line.begin(), line.end(), version.begin(), version.end(),
-                             [&](char a, char b) { return lower(a) == b; });
+                             [](char a, char b) { return ascii_lower(a) == b; });
     if (found != line.end()) return RequestLine::yes;
     return end == std::string_view::npos ? RequestLine::maybe : RequestLine::no;
 }

@@ -9,8 +9,6 @@
 //   - a query the DNS parser accepts gets a well-formed answer of our own with its id;
 //   - a filtered upstream answer keeps only addresses the policy allowed, and parses again.
 // protocol: sniff.hpp, dns_message.hpp. The seed corpus is replayed by network_policy_tests.
-#include <boost/beast/core/string.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/ascii.hpp"
 #include "server/network/dns_message.hpp"
 #include "server/network/network_policy.hpp"
 #include "server/network/sniff.hpp"
@@ -33,10 +32,7 @@ void check(bool condition, const char* what) {
     }
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-    return boost::beast::iequals(boost::beast::string_view(a.data(), a.size()),
-                                 boost::beast::string_view(b.data(), b.size()));
-}
+using deskbox::ascii_iequals;
 
 std::string_view trim_blanks(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -64,7 +60,7 @@ void check_against_reference(std::string_view bytes, const SniffResult& r) {
         if (c <= 0x20 || c >= 0x7f) return;
     bool has_version = false;
     for (std::size_t i = 0; i + 5 <= line.size(); ++i)
-        has_version |= iequals(line.substr(i, 5), "http/");
+        has_version |= ascii_iequals(line.substr(i, 5), "http/");
     if (!has_version) return;
     check(r.protocol != WireProtocol::other, "a request a lenient server reads passed as other");
     if (!r.complete || r.malformed) return;
@@ -81,13 +77,14 @@ void check_against_reference(std::string_view bytes, const SniffResult& r) {
         check(field.empty() || (field.front() != ' ' && field.front() != '\t'),
               "a folded header line was not refused");
         std::size_t colon = field.find(':');
-        if (colon != std::string_view::npos && iequals(field.substr(0, colon), "host")) {
+        if (colon != std::string_view::npos && ascii_iequals(field.substr(0, colon), "host")) {
             ++hosts;
             host_value = trim_blanks(field.substr(colon + 1));
         }
     }
     std::string_view target = trim_blanks(line.substr(blank + 1));
-    if (hosts != 1 || target.empty() || target.front() != '/' || iequals(method, "CONNECT")) return;
+    if (hosts != 1 || target.empty() || target.front() != '/' || ascii_iequals(method, "CONNECT"))
+        return;
     SniffResult reference;
     parse_authority(host_value, reference);
     if (reference.malformed) return;
