@@ -3,8 +3,15 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <memory>
 
 #include "streaming/vnc/server_impl.hpp"
+
+// After rfb.h (in server_impl.hpp), which defines the rfbBool it uses; it declares C functions
+// without saying so.
+extern "C" {
+#include <rfb/rfbregion.h>
+}
 
 namespace deskbox::streaming {
 
@@ -99,8 +106,48 @@ void VncServer::Impl::after_events() {
 
 // Called for each client just before libvncserver sends it an update.
 void VncServer::Impl::on_display(rfbClientPtr client) {
+    drop_empty_rects(client->modifiedRegion);
+    drop_empty_rects(client->requestedRegion);
+    drop_empty_rects(client->copyRegion);
     of(client).announce_resize(client);
     fall_back_to_drawn_cursor(client);
+}
+
+namespace {
+
+struct RegionDeleter {
+    void operator()(sraRegion* region) const { sraRgnDestroy(region); }
+};
+struct IteratorDeleter {
+    void operator()(sraRectangleIterator* iterator) const { sraRgnReleaseIterator(iterator); }
+};
+
+}  // namespace
+
+void VncServer::Impl::drop_empty_rects(sraRegion* region) {
+    // A FramebufferUpdateRequest of width or height 0 puts a rect of that size into the
+    // client's regions (libvncserver 0.9.14 does not drop it). With Zlib or Ultra preferred,
+    // rfbSendFramebufferUpdate then divides by the rect's width: SIGFPE, the whole process
+    // gone, from one logged-in client. Rebuild the region without such rects first.
+    if (!region) return;
+    bool found = false;
+    std::unique_ptr<sraRegion, RegionDeleter> kept(sraRgnCreate());
+    {
+        std::unique_ptr<sraRectangleIterator, IteratorDeleter> rects(sraRgnGetIterator(region));
+        sraRect rect;
+        while (rects && sraRgnIteratorNext(rects.get(), &rect)) {
+            if (rect.x2 <= rect.x1 || rect.y2 <= rect.y1) {
+                found = true;
+                continue;
+            }
+            std::unique_ptr<sraRegion, RegionDeleter> one(
+                sraRgnCreateRect(rect.x1, rect.y1, rect.x2, rect.y2));
+            sraRgnOr(kept.get(), one.get());
+        }
+    }
+    if (!found) return;
+    sraRgnMakeEmpty(region);
+    sraRgnOr(region, kept.get());
 }
 
 void VncServer::Impl::announce_resize(rfbClientPtr client) {

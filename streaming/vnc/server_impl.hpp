@@ -97,7 +97,8 @@ struct VncServer::Impl {
     static void on_client_gone(rfbClientPtr client);
     static rfbBool on_password(rfbClientPtr client, const char* response, int length);
     static void on_display(rfbClientPtr client);
-    void announce_resize(rfbClientPtr client);  // part of on_display (framebuffer.cpp)
+    void announce_resize(rfbClientPtr client);        // part of on_display (framebuffer.cpp)
+    static void drop_empty_rects(sraRegion* region);  // on_display (framebuffer.cpp)
     static void fall_back_to_drawn_cursor(rfbClientPtr client);  // on_display (cursor.cpp)
     static void on_pointer(int button_mask, int x, int y, rfbClientPtr client);
     // A pointer position the client sent, so move_cursor does not echo it back (cursor.cpp).

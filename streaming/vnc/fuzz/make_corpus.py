@@ -150,6 +150,11 @@ cases = {
     "bad-unknown-message": full + b"\x80" + b"\x00" * 15,
     "bad-update-off-screen": full + update_request(0, 60, 40, 1000, 1000)
     + update_request(0, 65535, 65535, 65535, 65535),
+    # A rect of width or height 0 made libvncserver divide by its width: SIGFPE (found by fuzzing).
+    "bad-update-zero-width-zlib": full + set_encodings(ZLIB, COPYRECT) + update_request(0, 8, 0, 0, 48),
+    "bad-update-zero-height-ultra": full + set_encodings(ULTRA) + update_request(0, 0, 8, 64, 0)
+    + update_request(1, 64, 48, 0, 0),
+    "bad-update-zero-size-tight": full + set_encodings(TIGHT, CORRE) + update_request(0, 3, 3, 0, 0),
 }
 
 out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent / "corpus")
