@@ -14,6 +14,7 @@
 #include "server/api/routes/sandboxes.hpp"
 #include "server/api/routes/screen.hpp"
 #include "server/api/routes/system.hpp"
+#include "server/api/routes/templates.hpp"
 #include "server/api/routes/viewers.hpp"
 
 namespace deskbox::server {
@@ -85,7 +86,18 @@ const std::vector<ApiRoute>& api_routes() {
         {"/metrics", api_key, {{verb::get, metrics_page}}},
         {"/v1/openapi.json", open, {{verb::get, openapi_json}}},
         {"/mcp", own, {{verb::post, mcp}, {verb::get, mcp}, {verb::delete_, mcp}}},
+        // Templates, uploads and builds (routes/templates.cpp); the fixed paths before {name}.
         {"/v1/templates", api_key, {{verb::get, list_templates}}},
+        {"/v1/templates/uploads", api_key, {{verb::post, create_upload}}, false, true},
+        {"/v1/templates/uploads/{id}", api_key, {{verb::put, append_upload}}, false, true},
+        {"/v1/templates/builds", api_key, {{verb::get, list_builds}, {verb::post, start_build}}},
+        {"/v1/templates/imports", api_key, {{verb::post, start_import}}},
+        {"/v1/templates/builds/{id}", api_key, {{verb::get, get_build}}},
+        {"/v1/templates/builds/{id}/log", api_key, {{verb::get, build_log}}},
+        {"/v1/templates/builds/{id}/cancel", api_key, {{verb::post, cancel_build}}},
+        {"/v1/templates/{name}",
+         api_key,
+         {{verb::get, get_template}, {verb::delete_, delete_template}}},
         // The nodes of a cluster (routes/nodes.cpp).
         {"/v1/nodes", api_key, {{verb::get, list_nodes}}},
         {"/v1/nodes/{name}/drain", api_key, {{verb::post, drain_node}}},

@@ -1,4 +1,5 @@
 #include "server/sandbox/sandbox_manager.hpp"
+#include "server/templates/deskbox_layer.hpp"
 
 #include <fcntl.h>
 #include <malloc.h>
@@ -59,15 +60,15 @@ runtime::SandboxSpec spec_for(const SandboxConfig& config, const nlohmann::json&
     if (definition.contains("session")) {
         const auto& s = definition["session"];
         if (s.contains("window_manager")) {
-            std::string wm;
-            for (auto& w : s["window_manager"])
-                wm += (wm.empty() ? "" : " ") + w.get<std::string>();
+            const std::string wm =
+                templates::join_command(s["window_manager"].get<std::vector<std::string>>());
             spec.entry.insert(spec.entry.end(), {"--wm", wm.empty() ? "none" : wm});
         }
         for (auto& app : s.value("autostart", nlohmann::json::array())) {
-            std::string line;
-            for (auto& w : app) line += (line.empty() ? "" : " ") + w.get<std::string>();
-            spec.entry.insert(spec.entry.end(), {"--autostart", line});
+            // Quoted so the agent splits it back into the same words.
+            spec.entry.insert(
+                spec.entry.end(),
+                {"--autostart", templates::join_command(app.get<std::vector<std::string>>())});
         }
     }
     for (auto& [k, v] : spec.env) spec.entry.insert(spec.entry.end(), {"--env", k + "=" + v});
@@ -137,6 +138,7 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
     network_ = std::make_unique<network::NetworkService>(options_.network);
+    start_template_service();
     reaper_ = std::thread([this] { reaper_loop(); });
     if (!options_.microvm_pool.empty()) pool_filler_ = std::thread([this] { pool_loop(); });
 }
@@ -169,7 +171,68 @@ runtime::Runtime& SandboxManager::runtime_for(const std::string& name) const {
     throw bad_request("runtime", "unknown runtime '" + name + "' (" + runtimes_.names() + ")");
 }
 
+void SandboxManager::start_template_service() {
+    templates::TemplateService::Options o;
+    o.dir = options_.state_dir / "templates";
+    // One run dir per state dir: two servers on one host keep their engines apart.
+    o.run_dir = options_.templates_run_dir /
+                std::to_string(std::hash<std::string>{}(options_.state_dir.string()) % 1000000007);
+    // RUN steps get no user namespace (host_id_base stays 0): buildah 1.28 on overlay commits
+    // the files a step in one writes with their host ids, so the next step sees its own /etc
+    // as nobody's (docs/ARCHITECTURE.md, "Templates users build").
+    o.max_upload_bytes = options_.max_template_upload_bytes;
+    templates::TemplateService::Hooks hooks;
+    hooks.is_shipped = [this](const std::string& name) {
+        const auto names = shipped_template_names();
+        return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    hooks.shipped_rootfs = [this](const std::string& name) { return template_rootfs(name); };
+    hooks.shipped_definition = [this](const std::string& name) {
+        return template_definition(name);
+    };
+    hooks.network = [this](const std::string& id, const network::NetworkPolicy& policy) {
+        network::SandboxNetwork::Options n;
+        n.sandbox_id = id;
+        n.policy = policy;
+        n.kind = network::SandboxNetwork::Kind::container;
+        return network_->create(std::move(n));
+    };
+    hooks.in_use = [this](const templates::TemplateRef& ref) { return template_in_use(ref); };
+    templates_ = std::make_unique<templates::TemplateService>(std::move(o), std::move(hooks));
+}
+
+bool SandboxManager::template_in_use(const templates::TemplateRef& ref) const {
+    std::lock_guard lock(mutex_);
+    auto uses = [&](const std::shared_ptr<Sandbox>& sandbox) {
+        const auto& name = sandbox->config().template_name;
+        return name == ref.str() || (ref.tag == "latest" && name == ref.name);
+    };
+    for (const auto& [id, sandbox] : sandboxes_)
+        if (uses(sandbox)) return true;
+    for (const auto& [key, ready] : pool_)
+        for (const auto& sandbox : ready)
+            if (uses(sandbox)) return true;
+    return starting_ > 0;  // one starting may be of it: ask again in a moment
+}
+
+std::optional<templates::StoredTemplate> SandboxManager::user_template(
+    const std::string& name) const {
+    if (!templates_) return std::nullopt;
+    try {
+        return templates_->find(templates::parse_ref(name));
+    } catch (const std::invalid_argument&) {
+        return std::nullopt;
+    }
+}
+
 std::vector<std::string> SandboxManager::template_names() const {
+    auto names = shipped_template_names();
+    if (templates_)
+        for (const auto& t : templates_->templates()) names.push_back(t.ref.str());
+    return names;
+}
+
+std::vector<std::string> SandboxManager::shipped_template_names() const {
     std::vector<std::string> names;
     std::error_code ec;
     for (auto& e : std::filesystem::directory_iterator(options_.images_dir / "templates", ec))
@@ -180,13 +243,19 @@ std::vector<std::string> SandboxManager::template_names() const {
 }
 
 nlohmann::json SandboxManager::template_definition(const std::string& name) const {
+    if (name.find('/') != std::string::npos || name.starts_with("."))
+        throw bad_request("template", "unknown template '" + name + "'");
     auto path = options_.images_dir / "templates" / name / "template.json";
+    if (!std::filesystem::exists(path))
+        if (auto user = user_template(name)) return user->definition;
     std::ifstream in(path);
     if (!in) throw bad_request("template", "unknown template '" + name + "'");
     return nlohmann::json::parse(in);
 }
 
 std::filesystem::path SandboxManager::template_rootfs(const std::string& name) const {
+    if (!std::filesystem::exists(options_.images_dir / "templates" / name / "template.json"))
+        if (auto user = user_template(name)) return templates_->store_rootfs(*user);
     {
         // Asking the build tool costs a Python start per create. A definition edited while the
         // server runs takes effect after a restart, or once its old build is pruned.

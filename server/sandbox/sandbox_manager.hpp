@@ -24,6 +24,7 @@
 #include "server/runtime/runtime_registry.hpp"
 #include "server/sandbox/create_request.hpp"
 #include "server/sandbox/sandbox.hpp"
+#include "server/templates/template_service.hpp"
 
 namespace deskbox::server {
 
@@ -55,6 +56,10 @@ struct ManagerOptions {
     // host ids (--userns false; weaker, for kernels without idmapped mounts).
     bool user_namespaces = true;
     runtime::HostIdRange host_ids;
+    // Templates users build: where the engine keeps its locks and runc state (a tmpfs), and
+    // the largest upload (build context or image archive).
+    std::filesystem::path templates_run_dir = "/run/deskbox-templates";
+    std::uint64_t max_template_upload_bytes = 4ull << 30;
 };
 
 class SandboxManager {
@@ -113,6 +118,10 @@ class SandboxManager {
     };
     std::map<std::string, TemplateOffer> template_offers() const;
     network::NetworkService& network_service() { return *network_; }
+    // Templates users build or import (server/templates/).
+    templates::TemplateService& templates() { return *templates_; }
+    // Whether a sandbox was created from `ref` ("name:tag"; "name" means name:latest).
+    bool template_in_use(const templates::TemplateRef& ref) const;
 
   private:
     // Builds one adopted sandbox of its server record (network attached, not yet reattached).
@@ -130,6 +139,10 @@ class SandboxManager {
     CreateRequest parse_create(const nlohmann::json& request) const;
     runtime::Runtime& runtime_for(const std::string& name) const;  // 400 if unknown
     std::filesystem::path template_rootfs(const std::string& name) const;
+    std::vector<std::string> shipped_template_names() const;  // images/templates/*
+    // A template users built ("name" or "name:tag"), when `name` is one.
+    std::optional<templates::StoredTemplate> user_template(const std::string& name) const;
+    void start_template_service();
     nlohmann::json template_definition(const std::string& name) const;
     void reaper_loop();
     // Builds and boots a sandbox (not registered). `pooled`: made ahead for the pool.
@@ -181,6 +194,8 @@ class SandboxManager {
     std::map<std::pair<std::string, std::string>, std::vector<std::shared_ptr<Sandbox>>> pool_;
     std::condition_variable pool_wake_;
     std::thread pool_filler_;
+    // Last: its builds use the network service, and it goes before anything it asks.
+    std::unique_ptr<templates::TemplateService> templates_;
 };
 
 }  // namespace deskbox::server

@@ -17,8 +17,5 @@ HttpResponse openapi_json(RouteContext&) {
     return res;
 }
 
-HttpResponse list_templates(RouteContext& context) {
-    return json_response(200, {{"templates", context.api.manager.template_names()}});
-}
 
 }  // namespace deskbox::server::routes

@@ -1,4 +1,4 @@
-// The server's own routes: health, the OpenAPI document, the templates it can start.
+// The server's own routes: health and the OpenAPI document.
 #pragma once
 
 #include "server/api/route_context.hpp"
@@ -7,6 +7,5 @@ namespace deskbox::server::routes {
 
 HttpResponse healthz(RouteContext& context);         // GET|HEAD /healthz
 HttpResponse openapi_json(RouteContext& context);    // GET /v1/openapi.json
-HttpResponse list_templates(RouteContext& context);  // GET /v1/templates
 
 }  // namespace deskbox::server::routes

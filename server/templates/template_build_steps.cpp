@@ -1,0 +1,450 @@
+// What the worker does for one build: shipped bases into the engine, the user's Dockerfile (or
+// the archive's image), deskbox's last layer, and the rootfs both runtimes start from.
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "common/atomic_file.hpp"
+#include "common/utf8.hpp"
+#include "server/runtime/container/cgroups.hpp"
+#include "server/templates/deskbox_layer.hpp"
+#include "server/templates/template_jobs.hpp"
+
+namespace deskbox::templates {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+class TemplateService::StepFailed : public std::runtime_error {
+  public:
+    explicit StepFailed(BuildFailure f) : std::runtime_error(f.message), failure(std::move(f)) {}
+    BuildFailure failure;
+};
+
+namespace {
+
+std::string trim_newlines(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+std::string log_tail(const fs::path& log, std::size_t bytes) {
+    std::ifstream in(log, std::ios::binary | std::ios::ate);
+    if (!in) return "";
+    auto size = static_cast<std::size_t>(in.tellg());
+    auto start = size > bytes ? size - bytes : 0;
+    in.seekg(static_cast<std::streamoff>(start));
+    std::string tail(size - start, '\0');
+    in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+    if (start > 0)
+        if (auto nl = tail.find('\n'); nl != std::string::npos) tail.erase(0, nl + 1);
+    return utf8::to_valid(tail);
+}
+
+std::uint64_t tree_bytes(const fs::path& root) {
+    std::uint64_t total = 0;
+    std::error_code ec;
+    std::set<std::pair<dev_t, ino_t>> seen;  // a hard-linked file counts once
+    for (fs::recursive_directory_iterator
+             it(root, fs::directory_options::skip_permission_denied, ec),
+         end;
+         it != end; it.increment(ec)) {
+        if (ec) break;
+        struct stat st {};
+        if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+            seen.emplace(st.st_dev, st.st_ino).second)
+            total += static_cast<std::uint64_t>(st.st_size);
+    }
+    return total;
+}
+
+}  // namespace
+
+std::string TemplateService::cgroup_of(const Job& j) const {
+    return "/deskbox-template-builds/" + j.info.id;
+}
+
+void TemplateService::log_line(Job& j, const std::string& line) {
+    std::string text = line + "\n";
+    if (j.log_fd && ::write(j.log_fd.get(), text.data(), text.size()) > 0) {
+        std::lock_guard lock(mutex_);
+        j.info.log_bytes += text.size();
+    }
+    changed_.notify_all();
+}
+
+void TemplateService::kill_build_processes(const Job& j) {
+    try {
+        runtime::remove_cgroup(cgroup_of(j));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: build %s: %s\n", j.info.id.c_str(), e.what());
+    }
+}
+
+TemplateService::StepResult TemplateService::run_engine(Job& j, std::vector<std::string> args,
+                                                        bool progress) {
+    SpawnOptions spawn;
+    // The engine's stderr joins its stdout in order: one log, as a terminal would show it.
+    spawn.argv = {"sh", "-c", "exec \"$@\" 2>&1", "sh"};
+    for (auto& a : engine_command(engine_, std::move(args))) spawn.argv.push_back(std::move(a));
+    spawn.pipe_stdout = true;
+    spawn.env_overrides = {{"TMPDIR", engine_.tmp.string()}};
+    auto child = ChildProcess::spawn(spawn);
+    static const std::regex step_line(R"(STEP (\d+)/(\d+): (.*))");
+    StepResult result;
+    char buffer[16384];
+    std::string pending;
+    while (true) {
+        pollfd pfd{child.stdout_fd().get(), POLLIN, 0};
+        int ready = ::poll(&pfd, 1, 200);
+        bool eof = false;
+        if (ready > 0) {
+            auto n = ::read(child.stdout_fd().get(), buffer, sizeof buffer);
+            if (n > 0) {
+                if (j.log_fd) {
+                    [[maybe_unused]] auto w = ::write(j.log_fd.get(), buffer, n);
+                }
+                pending.append(buffer, static_cast<std::size_t>(n));
+                std::lock_guard lock(mutex_);
+                j.info.log_bytes += static_cast<std::uint64_t>(n);
+                std::size_t nl;
+                while ((nl = pending.find('\n')) != std::string::npos) {
+                    std::string line = pending.substr(0, nl);
+                    pending.erase(0, nl + 1);
+                    std::smatch m;
+                    if (progress && std::regex_search(line, m, step_line)) {
+                        j.info.step = std::stoi(m[1]);
+                        j.info.steps = std::stoi(m[2]);
+                        j.info.instruction = utf8::to_valid(m[3].str().substr(0, 500));
+                    } else if (progress && line.starts_with("--> Using cache")) {
+                        ++j.info.cached_steps;
+                    }
+                }
+                changed_.notify_all();
+            } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+                eof = true;
+            }
+        }
+        bool cancel;
+        {
+            std::lock_guard lock(mutex_);
+            cancel = j.cancel_requested;
+        }
+        const bool timed_out = Clock::now() >= j.deadline;
+        if (cancel || timed_out) {
+            result.cancelled = cancel;
+            result.timed_out = !cancel && timed_out;
+            child.signal(SIGTERM);
+            if (!child.wait(std::chrono::seconds(3))) child.signal(SIGKILL);
+            result.status = child.terminate(std::chrono::milliseconds(500));
+            kill_build_processes(j);  // RUN steps' processes live in runc's own sessions
+            return result;
+        }
+        if (eof) break;
+    }
+    result.status = *child.wait();
+    return result;
+}
+
+std::string TemplateService::engine_output(Job& j, std::vector<std::string> args) {
+    SpawnOptions spawn;
+    spawn.argv = engine_command(engine_, std::move(args));
+    spawn.env_overrides = {{"TMPDIR", engine_.tmp.string()}};
+    auto r = run_process(spawn, std::chrono::seconds(600));
+    if (r.status.exit_code != 0) {
+        std::string command;
+        for (std::size_t i = 7; i < spawn.argv.size() && i < 10; ++i)
+            command += " " + spawn.argv[i];
+        log_line(j, "deskbox: buildah" + command + " failed: " + trim_newlines(r.err));
+        throw StepFailed(BuildFailure{
+            "engine",
+            "buildah" + command + " failed: " + utf8::to_valid(trim_newlines(r.err)).substr(0, 500),
+            0, "", r.status.exit_code, ""});
+    }
+    return trim_newlines(r.out);
+}
+
+BudOptions TemplateService::bud_options(const Job& j) const {
+    BudOptions o;
+    o.no_cache = j.request.no_cache;
+    o.cgroup_parent = cgroup_of(j);
+    o.runc_root = engine_.runc_root;
+    o.host_id_base = options_.host_id_base;
+    o.empty_sys = options_.dir / "engine" / "empty-sys";
+    o.limits = j.request.limits;
+    if (j.network && j.network->has_interface()) {
+        o.network = "ns:" + j.network->container_netns_path();
+        auto resolv = j.network->resolv_conf();
+        if (auto at = resolv.find("nameserver "); at != std::string::npos) {
+            auto end = resolv.find('\n', at);
+            o.dns = resolv.substr(at + 11, end == std::string::npos ? end : end - at - 11);
+        }
+    }
+    return o;
+}
+
+void TemplateService::limit_build_cgroup(const Job& j) {
+    // Every RUN container's cgroup lies under this one: its pids cap holds for them all.
+    auto dir = runtime::controller_dir("pids", cgroup_of(j));
+    if (!dir) return;
+    std::error_code ec;
+    fs::create_directories(*dir, ec);
+    std::ofstream(*dir / "pids.max") << j.request.limits.pids;
+}
+
+void TemplateService::run(Job& j) {
+    {
+        std::lock_guard lock(mutex_);
+        if (j.cancel_requested) return;
+        j.info.state = BuildState::running;
+        j.info.started_at = now_rfc3339();
+        j.started = Clock::now();
+        j.deadline = *j.started + j.request.timeout;
+        persist(j);
+        changed_.notify_all();
+    }
+    std::optional<BuildFailure> failure;
+    BuildState state = BuildState::succeeded;
+    try {
+        limit_build_cgroup(j);
+        if (j.request.kind == BuildKind::dockerfile)
+            build_dockerfile(j);
+        else
+            import_archive(j);
+    } catch (const StepFailed& f) {
+        failure = f.failure;
+        state = f.failure.code == "cancelled" ? BuildState::cancelled : BuildState::failed;
+    } catch (const std::exception& e) {
+        failure = BuildFailure{"engine", e.what(), 0, "", std::nullopt, ""};
+        state = BuildState::failed;
+    }
+    if (failure) {
+        log_line(j, "deskbox: build " + std::string(to_string(state)) + ": " + failure->message);
+        failure->log_tail = log_tail(j.dir / "log", 4000);
+    } else {
+        log_line(j, "deskbox: template " + j.info.ref.str() + " is ready");
+    }
+    kill_build_processes(j);
+    // The engine's working containers of a failed or stopped build.
+    run_process(engine_command(engine_, {"rm", "--all"}), std::chrono::seconds(120));
+    j.network.reset();
+    finish(j, state, std::move(failure));
+}
+
+void TemplateService::ensure_shipped_base(Job& j, const std::string& name) {
+    const fs::path rootfs = hooks_.shipped_rootfs(name);
+    const std::string image = "localhost/deskbox/" + name + ":latest";
+    auto current = run_process(
+        engine_command(
+            engine_,
+            {"inspect", "--type", "image", "--format",
+             std::string("{{index .OCIv1.Config.Labels \"") + kRootfsLabel + "\"}}", image}),
+        std::chrono::seconds(30));
+    if (current.status.exit_code == 0 && trim_newlines(current.out) == rootfs.string()) return;
+    log_line(j, "deskbox: importing deskbox/" + name + " from " + rootfs.string());
+    const std::string container = "deskbox-import-" + j.info.id;
+    engine_output(j, {"from", "--name", container, "scratch"});
+    const fs::path mount = engine_output(j, {"mount", container});
+    auto copied = run_process({"cp", "-a", "--", rootfs.string() + "/.", mount.string() + "/"},
+                              std::chrono::seconds(1200));
+    if (copied.status.exit_code != 0)
+        throw StepFailed(BuildFailure{"engine", "cannot import deskbox/" + name + ": " + copied.err,
+                                      0, "", std::nullopt, ""});
+    engine_output(j, {"umount", container});
+    json definition = hooks_.shipped_definition(name);
+    std::vector<std::string> config = {
+        "config",
+        "--label",
+        std::string(kTemplateLabel) + "=" + name,
+        "--label",
+        std::string(kRootfsLabel) + "=" + rootfs.string(),
+        "--label",
+        std::string(kSessionLabel) + "=" + definition.value("session", json::object()).dump(),
+        "--user",
+        "root"};
+    const json env = definition.value("env", json::object());
+    for (const auto& [k, v] : env.items())
+        if (v.is_string()) config.insert(config.end(), {"--env", k + "=" + v.get<std::string>()});
+    config.push_back(container);
+    engine_output(j, config);
+    engine_output(j, {"commit", "--quiet", "--rm", container, image});
+}
+
+void TemplateService::build_dockerfile(Job& j) {
+    for (const auto& name : j.shipped_bases) ensure_shipped_base(j, name);
+    if (j.request.network.enabled()) {
+        try {
+            j.network = hooks_.network(j.info.id, j.request.network);
+        } catch (const std::exception& e) {
+            throw StepFailed(BuildFailure{"network",
+                                          std::string("cannot set up the build's "
+                                                      "network: ") +
+                                              e.what(),
+                                          0, "", std::nullopt, ""});
+        }
+    }
+    BudOptions bud = bud_options(j);
+    bud.context = j.work / "context";
+    bud.dockerfile = j.dockerfile;
+    bud.image = "localhost/" + j.info.ref.str();
+    bud.build_args = j.request.build_args;
+    auto result = run_engine(j, bud_args(bud), true);
+    if (result.cancelled)
+        throw StepFailed(BuildFailure{"cancelled", "cancelled", 0, "", std::nullopt, ""});
+    if (result.timed_out)
+        throw StepFailed(BuildFailure{
+            "timeout",
+            "the build ran past its timeout of " + std::to_string(j.request.timeout.count()) + " s",
+            0, "", std::nullopt, ""});
+    if (result.status.exit_code != 0) {
+        BuildFailure f{"step_failed", "", 0, "", std::nullopt, ""};
+        {
+            std::lock_guard lock(mutex_);
+            f.step = j.info.step;
+            f.instruction = j.info.instruction;
+        }
+        static const std::regex exit_status(R"(exit status (\d+))");
+        std::smatch m;
+        const std::string tail = log_tail(j.dir / "log", 2000);
+        std::string last_match;
+        for (auto it = std::sregex_iterator(tail.begin(), tail.end(), exit_status);
+             it != std::sregex_iterator(); ++it)
+            last_match = (*it)[1];
+        if (!last_match.empty()) f.exit_code = std::stoi(last_match);
+        f.message = f.step
+                        ? "step " + std::to_string(f.step) + " (" + f.instruction + ") failed" +
+                              (f.exit_code ? " with exit code " + std::to_string(*f.exit_code) : "")
+                        : "the build failed before its first step";
+        throw StepFailed(f);
+    }
+    j.network.reset();
+    add_deskbox_layer(j, bud.image);
+}
+
+void TemplateService::import_archive(Job& j) {
+    const std::string source =
+        j.request.archive_format + ":" + upload_path(j.request.upload_id).string();
+    log_line(j, "deskbox: importing " + j.request.archive_format);
+    auto result = run_engine(j, {"pull", "--policy", "always", source});
+    if (result.cancelled)
+        throw StepFailed(BuildFailure{"cancelled", "cancelled", 0, "", std::nullopt, ""});
+    if (result.timed_out || result.status.exit_code != 0)
+        throw StepFailed(BuildFailure{"import_failed",
+                                      result.timed_out ? "the import ran past its timeout"
+                                                       : "the engine could not read the archive",
+                                      0, "", result.status.exit_code, ""});
+    // The image the archive held is the last line of the engine's output (its id).
+    auto tail = log_tail(j.dir / "log", 200);
+    auto last = trim_newlines(tail);
+    if (auto nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
+    const std::string image = "localhost/" + j.info.ref.str();
+    engine_output(j, {"tag", last, image});
+    add_deskbox_layer(j, image);
+}
+
+void TemplateService::add_deskbox_layer(Job& j, const std::string& image) {
+    auto config =
+        parse_image_config(json::parse(engine_output(j, {"inspect", "--type", "image", image})));
+    if (!config.user.empty() && config.user != "user" && config.user != "1000" &&
+        config.user != "root" && config.user != "0")
+        log_line(j, "deskbox: note: USER " + config.user +
+                        " is ignored: the desktop session runs as 'user' (uid 1000)");
+    const json definition = make_definition(j.info.ref, config, j.request);
+    const fs::path layer = j.work / "layer";
+    fs::create_directories(layer);
+    atomic_file::write(layer / "contract.sh", contract_script(), {0755});
+    atomic_file::write(layer / "template.json", definition.dump(2) + "\n");
+    atomic_file::write(layer / "Dockerfile", final_dockerfile(image));
+    BudOptions bud = bud_options(j);
+    bud.network = "none";
+    bud.dns.clear();
+    bud.no_cache = true;  // the volume's files are not part of the engine's cache key
+    bud.context = layer;
+    bud.dockerfile = layer / "Dockerfile";
+    bud.image = "localhost/deskbox-final/" + j.info.ref.str();
+    bud.read_only_volumes = {{layer, kLayerMount}};
+    bud.build_args.clear();
+    log_line(j, "deskbox: adding deskbox's layer (the runtime contract)");
+    const auto before = j.info.log_bytes;
+    auto result = run_engine(j, bud_args(bud));
+    if (result.cancelled)
+        throw StepFailed(BuildFailure{"cancelled", "cancelled", 0, "", std::nullopt, ""});
+    if (result.status.exit_code != 0 || result.timed_out) {
+        std::string text = log_tail(j.dir / "log", static_cast<std::size_t>(std::min<std::uint64_t>(
+                                                       j.info.log_bytes - before, 8000)));
+        auto refusal = contract_refusal(text);
+        throw StepFailed(BuildFailure{"contract",
+                                      refusal
+                                          ? "the image cannot run as a deskbox desktop: " + *refusal
+                                          : "deskbox's layer failed (does the image have /bin/sh?)",
+                                      0, "", result.status.exit_code, ""});
+    }
+    export_rootfs(j, bud.image);
+    // Kept by the engine only as the next build's cache and base; the rootfs is what runs.
+    StoredTemplate stored;
+    stored.ref = j.info.ref;
+    stored.definition = definition;
+    stored.base = j.base;
+    stored.layers = config.layers + 1;
+    stored.created_at = now_rfc3339();
+    stored.build_id = j.info.id;
+    {
+        std::lock_guard lock(mutex_);
+        stored.image_id = j.info.image_id;
+    }
+    stored.bytes = tree_bytes(store_.rootfs_of(stored.image_id));
+    stored.build_seconds = std::chrono::duration<double>(Clock::now() - *j.started).count();
+    const auto previous = store_.find(stored.ref);
+    store_.put(stored);
+    if (previous && previous->image_id != stored.image_id &&
+        !(hooks_.in_use && hooks_.in_use(stored.ref)))
+        store_.collect_garbage([](const fs::path&) { return false; });
+}
+
+void TemplateService::export_rootfs(Job& j, const std::string& final_image) {
+    const std::string id = engine_output(
+        j, {"inspect", "--type", "image", "--format", "{{.FromImageID}}", final_image});
+    if (id.size() < 12 || id.find_first_not_of("0123456789abcdef") != std::string::npos)
+        throw StepFailed(
+            BuildFailure{"engine", "unexpected image id '" + id + "'", 0, "", std::nullopt, ""});
+    {
+        std::lock_guard lock(mutex_);
+        j.info.image_id = id;
+    }
+    if (fs::exists(store_.rootfs_of(id) / "usr") || fs::exists(store_.rootfs_of(id) / "etc")) {
+        log_line(j, "deskbox: rootfs of image " + id.substr(0, 12) + " is already here");
+        return;
+    }
+    log_line(j, "deskbox: writing the rootfs of image " + id.substr(0, 12));
+    const std::string container = "deskbox-export-" + j.info.id;
+    engine_output(j, {"from", "--pull=never", "--name", container, final_image});
+    const fs::path mount = engine_output(j, {"mount", container});
+    const fs::path temp = store_.image_dir(".tmp-" + j.info.id);
+    fs::create_directories(temp / "rootfs");
+    // cp copies links as links: nothing of the image is followed on the host.
+    auto copied = run_process({"cp", "-a", "--", mount.string() + "/.", (temp / "rootfs").string()},
+                              std::chrono::seconds(1800));
+    engine_output(j, {"umount", container});
+    engine_output(j, {"rm", container});
+    std::error_code ec;
+    if (copied.status.exit_code != 0) {
+        fs::remove_all(temp, ec);
+        throw StepFailed(BuildFailure{"engine", "cannot write the rootfs: " + copied.err, 0, "",
+                                      std::nullopt, ""});
+    }
+    fs::rename(temp, store_.image_dir(id), ec);
+    if (ec) {
+        fs::remove_all(temp, ec);
+        if (!fs::exists(store_.rootfs_of(id)))
+            throw StepFailed(
+                BuildFailure{"engine", "cannot store the rootfs", 0, "", std::nullopt, ""});
+    }
+}
+
+}  // namespace deskbox::templates

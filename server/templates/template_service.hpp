@@ -1,0 +1,139 @@
+// Templates users build: uploads of build contexts and image archives, a queue of builds run
+// one at a time by buildah (each RUN step confined like a sandbox: user namespace, cgroup
+// limits, deskbox's network policy), their logs (followed from a byte offset), cancel and
+// timeouts, and the store of finished templates the sandbox manager creates from. A deskboxd
+// killed mid-build leaves nothing: the next one marks the build failed and cleans the engine's
+// containers, mounts, cgroups and scratch space.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "server/network/sandbox_network.hpp"
+#include "server/templates/build_types.hpp"
+#include "server/templates/buildah.hpp"
+#include "server/templates/template_store.hpp"
+
+namespace deskbox::templates {
+
+class TemplateService {
+  public:
+    struct Options {
+        std::filesystem::path dir;       // <state>/templates
+        std::filesystem::path run_dir;   // on tmpfs: the engine's runroot and runc state
+        std::uint32_t host_id_base = 0;  // RUN steps' root on the host (0: no user namespace)
+        std::uint64_t max_upload_bytes = 4ull << 30;
+        std::chrono::minutes upload_lifetime{60};
+        std::size_t builds_kept = 100;  // finished builds remembered
+    };
+    // What the service asks the server for.
+    struct Hooks {
+        // Shipped templates (FROM deskbox/<name>): rootfs (throws if not built), definition.
+        std::function<bool(const std::string&)> is_shipped;
+        std::function<std::filesystem::path(const std::string&)> shipped_rootfs;
+        std::function<nlohmann::json(const std::string&)> shipped_definition;
+        // A network for a build's RUN steps (nullptr: none), as a sandbox's with this policy.
+        std::function<std::shared_ptr<network::SandboxNetwork>(const std::string&,
+                                                               const network::NetworkPolicy&)>
+            network;
+        // Whether a sandbox runs or may start from this template.
+        std::function<bool(const TemplateRef&)> in_use;
+    };
+
+    TemplateService(Options options, Hooks hooks);
+    ~TemplateService();  // cancels the running build and waits for it
+    TemplateService(const TemplateService&) = delete;
+    TemplateService& operator=(const TemplateService&) = delete;
+
+    struct UploadInfo {
+        std::string id;
+        std::uint64_t bytes = 0;
+    };
+    // A new upload holding `data` (perhaps only its first part), or the next part at `offset`
+    // (which must be the bytes so far: a retried part is refused, not doubled).
+    UploadInfo create_upload(std::string_view data);
+    UploadInfo append_upload(const std::string& id, std::uint64_t offset, std::string_view data);
+
+    // Checks the request (the Dockerfile's syntax, COPY sources, bases) and queues it.
+    BuildInfo start(BuildRequest request);
+    BuildInfo build(const std::string& id) const;
+    std::vector<BuildInfo> builds() const;
+    // The log from `offset`, at most `max_bytes`; waits up to `wait` for more when there is none
+    // yet and the build goes on.
+    LogChunk log(const std::string& id, std::uint64_t offset, std::size_t max_bytes,
+                 std::chrono::milliseconds wait) const;
+    BuildInfo cancel(const std::string& id);
+
+    std::vector<StoredTemplate> templates() const { return store_.list(); }
+    std::optional<StoredTemplate> find(const TemplateRef& ref) const { return store_.find(ref); }
+    std::filesystem::path store_rootfs(const StoredTemplate& t) const {
+        return store_.rootfs_of(t.image_id);
+    }
+    void remove(const TemplateRef& ref);
+    bool engine_available() const { return engine_available_; }
+
+  private:
+    struct Job;
+    struct StepResult {
+        ExitStatus status;
+        bool cancelled = false, timed_out = false;
+    };
+    class StepFailed;
+
+    // template_service.cpp: requests, queue, records, recovery.
+    void worker_loop();
+    void recover();
+    void persist(const Job& job) const;
+    void finish(Job& job, BuildState state, std::optional<BuildFailure> failure);
+    std::shared_ptr<Job> job(const std::string& id) const;
+    std::filesystem::path upload_path(const std::string& id) const;
+    void prepare_context(Job& job);
+    void forget_old_builds();
+    // template_build_steps.cpp: what the worker does for one build.
+    void run(Job& job);
+    void build_dockerfile(Job& job);
+    void import_archive(Job& job);
+    void ensure_shipped_base(Job& job, const std::string& name);
+    void add_deskbox_layer(Job& job, const std::string& image);
+    void export_rootfs(Job& job, const std::string& final_image);
+    StepResult run_engine(Job& job, std::vector<std::string> args, bool progress = false);
+    std::string engine_output(Job& job, std::vector<std::string> args);
+    void log_line(Job& job, const std::string& line);
+    void kill_build_processes(const Job& job);
+    void limit_build_cgroup(const Job& job);
+    std::string cgroup_of(const Job& job) const;
+    BudOptions bud_options(const Job& job) const;
+
+    Options options_;
+    Hooks hooks_;
+    EnginePaths engine_;
+    TemplateStore store_;
+    bool engine_available_ = false;
+
+    mutable std::mutex mutex_;
+    mutable std::condition_variable changed_;  // a log grew or a build's state changed
+    std::condition_variable work_;
+    std::map<std::string, std::shared_ptr<Job>> jobs_;
+    std::deque<std::shared_ptr<Job>> queue_;
+    struct Upload {
+        std::uint64_t bytes = 0;
+        std::chrono::steady_clock::time_point used;
+        bool busy = false;
+    };
+    std::map<std::string, Upload> uploads_;
+    bool stopping_ = false;
+    std::thread worker_;
+};
+
+}  // namespace deskbox::templates
