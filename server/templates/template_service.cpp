@@ -323,7 +323,8 @@ void TemplateService::prepare_context(Job& j) {
         // Unpacked as nobody: whatever the archive holds (absolute names, .., links out) can
         // write nowhere but here. Owners and modes of the archive are not kept (COPY makes
         // files root's unless --chown says otherwise).
-        if (::chown(context.c_str(), 65534, 65534) != 0)
+        if (::chown(context.c_str(), 65534, 65534) != 0 ||
+            ::chown(upload_path(j.request.upload_id).c_str(), 65534, 65534) != 0)
             throw std::runtime_error("cannot prepare the build context");
         auto r = run_process({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "tar",
                               "-x", "--no-same-owner", "--no-same-permissions", "-f",
@@ -345,6 +346,16 @@ void TemplateService::prepare_context(Job& j) {
             throw TemplateError(Code::invalid, "must be a relative path inside the context",
                                 "dockerfile_path");
         j.dockerfile = context / j.request.dockerfile_path;
+        // Resolved on the host: a linked folder in the context must not lead out of it.
+        std::error_code ec;
+        const auto root = fs::canonical(context, ec);
+        const auto resolved = fs::weakly_canonical(j.dockerfile, ec);
+        auto [end, unused] =
+            std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
+        if (ec || end != root.end())
+            throw TemplateError(
+                Code::invalid, "'" + j.request.dockerfile_path + "' leads out of the build context",
+                "dockerfile_path");
         if (fs::is_symlink(j.dockerfile) || !fs::is_regular_file(j.dockerfile))
             throw TemplateError(Code::invalid,
                                 "no Dockerfile at '" + j.request.dockerfile_path +
