@@ -11,16 +11,13 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/utc_time.hpp"
+
 namespace deskbox::server {
 namespace {
 
 std::string iso8601(SystemClock::time_point t) {
-    std::time_t secs = SystemClock::to_time_t(t);
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
+    return utc_rfc3339(t);
 }
 
 // The agent's error codes become HTTP statuses: its input errors are the client's fault.

@@ -85,6 +85,9 @@ void TemplateService::kill_build_processes(const Job& j) {
     } catch (const std::exception& e) {
         std::fprintf(stderr, "deskboxd: build %s: %s\n", j.info.id.c_str(), e.what());
     }
+    // The parent of all builds' cgroups goes with the last build (rmdir: only when empty).
+    for (const auto& dir : runtime::existing_cgroup_dirs(fs::path(cgroup_of(j)).parent_path()))
+        ::rmdir(dir.c_str());
 }
 
 TemplateService::StepResult TemplateService::run_engine(Job& j, std::vector<std::string> args,

@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/random.hpp"
+#include "common/utc_time.hpp"
 #include "common/utf8.hpp"
 #include "server/runtime/container/cgroups.hpp"
 #include "server/templates/dockerfile_check.hpp"
@@ -53,12 +54,7 @@ void unmount_below(const fs::path& dir) {
 }  // namespace
 
 std::string now_rfc3339() {
-    std::time_t secs = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
+    return utc_rfc3339(std::chrono::system_clock::now());
 }
 
 TemplateService::TemplateService(Options options, Hooks hooks)

@@ -115,7 +115,9 @@ void read_limits_and_network(RequestReader& body, BuildRequest& request,
     }
 }
 
-HttpResponse build_answer(const templates::BuildInfo& info, const RouteContext&) {
+// Queues a parsed build or import: 202 with where to follow it.
+HttpResponse queue(RouteContext& context, BuildRequest request) {
+    auto info = answer([&] { return context.api.manager.templates().start(std::move(request)); });
     auto res = json_response(202, info.to_json());
     res.set(http::field::location, "/v1/templates/builds/" + info.id);
     return res;
@@ -226,8 +228,7 @@ HttpResponse start_build(RouteContext& context) {
     read_start_and_ready(body, request);
     read_limits_and_network(body, request, context.api.manager.options().default_network);
     body.finish();
-    return build_answer(
-        answer([&] { return context.api.manager.templates().start(std::move(request)); }), context);
+    return queue(context, std::move(request));
 }
 
 HttpResponse start_import(RouteContext& context) {
@@ -248,8 +249,7 @@ HttpResponse start_import(RouteContext& context) {
         request.timeout = std::chrono::seconds(*timeout);
     request.network = network::NetworkPolicy::parse({{"allow", json::array()}});
     body.finish();
-    return build_answer(
-        answer([&] { return context.api.manager.templates().start(std::move(request)); }), context);
+    return queue(context, std::move(request));
 }
 
 HttpResponse list_builds(RouteContext& context) {
