@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 
+import template_ready  # unhashed: template_ready.py
 IMAGES_DIR = os.path.dirname(os.path.abspath(__file__))
 TEMPLATES_DIR = os.path.join(IMAGES_DIR, "templates")
 DEFAULT_CACHE = "/var/cache/deskbox"
@@ -180,6 +181,7 @@ def load_template(path):
 
 def validate(t, file, folder):
     c = _Checker(file)
+    t = template_ready.without_ready(c, t)  # unhashed: template_ready.py
     c.fields(t, "", ("name", "description", "base", "packages", "session"), ("files", "env", "setup", "security"))
 
     c.string(t["name"], "name", NAME_RE, "a template name ([a-z0-9-], at most 63 characters)")
@@ -268,6 +270,7 @@ def template_hash(definition_path, definition, folder):
         h.update(data)
 
     with open(os.path.abspath(__file__), "rb") as f:
+        f = template_ready.hashed_source(f)  # unhashed: template_ready.py
         add("build.py", f.read())
     with open(definition_path, "rb") as f:
         add("template.json", f.read())

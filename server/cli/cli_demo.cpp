@@ -186,6 +186,7 @@ int command_demo(Context& context, const std::vector<std::string>& tokens) {
     client::ApiClient& api = context.client();
     context.err << "deskbox demo: creating a \"" << body["template"].get<std::string>()
                 << "\" sandbox\n";
+    api.set_request_timeout(std::chrono::minutes(15));  // the server bounds a create (ready)
     json created = api.post_json("/v1/sandboxes", body);
     const std::string id = required_string(created, "id", "the create answer");
     SandboxGuard guard(context, id);

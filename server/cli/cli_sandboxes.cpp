@@ -74,6 +74,8 @@ int command_create(Context& context, const std::vector<std::string>& tokens) {
                {"--json", "", false}});
     c.expect(0, 0);
     json body = create_request(c.args);
+    // The server bounds a create: the boot, then its template's ready condition (at most 600 s).
+    context.client().set_request_timeout(std::chrono::minutes(15));
     json created = context.client().post_json("/v1/sandboxes", body);
     if (c.args.has("--json")) {
         context.out << created.dump(2) << "\n";

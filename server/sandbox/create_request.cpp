@@ -11,8 +11,9 @@ namespace {
 using nlohmann::json;
 
 const std::set<std::string> kCreateFields = {
-    "template",       "runtime",    "resolution", "dpi",     "timeout_s", "metadata", "env",
-    "api_resolution", "on_timeout", "limits",     "network", "record",    "vnc",      "fast_start"};
+    "template", "runtime",        "resolution", "dpi",    "timeout_s", "metadata",
+    "env",      "api_resolution", "on_timeout", "limits", "network",   "record",
+    "vnc",      "fast_start",     "ready"};
 
 std::pair<int, int> parse_size(const json& v, const std::string& field) {
     if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
@@ -110,6 +111,29 @@ void read_switches(const json& request, SandboxConfig& c) {
     }
 }
 
+std::size_t autostart_entries(const json& definition) {
+    auto session = definition.find("session");
+    if (session == definition.end() || !session->is_object()) return 0;
+    auto autostart = session->find("autostart");
+    return autostart != session->end() && autostart->is_array() ? autostart->size() : 0;
+}
+
+// `ready`: false (answer after the first frame), true (the template's) or a condition of its
+// own in place of the template's.
+void read_ready(const json& request, const json& definition, SandboxConfig& c) {
+    if (!request.contains("ready")) return;
+    const auto& r = request["ready"];
+    if (r.is_boolean()) {
+        c.ready.wait = r.get<bool>();
+    } else if (r.is_object()) {
+        c.ready = parse_ready_condition(r, "ready", autostart_entries(definition));
+    } else {
+        throw bad_request("ready",
+                          "expected false, true or an object {windows, window_title, "
+                          "port, command, timeout_s, settle_ms}");
+    }
+}
+
 // An integer field of `limits` in [min, max].
 long long limit_in(const json& v, const std::string& field, long long min, long long max,
                    const std::string& expected) {
@@ -143,6 +167,18 @@ void read_limits(const json& l, SandboxConfig& c) {
 
 }  // namespace
 
+ReadyCondition template_ready_condition(const json& definition) {
+    const std::size_t autostart = autostart_entries(definition);
+    auto ready = definition.find("ready");
+    if (ready == definition.end()) return default_ready_condition(autostart);
+    try {
+        return parse_ready_condition(*ready, "template.ready", autostart);
+    } catch (const ApiError& e) {
+        throw ApiError(500, "template_error", std::string("the template's definition: ") + e.what(),
+                       e.field());
+    }
+}
+
 CreateRequest parse_create_request(const json& request, const CreateDefaults& defaults,
                                    const TemplateDefinitionLookup& template_definition) {
     if (!request.is_object()) throw bad_request("", "request body must be a JSON object");
@@ -163,6 +199,8 @@ CreateRequest parse_create_request(const json& request, const CreateDefaults& de
     string_field("runtime", c.runtime_name);
     out.definition = template_definition(c.template_name);
     apply_template_session(out.definition, c);
+    c.ready = template_ready_condition(out.definition);
+    read_ready(request, out.definition, c);
     read_screen(request, c);
     read_lifetime(request, defaults, c);
     read_metadata_and_env(request, c);

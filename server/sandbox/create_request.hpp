@@ -36,6 +36,11 @@ struct CreateRequest {
     nlohmann::json definition;  // the template's, looked up once
 };
 
+// The template's `ready` condition (its `ready` object, else the default: as many windows as its
+// session.autostart has entries). A bad `ready` is ApiError 500 template_error naming
+// "template.ready.<field>" (images/build.py refuses such a definition too).
+ReadyCondition template_ready_condition(const nlohmann::json& definition);
+
 // The runtime's name is taken as given: whether a runtime of that name exists is the
 // server's to say.
 CreateRequest parse_create_request(const nlohmann::json& request, const CreateDefaults& defaults,

@@ -143,6 +143,44 @@ void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent
     save_record_or_audit();
 }
 
+void Sandbox::wait_ready(const ReadyCondition& condition) {
+    if (!condition.wait) {  // "ready": false: no ready_ms, the client did not wait
+        audit("ready", {{"condition", false}});
+        std::lock_guard lock(mutex_);
+        ready_ms_.reset();  // a pooled one's was the pool's wait
+        return;
+    }
+    AgentReadinessProbe probe([this](const std::string& method, const nlohmann::json& params,
+                                     std::chrono::milliseconds timeout) {
+        try {
+            return call(method, params, {}, timeout).result;
+        } catch (const ApiError& e) {
+            // An agent that answers "no" (or late) may answer "yes" later; one that is gone, or
+            // a sandbox that is no longer running, never will.
+            if (e.status() == 503 || status() != SandboxStatus::running) throw;
+            throw ProbeError(e.what());
+        }
+    });
+    const ReadyOutcome outcome = wait_until_ready(condition, probe);
+    nlohmann::json detail = {{"condition", condition.to_json()},
+                             {"ready", outcome.ready},
+                             {"waited_ms", outcome.waited.count()}};
+    if (!outcome.ready) {
+        detail["unmet"] = outcome.unmet;
+        audit("ready", detail);
+        throw ApiError(
+            504, "not_ready",
+            "sandbox " + config_.id + " was not ready: " + outcome.unmet + "; it was removed",
+            "ready");
+    }
+    audit("ready", detail);
+    {
+        std::lock_guard lock(mutex_);
+        ready_ms_ = outcome.waited.count();
+    }
+    save_record_or_audit();
+}
+
 void Sandbox::save_record_or_audit() {
     // Without it a restarted server cannot adopt this sandbox, but it still serves now.
     try {
@@ -376,6 +414,7 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
         std::lock_guard lock(mutex_);
         if (snapshotted_)
             j["snapshot"] = {{"bytes", snapshot_bytes_}, {"saved_at", iso8601(snapshot_at_)}};
+        if (ready_ms_) j["ready_ms"] = *ready_ms_;
     }
     auto u = usage();
     nlohmann::json used = nlohmann::json::object();

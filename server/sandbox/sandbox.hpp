@@ -59,6 +59,12 @@ class Sandbox {
     using InstanceStarter = std::function<std::unique_ptr<runtime::SandboxInstance>()>;
     void boot(const InstanceStarter& start, std::chrono::milliseconds agent_timeout,
               bool fresh_identity = false);
+    // After boot (or claiming a pooled one): waits until `condition` holds (readiness.hpp),
+    // asking the agent what the /windows, /ports and /commands routes ask. The time it took is
+    // the sandbox's ready_ms (describe, audit). Throws ApiError 504 not_ready naming what did
+    // not appear; an agent or sandbox that dies meanwhile throws its own error. The caller
+    // kills the sandbox on any throw.
+    void wait_ready(const ReadyCondition& condition);
     // A sandbox a previous server saved to a snapshot (`record` is what save_record wrote):
     // paused and snapshotted, resumed by resume(). Throws std::exception on a bad record.
     static std::shared_ptr<Sandbox> adopt(const nlohmann::json& record,
@@ -226,7 +232,8 @@ class Sandbox {
     SystemClock::time_point expires_at_;
     std::atomic<bool> killing_{false};
     bool snapshotted_ = false;
-    bool attached_once_ = false;  // the mirror has this screen's size
+    bool attached_once_ = false;         // the mirror has this screen's size
+    std::optional<long long> ready_ms_;  // how long the create waited for ready (wait_ready)
     std::uint64_t snapshot_bytes_ = 0;
     SystemClock::time_point snapshot_at_{};
     std::chrono::milliseconds agent_timeout_{30000};

@@ -14,6 +14,7 @@
 #include "input/actions.hpp"
 #include "server/network/network_policy.hpp"
 #include "server/runtime/runtime.hpp"
+#include "server/sandbox/readiness.hpp"
 
 namespace deskbox::server {
 
@@ -34,6 +35,9 @@ struct SandboxConfig {
     bool vnc = true;                       // serve VNC on a loopback port
     bool fast_start = true;  // restore from a template snapshot where the runtime can (microvm)
     bool pooled = false;     // made ahead for the pool, not yet handed out
+    // When the create answers (readiness.hpp): the template's `ready`, or the request's. Only
+    // the create uses it; it is not kept in the server record.
+    ReadyCondition ready;
 };
 
 }  // namespace deskbox::server

@@ -20,9 +20,12 @@
 namespace deskbox::server {
 namespace {
 
-// The template VM is saved once its desktop is up: the agent answered and the screen
-// arrived. The host's session ends before the save (restored copies get their own).
-void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::milliseconds timeout) {
+// The template VM is saved once its desktop is up: the agent answered, the screen arrived and
+// the template's ready condition holds, so restored copies are ready at once. One that never
+// gets ready is saved anyway: each copy's own wait then says what is missing. The host's
+// session ends before the save (restored copies get their own).
+void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::milliseconds timeout,
+                      const ReadyCondition& ready) {
     UniqueFd fd = sandbox.connect_agent(timeout);
     int raw = fd.release();
     auto channel = std::make_unique<protocol::Channel>(raw, raw);
@@ -31,7 +34,31 @@ void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::millisecon
     client.start();
     client.call("screen.sync", {{"settle_ms", 500}, {"max_ms", 5000}}, {},
                 std::chrono::seconds(60));
+    AgentReadinessProbe probe([&client](const std::string& method, const nlohmann::json& params,
+                                        std::chrono::milliseconds call_timeout) {
+        try {
+            return client.call(method, params, {}, call_timeout).result;
+        } catch (const protocol::RpcError& e) {
+            throw ProbeError(e.what());
+        } catch (const protocol::TimeoutError& e) {
+            throw ProbeError(e.what());
+        }
+    });
+    const ReadyOutcome outcome = wait_until_ready(ready, probe);
+    if (!outcome.ready)
+        std::fprintf(stderr, "deskboxd: template VM saved before it was ready: %s\n",
+                     outcome.unmet.c_str());
     client.close();
+}
+
+// Waits for the sandbox's ready condition; a sandbox that does not get ready is killed.
+void ready_or_kill(Sandbox& sandbox, const ReadyCondition& ready) {
+    try {
+        sandbox.wait_ready(ready);
+    } catch (...) {
+        sandbox.kill();
+        throw;
+    }
 }
 
 // What the runtime starts for `config`: the agent as init with the template's session (window
@@ -360,7 +387,9 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
             throw ApiError(409, "sandbox_exists", "sandbox " + id + " exists already", "id");
     }
     std::shared_ptr<Sandbox> sandbox = take_pooled(request, config);
-    if (!sandbox) {
+    if (sandbox) {
+        ready_or_kill(*sandbox, config.ready);  // it was ready when pooled: quick
+    } else {
         const std::uint64_t disk_mb = config.limits.disk_mb;
         // Outside the lock: a statvfs may wait on a slow disk.
         const std::uint64_t free_mb =
@@ -389,6 +418,7 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
             }
         } guard{this, disk_mb};
         sandbox = start_sandbox(request, config, definition, id);
+        ready_or_kill(*sandbox, config.ready);
     }
     if (request.contains("record") && request["record"] != false)
         sandbox->start_recording(request["record"].is_object() ? request["record"]
@@ -443,6 +473,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     sandbox->audit("create", request);
     const auto timeout = runtime.boot_timeout(options_.agent_timeout);
     if (auto* template_snapshots = config.fast_start ? runtime.template_snapshots() : nullptr) {
+        const ReadyCondition template_ready = template_ready_condition(definition);
         sandbox->boot(
             [&]() -> std::unique_ptr<runtime::SandboxInstance> {
                 // The template VM gets a NIC like its copies, on a network of its own that
@@ -450,8 +481,9 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
                 runtime::SandboxSpec template_spec = spec;
                 if (spec.network) template_spec.attachment = throwaway_attachment();
                 auto dir = template_snapshots->template_snapshot_for(
-                    template_spec,
-                    [&](runtime::SandboxInstance& vm) { wait_for_desktop(vm, timeout); });
+                    template_spec, [&](runtime::SandboxInstance& vm) {
+                        wait_for_desktop(vm, timeout, template_ready);
+                    });
                 try {
                     return template_snapshots->restore_template_snapshot(spec, dir);
                 } catch (const runtime::RuntimeError& e) {

@@ -18,7 +18,7 @@ std::shared_ptr<Sandbox> SandboxManager::take_pooled(const nlohmann::json& reque
     // Pooled sandboxes run the template's defaults; these fields change nothing inside.
     static const std::set<std::string> kPoolable = {"template",       "runtime",    "timeout_s",
                                                     "metadata",       "on_timeout", "record",
-                                                    "api_resolution", "fast_start"};
+                                                    "api_resolution", "fast_start", "ready"};
     // They were restored from template snapshots: a create that asks for a boot takes none.
     if (!config.fast_start) return nullptr;
     for (auto& [key, value] : request.items())
@@ -65,7 +65,15 @@ void SandboxManager::pool_loop() {
             nlohmann::json request = {{"template", wanted}, {"runtime", kPoolRuntime}};
             auto [config, definition] = parse_create(request);
             config.pooled = true;
+            const ReadyCondition ready = config.ready;  // the template's
             sandbox = start_sandbox(request, std::move(config), definition);
+            try {
+                sandbox->wait_ready(ready);
+            } catch (...) {
+                sandbox->kill();
+                sandbox.reset();
+                throw;
+            }
         } catch (const std::exception& e) {
             std::fprintf(stderr, "deskboxd: filling the %s pool: %s\n", wanted.c_str(), e.what());
         }

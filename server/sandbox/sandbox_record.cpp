@@ -55,6 +55,7 @@ void Sandbox::save_record() {
         record["snapshot_bytes"] = snapshot_bytes_;
         record["snapshot_at_ms"] = to_ms(snapshot_at_);
         if (namespaces_) record["host_id_base"] = namespaces_->host_base();
+        if (ready_ms_) record["ready_ms"] = *ready_ms_;
         saved_to_disk = snapshotted_;
     }
     // A snapshot outlives a host reboot and its record must too; a running sandbox does not
@@ -105,6 +106,8 @@ std::shared_ptr<Sandbox> Sandbox::from_record(const nlohmann::json& r,
     sandbox->instance_ = std::move(instance);
     if (r.contains("recording") && r["recording"].is_object())
         sandbox->recording_options_ = r["recording"];
+    if (r.contains("ready_ms") && r["ready_ms"].is_number_integer())
+        sandbox->ready_ms_ = r["ready_ms"].get<long long>();
     return sandbox;
 }
 

@@ -25,6 +25,13 @@ def run(*args, cache=None):
     return subprocess.run([sys.executable, BUILD, *args], capture_output=True, text=True, env=env, timeout=60)
 
 
+def print_path(test, template, cache):
+    """The rootfs path `build.py TEMPLATE --print-path` gives with this cache."""
+    result = run(template, "--print-path", cache=cache)
+    test.assertEqual(result.returncode, 0, result.stderr)
+    return result.stdout.strip().splitlines()[-1]
+
+
 class ShippedTemplates(unittest.TestCase):
     def test_every_shipped_template_validates(self):
         paths = sorted(glob.glob(os.path.join(TEMPLATES, "*", "template.json")))
@@ -85,11 +92,51 @@ class BadDefinitions(unittest.TestCase):
         self.assertIn("minimal", result.stderr)
 
 
+class ReadyField(unittest.TestCase):
+    """`ready` (when a sandbox counts as ready) is checked by images/template_ready.py, whose
+    calls in build.py are left out of build.py's hash: templates without `ready` keep their
+    address."""
+
+    def test_a_full_ready_object_validates_and_changes_only_its_own_templates_address(self):
+        with tempfile.TemporaryDirectory() as work:
+            cache = os.path.join(work, "cache")
+            original = print_path(self, "minimal", cache)
+            copy = os.path.join(work, "minimal")
+            shutil.copytree(os.path.join(TEMPLATES, "minimal"), copy)
+            with open(os.path.join(copy, "template.json")) as f:
+                definition = json.load(f)
+            for ready in ({"windows": "autostart"}, {"windows": 2, "window_title": "xterm", "port": 8000,
+                          "command": ["pgrep", "xterm"], "timeout_s": 600, "settle_ms": 0}, {}):
+                definition["ready"] = ready
+                with open(os.path.join(copy, "template.json"), "w") as f:
+                    json.dump(definition, f)
+                result = run("--check", os.path.join(copy, "template.json"))
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertNotEqual(print_path(self, copy, cache), original)
+            self.assertEqual(print_path(self, "minimal", cache), original)
+
+    def test_only_calls_into_template_ready_are_left_out_of_the_hash(self):
+        sys.path.insert(0, os.path.join(REPO, "images"))
+        try:
+            import template_ready
+        finally:
+            sys.path.pop(0)
+        with open(BUILD, "rb") as f:
+            lines = f.read().decode().splitlines()
+        marked = [line for line in lines if line.rstrip().endswith(template_ready.UNHASHED_MARK)]
+        self.assertEqual(len(marked), 3, marked)
+        for line in marked:
+            code = line[: line.index("#")].strip()
+            self.assertRegex(code, r"^(import template_ready|\S+ = template_ready\.\w+\([\w, ]*\))$")
+        with open(BUILD, "rb") as f:
+            hashed = template_ready.hashed_source(f).read().decode()
+        self.assertNotIn("template_ready", hashed)
+        self.assertEqual(len(hashed.splitlines()), len(lines) - len(marked))
+
+
 class ContentAddress(unittest.TestCase):
     def print_path(self, template, cache):
-        result = run(template, "--print-path", cache=cache)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        return result.stdout.strip().splitlines()[-1]
+        return print_path(self, template, cache)
 
     def test_path_layout_and_stability(self):
         with tempfile.TemporaryDirectory() as cache:

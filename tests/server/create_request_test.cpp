@@ -11,10 +11,17 @@ namespace {
 
 using nlohmann::json;
 
-// Two templates: "plain" without a session, "wide" with a 1920x1080 session at 120 dpi.
+// Templates: "plain" without a session, "wide" with a 1920x1080 session at 120 dpi, "apps"
+// autostarting two programs, "waits" with a `ready` of its own, "broken" with a bad one.
 json definition_of(const std::string& name) {
     if (name == "plain") return json::object();
     if (name == "wide") return {{"session", {{"resolution", {1920, 1080}}, {"dpi", 120}}}};
+    if (name == "apps")
+        return {{"session", {{"autostart", {{"xterm"}, {"xclock", "-update", "1"}}}}}};
+    if (name == "waits")
+        return {{"session", {{"autostart", {{"xterm"}}}}},
+                {"ready", {{"window_title", "Mousepad"}, {"timeout_s", 120}}}};
+    if (name == "broken") return {{"ready", {{"windows", "all"}}}};
     throw bad_request("template", "unknown template '" + name + "'");
 }
 
@@ -147,6 +154,12 @@ TEST(SandboxCreateRequest, MistakesAre400sNamingTheField) {
         {{{"limits", {{"egress_kbps", 1}}}}, "limits.egress_kbps"},
         {{{"limits", {{"gpu", 1}}}}, "limits.gpu"},
         {{{"network", {{"allow", "example.com"}}}}, "network.allow"},
+        {{{"ready", "yes"}}, "ready"},
+        {{{"ready", 1}}, "ready"},
+        {{{"ready", {{"windows", "autostart"}, {"timeout", 5}}}}, "ready.timeout"},
+        {{{"ready", {{"command", {"pgrep", 1}}}}}, "ready.command[1]"},
+        {{{"ready", {{"port", 0}}}}, "ready.port"},
+        {{{"ready", {{"timeout_s", 601}}}}, "ready.timeout_s"},
     };
     for (const auto& c : cases) EXPECT_EQ(error_of(c.request).field(), c.field) << c.request.dump();
 }
@@ -171,6 +184,60 @@ TEST(SandboxCreateRequest, AMicrovmRefusesDiskMbNamingTheField) {
     EXPECT_EQ(e.field(), "limits.disk_mb");
     EXPECT_EQ(parse({{"runtime", "microvm"}}).config.limits.disk_mb, 0u);
     EXPECT_EQ(parse({{"limits", {{"disk_mb", 512}}}}).config.limits.disk_mb, 512u);
+}
+
+}  // namespace
+}  // namespace deskbox::server
+
+namespace deskbox::server {
+namespace {
+
+// When a create answers: the template's `ready` (default: as many windows as it autostarts),
+// replaced by the request's, or not waited for with "ready": false.
+TEST(SandboxCreateRequest, ReadyIsTheTemplatesUnlessTheRequestSaysOtherwise) {
+    auto plain = parse(json::object()).config.ready;
+    EXPECT_TRUE(plain.wait);
+    EXPECT_EQ(plain.windows, 0);
+    EXPECT_FALSE(plain.waits()) << "no autostart: the first frame is enough";
+
+    auto apps = parse({{"template", "apps"}}).config.ready;
+    EXPECT_EQ(apps.windows, 2);
+    EXPECT_TRUE(apps.windows_from_autostart);
+    EXPECT_EQ(apps.timeout, std::chrono::seconds(60));
+    EXPECT_EQ(apps.settle, std::chrono::milliseconds(300));
+
+    auto waits = parse({{"template", "waits"}}).config.ready;
+    EXPECT_FALSE(waits.windows) << "a template's ready names its own conditions";
+    EXPECT_EQ(waits.window_title, "Mousepad");
+    EXPECT_EQ(waits.timeout, std::chrono::seconds(120));
+
+    auto skipped = parse({{"template", "apps"}, {"ready", false}}).config.ready;
+    EXPECT_FALSE(skipped.wait);
+    EXPECT_FALSE(skipped.waits());
+    EXPECT_EQ(parse({{"template", "waits"}, {"ready", true}}).config.ready.window_title,
+              "Mousepad");
+
+    auto own = parse({{"template", "waits"},
+                      {"ready", {{"command", {"pgrep", "xclock"}}, {"timeout_s", 5}}}})
+                   .config.ready;
+    EXPECT_TRUE(own.window_title.empty()) << "the request's replaces the template's";
+    EXPECT_EQ(own.command, std::vector<std::string>({"pgrep", "xclock"}));
+    EXPECT_EQ(own.timeout, std::chrono::seconds(5));
+    EXPECT_EQ(
+        parse({{"template", "apps"}, {"ready", {{"windows", "autostart"}}}}).config.ready.windows,
+        2)
+        << "autostart: the template's entries";
+}
+
+TEST(SandboxCreateRequest, ABadReadyInTheTemplateIsATemplateError) {
+    try {
+        parse({{"template", "broken"}});
+        ADD_FAILURE() << "accepted";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 500u);
+        EXPECT_EQ(e.code(), "template_error");
+        EXPECT_EQ(e.field(), "template.ready.windows");
+    }
 }
 
 }  // namespace

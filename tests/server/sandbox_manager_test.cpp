@@ -233,6 +233,30 @@ TEST_F(SandboxManagerTest, APoolNeedsARuntimeWithTemplateSnapshots) {
     }
 }
 
+// The fake agent answers nothing but screen.sync: a ready command cannot run, so the create
+// is a 504 naming it once the condition's timeout passes, and the sandbox is gone.
+TEST_F(SandboxManagerTest, ACreateThatIsNeverReadyIsA504AndLeavesNothing) {
+    auto e = error_of([&] {
+        manager().create({{"ready", {{"command", {"pgrep", "xclock"}}, {"timeout_s", 1}}}});
+    });
+    EXPECT_EQ(e.status(), 504u);
+    EXPECT_EQ(e.code(), "not_ready");
+    EXPECT_EQ(e.field(), "ready");
+    EXPECT_NE(std::string(e.what()).find("command [\"pgrep\",\"xclock\"] could not run after 1 s"),
+              std::string::npos)
+        << e.what();
+    EXPECT_TRUE(manager().list().empty());
+    EXPECT_EQ(manager().count_by_state().at("starting"), 0u);
+
+    // The template's (nothing to wait for) and ready: false both answer; only a wait has a
+    // ready_ms.
+    auto waited = manager().create(json::object());
+    EXPECT_EQ(waited->describe(false).value("ready_ms", -1), 0);
+    auto skipped = manager().create({{"ready", false}});
+    EXPECT_FALSE(skipped->describe(false).contains("ready_ms"));
+    EXPECT_EQ(manager().list().size(), 2u);
+}
+
 TEST_F(SandboxManagerTest, OneManagerPerStateDir) {
     manager();
     try {

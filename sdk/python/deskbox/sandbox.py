@@ -391,7 +391,8 @@ class Sandbox:
         api_key: Optional[str] = None,
         **options: Any,
     ) -> "Sandbox":
-        """Creates a sandbox and returns once its desktop is up.
+        """Creates a sandbox and returns once its desktop is ready (by default: the template's
+        autostart windows are mapped and drawn, so input lands in them).
 
         Args:
             template: e.g. ``"minimal"`` or ``"desktop"`` (server default: minimal).
@@ -405,7 +406,9 @@ class Sandbox:
             server: deskboxd URL (default ``$DESKBOX_SERVER`` or http://127.0.0.1:8700).
             api_key: API key (default ``$DESKBOX_API_KEY``).
             **options: other create fields passed as they are: ``dpi``, ``api_resolution``,
-                ``on_timeout`` ("kill"/"pause"), ``limits``, ``record``, ``vnc``, ``fast_start``.
+                ``on_timeout`` ("kill"/"pause"), ``limits``, ``record``, ``vnc``, ``fast_start``,
+                ``ready`` (False: return after the first frame; or a condition such as
+                ``{"window_title": "Mousepad", "timeout_s": 30}`` instead of the template's).
         """
         body: Dict[str, Any] = {}
         if template is not None:
