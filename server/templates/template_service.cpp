@@ -323,7 +323,8 @@ void TemplateService::prepare_context(Job& j) {
         // Unpacked as nobody: whatever the archive holds (absolute names, .., links out) can
         // write nowhere but here. Owners and modes of the archive are not kept (COPY makes
         // files root's unless --chown says otherwise).
-        if (::chown(context.c_str(), 65534, 65534) != 0)
+        if (::chown(context.c_str(), 65534, 65534) != 0 ||
+            ::chown(upload_path(j.request.upload_id).c_str(), 65534, 65534) != 0)
             throw std::runtime_error("cannot prepare the build context");
         auto r = run_process({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "tar",
                               "-x", "--no-same-owner", "--no-same-permissions", "-f",
