@@ -513,15 +513,6 @@ int template_build(Context& context, const CommandTokens& tokens) {
                          usage_of("template"));
     json body = json::object();
     put_ref(body, c.arg(1));
-    const auto dockerfile = choose_dockerfile(dir, c.args.get("--file"));
-    std::vector<std::string> always = {".dockerignore"};
-    if (dockerfile.path_in_context) {
-        always.push_back(*dockerfile.path_in_context);
-        if (*dockerfile.path_in_context != "Dockerfile")
-            body["dockerfile_path"] = *dockerfile.path_in_context;
-    } else {
-        body["dockerfile"] = *dockerfile.text;
-    }
     json build_args = json::object();
     for (const auto& entry : c.args.all("--build-arg")) {
         // NAME=VALUE, or NAME alone: its value here, as docker build takes it.
@@ -552,6 +543,15 @@ int template_build(Context& context, const CommandTokens& tokens) {
     put_commands(body, c.args);
     const auto part_bytes = static_cast<std::size_t>(part_bytes_of(c.args));
 
+    const auto dockerfile = choose_dockerfile(dir, c.args.get("--file"));
+    std::vector<std::string> always = {".dockerignore"};
+    if (dockerfile.path_in_context) {
+        always.push_back(*dockerfile.path_in_context);
+        if (*dockerfile.path_in_context != "Dockerfile")
+            body["dockerfile_path"] = *dockerfile.path_in_context;
+    } else {
+        body["dockerfile"] = *dockerfile.text;
+    }
     IgnorePatterns ignore;
     if (fs::exists(dir / ".dockerignore", ec))
         ignore = IgnorePatterns::parse(read_local_file((dir / ".dockerignore").string()));
@@ -611,7 +611,8 @@ int template_import(Context& context, const CommandTokens& tokens) {
             },
             part_bytes);
         body["upload_id"] = upload.id;
-        context.err << "deskbox: sent " << human_bytes(upload.bytes) << " of " << file << "\n";
+        context.err << "deskbox: sent " << human_bytes(upload.bytes) << " of "
+                    << (file == "-" ? "stdin" : file) << "\n";
         context.client().set_request_timeout(std::chrono::minutes(10));
         json started = context.client().post_json("/v1/templates/imports", body);
         return follow_and_report(context, c.args, started);
