@@ -68,6 +68,7 @@ const std::map<std::string, CommandFunction>& commands() {
         {"compare", command_compare},
         {"demo", command_demo},
         {"mcp", command_mcp},
+        {"template", command_template},
     };
     return table;
 }

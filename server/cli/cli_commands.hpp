@@ -124,5 +124,7 @@ int command_compare(Context& context, const std::vector<std::string>& tokens);
 const std::vector<OptionSpec>& target_options();
 std::optional<nlohmann::json> target_of(const ParsedArgs& args);
 int command_mcp(Context& context, const std::vector<std::string>& tokens);
+// Templates users build or import (cli_templates.cpp).
+int command_template(Context& context, const CommandTokens& tokens);
 
 }  // namespace deskbox::cli

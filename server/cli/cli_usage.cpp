@@ -42,6 +42,12 @@ Commands and files:
 Other:
   demo [--template minimal] [-o demo.png] [--keep]    health    help [COMMAND]
   mcp [--sandbox ID | --create TEMPLATE]              (MCP over stdio)
+Templates (your own, from a Dockerfile or an image archive):
+  template build NAME[:TAG] [-f Dockerfile] [CONTEXT_DIR] [--build-arg K=V]... [--start-cmd CMD]
+         [--ready-cmd CMD] [--no-cache] [--network on|off|JSON] [--timeout S] [-q] [-d]
+  template import NAME[:TAG] FILE.tar|- [--format oci-archive|docker-archive]
+  template ls [--json]    template inspect NAME[:TAG]    template rm NAME[:TAG]...
+  template builds [--json]    template logs BUILD_ID [-f]    template cancel BUILD_ID...
 Cluster (deskboxd --cluster):
   node list [--json]      node drain NAME      node undrain NAME
 
@@ -143,6 +149,32 @@ const std::map<std::string, std::string> kUsage = {
      "viewer URL; kills the sandbox unless --keep. A terminal is started with xterm if none\n"
      "shows within --start-terminal-after seconds (default 3); --wait bounds the whole wait\n"
      "(default 120)."},
+    {"template",
+     "usage: deskbox template build NAME[:TAG] [-f DOCKERFILE] [CONTEXT_DIR] [--build-arg K=V]...\n"
+     "         [--start-cmd CMD] [--ready-cmd CMD] [--no-cache] [--network on|off|JSON]\n"
+     "         [--timeout S] [--part-mb N] [-q|--quiet] [-d|--detach]\n"
+     "       deskbox template import NAME[:TAG] FILE.tar|- [--format oci-archive|docker-archive]\n"
+     "         [--start-cmd CMD] [--ready-cmd CMD] [--timeout S] [--part-mb N] [-q] [-d]\n"
+     "       deskbox template ls [--json]\n"
+     "       deskbox template inspect NAME[:TAG]\n"
+     "       deskbox template rm NAME[:TAG]...\n"
+     "       deskbox template builds [--json]\n"
+     "       deskbox template logs BUILD_ID [-f|--follow]\n"
+     "       deskbox template cancel BUILD_ID...\n"
+     "build sends CONTEXT_DIR (default .) as a tar, leaving out what its .dockerignore excludes\n"
+     "(symlinks are sent as links: nothing outside the directory), builds it into the template\n"
+     "NAME:TAG (default tag latest) and prints the build's log as it grows; on a terminal stderr\n"
+     "shows the step it is at. -f FILE: the Dockerfile (default CONTEXT_DIR/Dockerfile; one\n"
+     "outside the directory is sent as text). --start-cmd: what a sandbox of it starts (sh -c;\n"
+     "default the image's ENTRYPOINT + CMD); --ready-cmd: a command that succeeds once it is\n"
+     "ready. --network: the RUN steps' network (default the server's); --timeout: the whole\n"
+     "build's, in seconds (default 1800). Uploads go in parts of --part-mb (default 32; the\n"
+     "server's --max-body-mb bounds it). -q: no log, only the result; -d: print the build id and\n"
+     "return at once (then template logs BUILD_ID -f). ^C cancels the build.\n"
+     "import takes an image archive (docker save, skopeo copy ... oci-archive:F) the same way.\n"
+     "Exit codes of build, import and logs -f: 0 built, 1 failed, cancelled or an API error\n"
+     "(the failing step, its exit code and the message are on stderr), 130 interrupted.\n"
+     "A sandbox of it: deskbox create --template NAME[:TAG]."},
     {"mcp",
      "usage: deskbox mcp [--sandbox ID [--token CONTROL_TOKEN] | --create TEMPLATE [--runtime R]]\n"
      "MCP over stdio for desktop MCP clients, bridged to deskboxd's /mcp. --sandbox: the\n"

@@ -302,6 +302,28 @@ struct ApiClient::Impl {
         return ::poll(&entry, 1, 0) == 0;
     }
 
+    // An answer already sent on a connection the request could not be written to in full.
+    std::optional<Response> read_early_answer() {
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(1 << 20);
+        parser.header_limit(64 * 1024);
+        beast::error_code ec;
+        stream->expires_after(std::chrono::seconds(5));
+        http::async_read(*stream, buffer, parser,
+                         [&](const beast::error_code& error, std::size_t) { ec = error; });
+        run();
+        if (ec) return std::nullopt;
+        auto message = parser.release();
+        Response response;
+        response.status = message.result_int();
+        for (const auto& field : message)
+            response.headers.emplace_back(std::string(field.name_string()),
+                                          std::string(field.value()));
+        response.body = std::move(message.body());
+        close_stream();
+        return response;
+    }
+
     Response exchange(Method method, std::string_view target, std::string body,
                       std::string_view content_type, std::string_view accept,
                       const Headers& extra = {}) {
@@ -330,6 +352,11 @@ struct ApiClient::Impl {
                               [&](const beast::error_code& error, std::size_t) { ec = error; });
             run();
             if (ec) {
+                // A server refusing the request from its header (413: the body is over its
+                // limit) answers and closes without reading the body: the write fails, but its
+                // answer says why.
+                if (ec != beast::error::timeout)
+                    if (auto early = read_early_answer()) return std::move(*early);
                 close_stream();
                 // Nothing reached the server's handler: safe to send again on a fresh connection.
                 if (reused && attempt == 0 && ec != beast::error::timeout) continue;

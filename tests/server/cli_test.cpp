@@ -2,6 +2,7 @@
 // written here with Beast: the code under test is the client, so the server only records what
 // it receives and answers as scripted. (The end-to-end test against the real deskboxd lives
 // with the server.)
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -19,6 +21,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #pragma GCC diagnostic pop
@@ -81,7 +85,7 @@ struct RecordedRequest {
 };
 
 struct FakeAnswer {
-    unsigned status = 200;
+    unsigned status = 200;  // 0: close the connection without answering
     std::string body = "{}";
     std::string content_type = "application/json";
     std::vector<std::pair<std::string, std::string>> headers;
@@ -187,6 +191,12 @@ class FakeServer {
                 std::lock_guard lock(server.mutex_);
                 server.requests_.push_back(recorded);
                 if (server.handler_) scripted = server.handler_(recorded);
+            }
+            if (scripted.status == 0) {
+                beast::error_code ignored;
+                socket.shutdown(tcp::socket::shutdown_both, ignored);
+                socket.close(ignored);
+                return;
             }
             response = {static_cast<http::status>(scripted.status), 11};
             response.set(http::field::content_type, scripted.content_type);
@@ -1115,6 +1125,307 @@ client::ClientOptions options_for(const std::string& url, const std::string& api
     return options;
 }
 
+// --- templates -----------------------------------------------------------------------------
+
+// deskboxd's template routes as the CLI sees them: uploads by id, one build "bld-1" whose log
+// is served in `pieces` (one per request, from the offset asked) and whose end is `finished`.
+struct FakeTemplates {
+    std::map<std::string, std::string> uploads;
+    std::vector<std::string> pieces;
+    std::set<int> hang_ups;  // log requests (counted from 0) answered by closing the connection
+    int log_requests = 0;
+    json finished = {{"build_id", "bld-1"},
+                     {"kind", "dockerfile"},
+                     {"template", "demo:v2"},
+                     {"status", "succeeded"},
+                     {"step", 2},
+                     {"steps", 2},
+                     {"cached_steps", 1},
+                     {"seconds", 12.5}};
+
+    FakeAnswer operator()(const RecordedRequest& r) {
+        if (r.method == "POST" && r.path == "/v1/templates/uploads") {
+            const std::string id = "upl-" + std::to_string(uploads.size() + 1);
+            uploads[id] = r.body;
+            return json_answer({{"upload_id", id}, {"bytes", r.body.size()}}, 201);
+        }
+        if (r.method == "PUT" && r.path.starts_with("/v1/templates/uploads/")) {
+            auto& upload = uploads[r.path.substr(22)];
+            if (r.query.at("offset") != std::to_string(upload.size()))
+                return error_answer(409, "conflict", "offset is not the upload's size", "offset");
+            upload += r.body;
+            return json_answer({{"upload_id", r.path.substr(22)}, {"bytes", upload.size()}});
+        }
+        if (r.method == "POST" &&
+            (r.path == "/v1/templates/builds" || r.path == "/v1/templates/imports"))
+            return json_answer(
+                {{"build_id", "bld-1"}, {"template", finished["template"]}, {"status", "queued"}},
+                202);
+        if (r.method == "GET" && r.path == "/v1/templates/builds/bld-1/log") {
+            if (hang_ups.count(log_requests++)) return FakeAnswer{0, "", "", {}, false, false};
+            const auto offset = std::stoull(r.query.count("offset") ? r.query.at("offset") : "0");
+            std::size_t at = 0, i = 0;
+            while (i < pieces.size() && at < offset) at += pieces[i++].size();
+            const std::string text = i < pieces.size() ? pieces[i] : "";
+            return json_answer({{"offset", offset},
+                                {"next_offset", offset + text.size()},
+                                {"text", text},
+                                {"complete", i + 1 >= pieces.size()},
+                                {"status", finished["status"]}});
+        }
+        if (r.path == "/v1/templates/builds/bld-1" || r.path == "/v1/templates/builds/bld-1/cancel")
+            return json_answer(finished);
+        return error_answer(404, "not_found", "no route " + r.line());
+    }
+};
+
+std::vector<std::string> tar_names(const fs::path& archive) {
+    RunResult listing = run_process({"tar", "-tf", archive.string()});
+    EXPECT_EQ(listing.status.exit_code, 0) << listing.err;
+    std::vector<std::string> names;
+    std::istringstream lines(listing.out);
+    for (std::string line; std::getline(lines, line);) names.push_back(line);
+    return names;
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+class CliTemplateTest : public CliTest {
+  protected:
+    CliTemplateTest() {
+        server.set_handler([this](const RecordedRequest& r) { return fake(r); });
+    }
+    std::vector<RecordedRequest> requests_to(const std::string& method, const std::string& path) {
+        std::vector<RecordedRequest> out;
+        for (auto& r : server.requests())
+            if (r.method == method && r.path.starts_with(path)) out.push_back(r);
+        return out;
+    }
+    FakeTemplates fake;
+};
+
+TEST_F(CliTemplateTest, BuildSendsTheContextInPartsHonoursDockerignoreAndStreamsTheLog) {
+    const fs::path ctx = temp.path() / "ctx";
+    fs::create_directories(ctx / "app");
+    fs::create_directories(ctx / "secret");
+    fs::create_directories(ctx / "build");
+    write_file(ctx / "Dockerfile", "FROM deskbox/minimal\nCOPY . /app\n");
+    write_file(ctx / ".dockerignore",
+               "# what stays here\n*.log\nsecret\n!secret/ok.txt\n/build/\n");
+    write_file(ctx / "app" / "main.txt", "main");
+    write_file(ctx / "app" / "x.log", "kept: *.log is the top level only");
+    write_file(ctx / "debug.log", "left out");
+    write_file(ctx / "secret" / "key", "left out");
+    write_file(ctx / "secret" / "ok.txt", "an exception");
+    write_file(ctx / "build" / "out.o", "left out");
+    const std::string blob = binary_blob((5 << 20) / 2);
+    write_file(ctx / "big.bin", blob);
+    fs::create_symlink("/etc/passwd", ctx / "link");  // sent as a link, never followed
+    fake.pieces = {"STEP 1/2: FROM deskbox/minimal\n", "STEP 2/2: COPY . /app\n",
+                   "deskbox: template demo:v2 is ready\n"};
+
+    RunResult result = run({"template", "build", "demo:v2", ctx.string(), "--part-mb", "1",
+                            "--build-arg", "A=1", "--build-arg", "B=two=2", "--start-cmd",
+                            "xclock -digital", "--ready-cmd", "pgrep xclock", "--no-cache",
+                            "--network", R"({"allow":["deb.debian.org"]})", "--timeout", "600"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, fake.pieces[0] + fake.pieces[1] + fake.pieces[2]);
+    EXPECT_NE(result.err.find("left out by .dockerignore"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("built demo:v2 in 12.5 s (1 of 2 steps cached)"), std::string::npos)
+        << result.err;
+
+    // The parts: a POST, then PUTs at the offsets reached, 1 MiB each but the last.
+    auto posts = requests_to("POST", "/v1/templates/uploads");
+    auto puts = requests_to("PUT", "/v1/templates/uploads/");
+    ASSERT_EQ(posts.size(), 1u);
+    ASSERT_GE(puts.size(), 2u);
+    EXPECT_EQ(posts[0].header("content-type"), "application/octet-stream");
+    EXPECT_EQ(posts[0].body.size(), 1u << 20);
+    for (std::size_t i = 0; i < puts.size(); ++i) {
+        EXPECT_EQ(puts[i].path, "/v1/templates/uploads/upl-1");
+        EXPECT_EQ(puts[i].query.at("offset"), std::to_string((i + 1) << 20));
+    }
+    const fs::path archive = temp.path() / "context.tar";
+    write_file(archive, fake.uploads.at("upl-1"));
+    auto names = tar_names(archive);
+    for (const char* kept : {"./Dockerfile", "./.dockerignore", "./app/", "./app/main.txt",
+                             "./app/x.log", "./secret/ok.txt", "./big.bin", "./link"})
+        EXPECT_TRUE(contains(names, kept)) << kept;
+    for (const char* left : {"./debug.log", "./secret/key", "./build/", "./build/out.o"})
+        EXPECT_FALSE(contains(names, left)) << left;
+    RunResult link = run_process({"tar", "-tvf", archive.string(), "./link"});
+    EXPECT_NE(link.out.find("./link -> /etc/passwd"), std::string::npos) << link.out;
+    RunResult big = run_process({"tar", "-xOf", archive.string(), "./big.bin"});
+    EXPECT_TRUE(big.out == blob);
+
+    auto builds = requests_to("POST", "/v1/templates/builds");
+    ASSERT_EQ(builds.size(), 1u);
+    EXPECT_EQ(builds[0].json_body(), json({{"name", "demo"},
+                                           {"tag", "v2"},
+                                           {"upload_id", "upl-1"},
+                                           {"build_args", {{"A", "1"}, {"B", "two=2"}}},
+                                           {"start_cmd", "xclock -digital"},
+                                           {"ready_cmd", "pgrep xclock"},
+                                           {"no_cache", true},
+                                           {"network", {{"allow", {"deb.debian.org"}}}},
+                                           {"timeout_s", 600}}));
+    // The log is read from where the last piece ended.
+    auto logs = requests_to("GET", "/v1/templates/builds/bld-1/log");
+    ASSERT_EQ(logs.size(), 3u);
+    EXPECT_EQ(logs[1].query.at("offset"), std::to_string(fake.pieces[0].size()));
+    EXPECT_EQ(logs[0].query.at("wait_s"), "5");
+}
+
+TEST_F(CliTemplateTest, TheLogResumesWhereItStoppedAfterADroppedConnection) {
+    write_file(temp.path() / "Dockerfile", "FROM deskbox/minimal\n");
+    fake.pieces = {"STEP 1/1: FROM deskbox/minimal\n", "deskbox: template demo:v2 is ready\n"};
+    fake.hang_ups = {1, 2};  // the client's own retry on a fresh connection is dropped too
+    RunResult result = run({"template", "build", "demo:v2", temp.path().string()});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, fake.pieces[0] + fake.pieces[1]);  // each byte once
+    const std::string after = std::to_string(fake.pieces[0].size());
+    EXPECT_NE(result.err.find("retrying from byte " + after), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("reconnected; the log goes on from byte " + after), std::string::npos)
+        << result.err;
+    auto logs = requests_to("GET", "/v1/templates/builds/bld-1/log");
+    ASSERT_GE(logs.size(), 4u);
+    for (std::size_t i = 1; i < logs.size(); ++i) EXPECT_EQ(logs[i].query.at("offset"), after);
+}
+
+TEST_F(CliTemplateTest, AFailedBuildNamesItsStepAndExitCode) {
+    const fs::path ctx = temp.path() / "ctx";
+    fs::create_directories(ctx / "docker");
+    write_file(ctx / ".dockerignore", "docker\n");
+    write_file(ctx / "docker" / "Dockerfile.dev", "FROM deskbox/minimal\nRUN exit 3\n");
+    write_file(temp.path() / "Dockerfile.outside", "FROM deskbox/minimal\nRUN exit 3\n");
+    fake.pieces = {"STEP 1/2: FROM deskbox/minimal\nSTEP 2/2: RUN exit 3\n"};
+    fake.finished["status"] = "failed";
+    fake.finished["error"] = {{"code", "step_failed"},
+                              {"message", "step 2 (RUN exit 3) failed with exit code 3"},
+                              {"step", 2},
+                              {"instruction", "RUN exit 3"},
+                              {"exit_code", 3},
+                              {"log_tail", "STEP 2/2: RUN exit 3\nexit status 3\n"}};
+
+    // -f inside the context: its path there (sent even though .dockerignore leaves docker/ out).
+    RunResult inside = run({"template", "build", "demo", "-f",
+                            (ctx / "docker" / "Dockerfile.dev").string(), ctx.string()});
+    EXPECT_EQ(inside.status.exit_code, 1);
+    EXPECT_EQ(inside.out, fake.pieces[0]);
+    EXPECT_NE(inside.err.find("step 2 (RUN exit 3) failed with exit code 3 [step_failed]"),
+              std::string::npos)
+        << inside.err;
+    EXPECT_NE(inside.err.find("failing step: 2/2 RUN exit 3\n"), std::string::npos) << inside.err;
+    EXPECT_NE(inside.err.find("exit code: 3\n"), std::string::npos) << inside.err;
+    EXPECT_EQ(inside.err.find("exit status 3"), std::string::npos) << "the log was printed";
+    auto builds = requests_to("POST", "/v1/templates/builds");
+    ASSERT_EQ(builds.size(), 1u);
+    EXPECT_EQ(builds[0].json_body().value("dockerfile_path", ""), "docker/Dockerfile.dev");
+    EXPECT_FALSE(builds[0].json_body().contains("dockerfile"));
+    const fs::path archive = temp.path() / "context.tar";
+    write_file(archive, fake.uploads.at("upl-1"));
+    EXPECT_TRUE(contains(tar_names(archive), "./docker/Dockerfile.dev"));
+
+    // -f outside: the text; -q: no log, so the log's end comes with the error.
+    RunResult outside = run({"template", "build", "demo", "-q", "-f",
+                             (temp.path() / "Dockerfile.outside").string(), ctx.string()});
+    EXPECT_EQ(outside.status.exit_code, 1);
+    EXPECT_EQ(outside.out, "");
+    EXPECT_NE(outside.err.find("exit code: 3\n"), std::string::npos) << outside.err;
+    EXPECT_NE(outside.err.find("the log's end:\nSTEP 2/2: RUN exit 3\nexit status 3\n"),
+              std::string::npos)
+        << outside.err;
+    builds = requests_to("POST", "/v1/templates/builds");
+    ASSERT_EQ(builds.size(), 2u);
+    EXPECT_EQ(builds[1].json_body().value("dockerfile", ""), "FROM deskbox/minimal\nRUN exit 3\n");
+    EXPECT_FALSE(builds[1].json_body().contains("dockerfile_path"));
+
+    // logs -f of a failed build exits as the build did.
+    RunResult logs = run({"template", "logs", "bld-1", "-f"});
+    EXPECT_EQ(logs.status.exit_code, 1);
+    EXPECT_EQ(logs.out, fake.pieces[0]);
+}
+
+TEST_F(CliTemplateTest, ImportFromStdinAndDetach) {
+    const std::string archive = binary_blob(300000);
+    fake.finished["template"] = "img:1";
+    RunResult result =
+        run({"template", "import", "img:1", "-", "--format", "oci-archive", "-d"}, archive);
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, "bld-1\n");
+    EXPECT_TRUE(fake.uploads.at("upl-1") == archive);
+    auto imports = requests_to("POST", "/v1/templates/imports");
+    ASSERT_EQ(imports.size(), 1u);
+    EXPECT_EQ(
+        imports[0].json_body(),
+        json({{"name", "img"}, {"tag", "1"}, {"format", "oci-archive"}, {"upload_id", "upl-1"}}));
+    EXPECT_TRUE(requests_to("GET", "/v1/templates/builds/bld-1/log").empty());
+
+    RunResult bad = run({"template", "import", "img", "x.tar", "--format", "zip"});
+    EXPECT_EQ(bad.status.exit_code, 2);
+}
+
+TEST_F(CliTemplateTest, LsRmLogsCancelAndUsage) {
+    server.set_handler([this](const RecordedRequest& r) {
+        if (r.line() == "GET /v1/templates")
+            return json_answer({{"templates", {"minimal", "demo:v2"}},
+                                {"items",
+                                 {{{"template", "minimal"},
+                                   {"kind", "shipped"},
+                                   {"runtimes", {"container", "microvm"}}},
+                                  {{"template", "demo:v2"},
+                                   {"kind", "user"},
+                                   {"bytes", 3u << 20},
+                                   {"created_at", "2026-12-05T14:13:23Z"},
+                                   {"runtimes", {"container"}}}}}});
+        if (r.method == "DELETE")
+            return r.path == "/v1/templates/demo%3Av2"
+                       ? json_answer({{"deleted", "demo:v2"}})
+                       : error_answer(404, "not_found", "no template 'gone:latest'", "name");
+        return fake(r);
+    });
+    RunResult ls = run({"template", "ls"});
+    ASSERT_EQ(ls.status.exit_code, 0) << ls.err;
+    EXPECT_EQ(ls.out,
+              "TEMPLATE  KIND     SIZE     BUILT                 RUNTIMES\n"
+              "minimal   shipped  -        -                     container,microvm\n"
+              "demo:v2   user     3.0 MiB  2026-12-05T14:13:23Z  container\n");
+
+    RunResult rm = run({"template", "rm", "demo:v2", "gone"});
+    EXPECT_EQ(rm.status.exit_code, 1);
+    EXPECT_EQ(rm.out, "demo:v2\n");
+    EXPECT_NE(rm.err.find("gone: no template 'gone:latest'"), std::string::npos) << rm.err;
+
+    fake.pieces = {"one\n", "two"};
+    RunResult logs = run({"template", "logs", "bld-1"});
+    EXPECT_EQ(logs.status.exit_code, 0) << logs.err;
+    EXPECT_EQ(logs.out, "one\ntwo\n");
+
+    fake.finished["status"] = "cancelled";
+    RunResult cancel = run({"template", "cancel", "bld-1"});
+    EXPECT_EQ(cancel.status.exit_code, 0) << cancel.err;
+    EXPECT_EQ(cancel.out, "bld-1\tcancelled\n");
+    EXPECT_EQ(requests_to("POST", "/v1/templates/builds/bld-1/cancel").size(), 1u);
+
+    const auto before = server.requests().size();
+    for (std::vector<std::string> bad : {std::vector<std::string>{"template"},
+                                         {"template", "frob"},
+                                         {"template", "build"},
+                                         {"template", "build", "x", "/nonexistent-dir"},
+                                         {"template", "build", "x", ".", "--network", "{nope"},
+                                         {"template", "build", "x", ".", "--part-mb", "0"},
+                                         {"template", "logs"}}) {
+        RunResult r = run(bad);
+        EXPECT_EQ(r.status.exit_code, 2) << bad.back() << ": " << r.err;
+    }
+    EXPECT_EQ(server.requests().size(), before);
+    RunResult help = run({"template", "--help"});
+    EXPECT_EQ(help.status.exit_code, 0);
+    EXPECT_NE(help.out.find("deskbox template build NAME[:TAG]"), std::string::npos);
+}
+
 TEST(ApiClientLibrary, ParsesServerUrls) {
     auto url = client::parse_server_url("http://127.0.0.1:8700");
     EXPECT_EQ(url.host, "127.0.0.1");
@@ -1192,6 +1503,41 @@ TEST(ApiClientLibrary, ErrorAnswersBecomeTypedExceptions) {
     EXPECT_EQ(raw.status, 422u);
     EXPECT_EQ(raw.header("CONTENT-TYPE"), "application/json");
     EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(ApiClientLibrary, ABodyRefusedFromItsHeaderGivesTheServersAnswer) {
+    // As deskboxd refuses a body over --max-body-mb: it answers 413 on the header and closes
+    // without reading the body, so the client's write fails half way.
+    asio::io_context io;
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    std::thread refuser([&] {
+        tcp::socket socket(io);
+        acceptor.accept(socket);
+        std::string head;
+        char c;
+        while (head.find("\r\n\r\n") == std::string::npos &&
+               asio::read(socket, asio::buffer(&c, 1)))
+            head += c;
+        const std::string body =
+            R"({"error":{"code":"payload_too_large","message":"request body is over this )"
+            R"(endpoint's limit of 1048576 bytes"}})";
+        asio::write(socket, asio::buffer("HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n"
+                                         "Content-Type: application/json\r\nContent-Length: " +
+                                         std::to_string(body.size()) + "\r\n\r\n" + body));
+        socket.close();
+    });
+    client::ApiClient api(
+        options_for("http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port())));
+    try {
+        api.put_bytes("/v1/templates/uploads/upl-1?offset=0", std::string(16 << 20, 'x'));
+        ADD_FAILURE() << "no exception";
+    } catch (const client::ApiError& error) {
+        EXPECT_EQ(error.status(), 413u);
+        EXPECT_EQ(error.code(), "payload_too_large");
+    } catch (const std::exception& error) {
+        ADD_FAILURE() << "not the server's answer: " << error.what();
+    }
+    refuser.join();
 }
 
 TEST(ApiClientLibrary, ASilentServerTimesOut) {

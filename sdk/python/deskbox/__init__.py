@@ -8,6 +8,9 @@
         png = sb.screenshot()
         sb.click_text("OK")                     # or sb.left_click(target=Target(image="ok.png"))
         print(sb.ocr().text, sb.wait_for_text("Saved", timeout_ms=5000).matched)
+
+    build = Template.build("my-app", context="./app", on_log=print)   # FROM deskbox/minimal ...
+    sb = Sandbox.create(template=build.template)                      # "my-app:latest"
 """
 
 from .errors import (
@@ -37,6 +40,7 @@ from .sandbox import (
     SandboxInfo,
     Window,
 )
+from .template import Template, TemplateBuild, TemplateBuildError, TemplateInfo
 from .vision import (
     CompareResult,
     Match,
@@ -80,6 +84,10 @@ __all__ = [
     "SandboxExhaustedError",
     "Target",
     "TargetNotFoundError",
+    "Template",
+    "TemplateBuild",
+    "TemplateBuildError",
+    "TemplateInfo",
     "TimeoutError",
     "WaitResult",
     "WaitTimeoutError",

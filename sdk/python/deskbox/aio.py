@@ -8,7 +8,8 @@
 
 Calls on one AsyncSandbox share its one kept-alive connection, so they run one at a time;
 use several sandboxes (or several `connect`ed handles) for parallelism. ``sb.sync`` is the
-underlying `Sandbox` for anything not wrapped here.
+underlying `Sandbox` for anything not wrapped here. `AsyncTemplate` builds and imports
+templates (``await AsyncTemplate.build("app", dockerfile=..., on_log=async_or_plain_fn)``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from types import TracebackType
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, Union
 
 from .sandbox import Action, CommandResult, FileEntry, Point, Sandbox, SandboxInfo, Window
+from .template import Template, TemplateBuild, TemplateInfo
 from .vision import (
     CompareResult,
     ImageInput,
@@ -340,4 +342,86 @@ class AsyncSandbox:
                                    region=region, threshold=threshold, scales=scales,
                                    grayscale=grayscale, exact=exact, lang=lang, check=check)
 
-__all__ = ["AsyncSandbox", "CommandResult", "Target"]
+
+def _log_bridge(on_log: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    """``on_log`` for the worker thread: a coroutine function runs on the caller's loop (the
+    build waits for it), a plain function is called in the worker thread."""
+    if on_log is None or not asyncio.iscoroutinefunction(on_log):
+        return on_log
+
+    def call(text: str) -> None:
+        asyncio.run_coroutine_threadsafe(on_log(text), loop).result()
+
+    return call
+
+
+class AsyncTemplate:
+    """`Template` for asyncio code: the same static methods as coroutines (each runs in a worker
+    thread). ``on_log`` may be a plain function or a coroutine function."""
+
+    @staticmethod
+    async def build(name: str, *args: Any, on_log: Any = None, **kwargs: Any) -> TemplateBuild:
+        """See `Template.build`."""
+        bridge = _log_bridge(on_log, asyncio.get_running_loop())
+        return await asyncio.to_thread(
+            functools.partial(Template.build, name, *args, on_log=bridge, **kwargs))
+
+    @staticmethod
+    async def import_archive(name: str, archive: Any, *args: Any, on_log: Any = None,
+                             **kwargs: Any) -> TemplateBuild:
+        """See `Template.import_archive`."""
+        bridge = _log_bridge(on_log, asyncio.get_running_loop())
+        return await asyncio.to_thread(functools.partial(
+            Template.import_archive, name, archive, *args, on_log=bridge, **kwargs))
+
+    @staticmethod
+    async def wait(build_id: str, on_log: Any = None, check: bool = True,
+                   server: Optional[str] = None, api_key: Optional[str] = None) -> TemplateBuild:
+        """See `Template.wait`."""
+        bridge = _log_bridge(on_log, asyncio.get_running_loop())
+        return await asyncio.to_thread(Template.wait, build_id, bridge, check, server, api_key)
+
+    @staticmethod
+    async def list(server: Optional[str] = None,
+                   api_key: Optional[str] = None) -> List[TemplateInfo]:
+        """See `Template.list`."""
+        return await asyncio.to_thread(Template.list, server, api_key)
+
+    @staticmethod
+    async def get(template: str, server: Optional[str] = None,
+                  api_key: Optional[str] = None) -> TemplateInfo:
+        """See `Template.get`."""
+        return await asyncio.to_thread(Template.get, template, server, api_key)
+
+    @staticmethod
+    async def delete(template: str, server: Optional[str] = None,
+                     api_key: Optional[str] = None) -> None:
+        """See `Template.delete`."""
+        await asyncio.to_thread(Template.delete, template, server, api_key)
+
+    @staticmethod
+    async def builds(server: Optional[str] = None,
+                     api_key: Optional[str] = None) -> List[TemplateBuild]:
+        """See `Template.builds`."""
+        return await asyncio.to_thread(Template.builds, server, api_key)
+
+    @staticmethod
+    async def get_build(build_id: str, server: Optional[str] = None,
+                        api_key: Optional[str] = None) -> TemplateBuild:
+        """See `Template.get_build`."""
+        return await asyncio.to_thread(Template.get_build, build_id, server, api_key)
+
+    @staticmethod
+    async def logs(build_id: str, server: Optional[str] = None,
+                   api_key: Optional[str] = None) -> str:
+        """See `Template.logs`."""
+        return await asyncio.to_thread(Template.logs, build_id, server, api_key)
+
+    @staticmethod
+    async def cancel(build_id: str, server: Optional[str] = None,
+                     api_key: Optional[str] = None) -> TemplateBuild:
+        """See `Template.cancel`."""
+        return await asyncio.to_thread(Template.cancel, build_id, server, api_key)
+
+
+__all__ = ["AsyncSandbox", "AsyncTemplate", "CommandResult", "Target"]
