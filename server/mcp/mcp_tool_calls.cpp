@@ -120,6 +120,7 @@ json run_command(ToolContext& context, const json& arguments) {
             throw ApiError(400, "invalid_request", "expected true or false", "background");
         params["background"] = arguments["background"];
     }
+    params = sandbox->with_default_cwd(std::move(params));
     sandbox->audit("mcp.run_command", params);
     auto reply =
         sandbox->call("exec.run", params, {},

@@ -26,6 +26,9 @@ std::pair<int, int> parse_size(const json& v, const std::string& field) {
 
 // The template's session settings: what the request's own fields then override.
 void apply_template_session(const json& definition, SandboxConfig& c) {
+    if (auto workdir = definition.find("workdir");
+        workdir != definition.end() && workdir->is_string())
+        c.workdir = workdir->get<std::string>();
     if (!definition.contains("session")) return;
     const auto& s = definition["session"];
     if (s.contains("resolution"))

@@ -102,6 +102,12 @@ class Sandbox {
     void shutdown(bool keep_running = false);
 
     const SandboxConfig& config() const { return config_; }
+    // An exec.run request's params with the template's WORKDIR as cwd when they name none.
+    nlohmann::json with_default_cwd(nlohmann::json params) const {
+        if (!config_.workdir.empty() && params.is_object() && !params.contains("cwd"))
+            params["cwd"] = config_.workdir;
+        return params;
+    }
     const std::string& id() const { return config_.id; }
     SandboxStatus status() const;
     std::string error_reason() const;

@@ -35,6 +35,8 @@ struct SandboxConfig {
     bool vnc = true;                       // serve VNC on a loopback port
     bool fast_start = true;  // restore from a template snapshot where the runtime can (microvm)
     bool pooled = false;     // made ahead for the pool, not yet handed out
+    // Where commands run when they name no cwd: the template's WORKDIR (as `docker exec`).
+    std::string workdir;
     // When the create answers (readiness.hpp): the template's `ready`, or the request's. Only
     // the create uses it; it is not kept in the server record.
     ReadyCondition ready;

@@ -39,6 +39,7 @@ void Sandbox::save_record() {
                              {"recordings_dir", config_.recordings_dir.string()},
                              {"vnc", config_.vnc},
                              {"pooled", config_.pooled},
+                             {"workdir", config_.workdir},
                              {"view_token", view_token_},
                              {"control_token", control_token_},
                              {"created_at_ms", to_ms(created_at_)},
@@ -86,6 +87,7 @@ SandboxConfig config_from_record(const nlohmann::json& r) {
     c.egress_kbps = r.value("egress_kbps", std::uint64_t{0});
     c.recordings_dir = r.at("recordings_dir").get<std::string>();
     c.vnc = r.at("vnc");
+    c.workdir = r.value("workdir", "");
     if (r.contains("api_resolution"))
         c.api_resolution = input::Size{r["api_resolution"][0], r["api_resolution"][1]};
     return c;

@@ -42,6 +42,7 @@ void check_kill_processes_body(const json& body) {
 
 HttpResponse run_command(RouteContext& context) {
     CommandRequest command = parse_command_body(parse_body(context.request()));
+    command.params = context.sandbox->with_default_cwd(std::move(command.params));
     context.sandbox->audit("command", command.params);
     ScopedTimer timer(context.api.metrics.command_seconds);
     auto reply = context.sandbox->call("exec.run", command.params, std::move(command.stdin_bytes),
