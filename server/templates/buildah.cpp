@@ -39,8 +39,6 @@ std::vector<std::string> bud_args(const BudOptions& o) {
         a.insert(a.end(), {"--userns-uid-map", map, "--userns-gid-map", map});
         if (!o.empty_sys.empty()) a.insert(a.end(), {"-v", o.empty_sys.string() + ":/sys:ro"});
     }
-    for (const auto& [host, guest] : o.read_only_volumes)
-        a.insert(a.end(), {"-v", host.string() + ":" + guest + ":ro"});
     for (const auto& [k, v] : o.build_args) a.insert(a.end(), {"--build-arg", k + "=" + v});
     a.push_back(o.context.string());
     return a;

@@ -36,7 +36,6 @@ struct BudOptions {
     std::filesystem::path runc_root;  // where runc keeps the RUN containers' state
     std::uint32_t host_id_base = 0;   // 0: no user namespace (guest ids are host ids)
     std::filesystem::path empty_sys;  // mounted read-only at /sys (see the .cpp)
-    std::vector<std::pair<std::filesystem::path, std::string>> read_only_volumes;
     BuildLimits limits;
 };
 

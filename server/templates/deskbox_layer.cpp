@@ -48,13 +48,16 @@ chmod 1777 /tmp
 : > /etc/machine-id
 cp /.deskbox-layer/template.json /etc/deskbox/template.json
 chmod 0644 /etc/deskbox/template.json
+rm -rf /.deskbox-layer
 echo "deskbox layer: the image meets the runtime contract"
 )SH";
 }
 
 std::string final_dockerfile(const std::string& from_image) {
-    return "FROM " + from_image + "\nUSER root\nRUN [\"/bin/sh\", \"" + kLayerMount +
-           "/contract.sh\"]\n";
+    // COPY, not a volume: the files' digest is then part of the engine's cache key, so an
+    // unchanged rebuild reuses this layer (and the same image id, and its exported rootfs).
+    return "FROM " + from_image + "\nUSER root\nCOPY contract.sh template.json " + kLayerMount +
+           "/\nRUN [\"/bin/sh\", \"" + kLayerMount + "/contract.sh\"]\n";
 }
 
 namespace {
@@ -153,6 +156,8 @@ json make_definition(const TemplateRef& ref, const ImageConfig& config,
         {"session", session},
         {"user", {{"name", "user"}, {"uid", 1000}, {"gid", 1000}, {"home", "/home/user"}}},
         {"agent", "/opt/deskbox/bin/deskbox-agent"}};
+    if (!config.working_dir.empty() && config.working_dir != "/")
+        definition["workdir"] = config.working_dir;
     if (auto it = config.labels.find(kTemplateLabel); it != config.labels.end())
         definition["base"] = "deskbox/" + it->second;
     if (!request.ready.is_null()) definition["ready"] = request.ready;

@@ -22,7 +22,7 @@ namespace deskbox::templates {
 inline constexpr char kSessionLabel[] = "io.deskbox.session";
 inline constexpr char kTemplateLabel[] = "io.deskbox.template";
 inline constexpr char kRootfsLabel[] = "io.deskbox.rootfs";
-// Where the final layer's RUN step finds the script and template.json (a read-only volume).
+// Where the final layer's RUN step finds the script and template.json (copied in, then removed).
 inline constexpr char kLayerMount[] = "/.deskbox-layer";
 // The script's exit status when the image cannot meet the contract.
 inline constexpr int kContractRefused = 73;

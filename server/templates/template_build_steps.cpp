@@ -67,7 +67,7 @@ std::uint64_t tree_bytes(const fs::path& root) {
 }  // namespace
 
 std::string TemplateService::cgroup_of(const Job& j) const {
-    return "/deskbox-template-builds/" + j.info.id;
+    return builds_cgroup_ + "/" + j.info.id;
 }
 
 void TemplateService::log_line(Job& j, const std::string& line) {
@@ -367,11 +367,10 @@ void TemplateService::add_deskbox_layer(Job& j, const std::string& image) {
     BudOptions bud = bud_options(j);
     bud.network = "none";
     bud.dns.clear();
-    bud.no_cache = true;  // the volume's files are not part of the engine's cache key
+    bud.no_cache = j.request.no_cache;
     bud.context = layer;
     bud.dockerfile = layer / "Dockerfile";
     bud.image = "localhost/deskbox-final/" + j.info.ref.str();
-    bud.read_only_volumes = {{layer, kLayerMount}};
     bud.build_args.clear();
     log_line(j, "deskbox: adding deskbox's layer (the runtime contract)");
     const auto before = j.info.log_bytes;

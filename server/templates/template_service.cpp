@@ -14,6 +14,7 @@
 #include "common/utc_time.hpp"
 #include "common/utf8.hpp"
 #include "server/runtime/container/cgroups.hpp"
+#include "server/runtime/container/runtime.hpp"
 #include "server/templates/dockerfile_check.hpp"
 #include "server/templates/template_jobs.hpp"
 
@@ -26,7 +27,6 @@ using Code = TemplateError::Code;
 namespace {
 
 constexpr std::size_t kMaxDockerfileBytes = 1 << 20;
-constexpr const char* kBuildCgroups = "/deskbox-template-builds";
 
 bool is_safe_relative(const std::string& path) {
     if (path.empty() || path.front() == '/' || path.find('\0') != std::string::npos) return false;
@@ -58,7 +58,12 @@ std::string now_rfc3339() {
 }
 
 TemplateService::TemplateService(Options options, Hooks hooks)
-    : options_(std::move(options)), hooks_(std::move(hooks)), store_(options_.dir) {
+    : options_(std::move(options)),
+      hooks_(std::move(hooks)),
+      store_(options_.dir),
+      // One parent per state folder: a deskboxd clears its own leftover builds at start and
+      // must never touch another's (tests run many deskboxd side by side).
+      builds_cgroup_("/" + runtime::ContainerRuntime::cgroup_parent_for(options_.dir) + "-builds") {
     engine_.root = options_.dir / "engine" / "storage";
     engine_.tmp = options_.dir / "engine" / "tmp";
     engine_.runroot = options_.run_dir / "runroot";
@@ -113,7 +118,7 @@ void TemplateService::recover() {
         }
     }
     try {
-        runtime::remove_cgroup(kBuildCgroups);
+        runtime::remove_cgroup(builds_cgroup_);
     } catch (const std::exception&) {
     }
     if (engine_available_ && fs::exists(engine_.root))

@@ -119,6 +119,7 @@ class TemplateService {
     Hooks hooks_;
     EnginePaths engine_;
     TemplateStore store_;
+    std::string builds_cgroup_;  // every build's cgroup lies under it (one per state folder)
     bool engine_available_ = false;
 
     mutable std::mutex mutex_;
