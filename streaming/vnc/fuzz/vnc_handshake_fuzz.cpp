@@ -10,7 +10,12 @@
 // a security type choice of 2. The harness sends up to the slot, waits for the challenge, sends
 // the response and the rest, half-closes, and reads what the server sends until it closes (or
 // 200 ms of silence, 2 s at most). It reads all the while, so a server sending many updates never
-// blocks on a full socket. make_corpus.py writes the seeds.
+// blocks on a full socket. What the server owes at once (its ProtocolVersion, the challenge, and
+// for the check below the whole handshake) it gets up to 10 s of silence for: a machine busy
+// with other work can hold its thread off for a few hundred milliseconds, and 200 ms there made
+// a slow but correct server look stuck (and the conversation end before the server had even
+// accepted it, so "the connection is gone" held without checking anything). make_corpus.py
+// writes the seeds.
 //
 // Beyond "no crash, no sanitizer report" it checks:
 //   - the server sends its ProtocolVersion first, whatever the input (else its thread is stuck);
@@ -65,7 +70,8 @@ constexpr std::size_t kPasswordSlot = 8;  // input bytes that stand for the 16-b
 constexpr std::size_t kVersionSize = 12;  // "RFB 003.008\n"
 constexpr std::size_t kChallengeSize = 16;
 constexpr auto kSilence = 200ms;        // the server said nothing for this long: done
-constexpr auto kConversation = 2s;      // a conversation never takes longer
+constexpr auto kConversation = 2s;      // a conversation never takes longer, but for...
+constexpr auto kReplyWait = 10s;        // ...silence while the server owes a reply: stuck
 constexpr auto kClientGoneWait = 6s;    // > libvncserver's 5 s client timeout
 constexpr unsigned kCheckEvery = 64;    // inputs between checks that the server still serves
 constexpr std::size_t kFdSlack = 32;    // descriptors libFuzzer itself may open meanwhile
@@ -265,7 +271,10 @@ UniqueFd connect_to_server(int port) {
     }
 }
 
-Outcome converse_once(std::string_view input) {
+// `owed`: bytes the server sends at once whatever the input (its ProtocolVersion; the whole
+// handshake for a well-formed client). Until they and the challenge arrived, only kReplyWait of
+// silence ends the conversation.
+Outcome converse_once(std::string_view input, std::size_t owed = kVersionSize) {
     Fixture& f = fixture();
     Outcome outcome;
     UniqueFd socket = connect_to_server(f.server->port());
@@ -309,9 +318,11 @@ Outcome converse_once(std::string_view input) {
             write_closed = true;
         }
         auto now = Clock::now();
-        auto until = std::min(start + kConversation, last_activity + kSilence);
+        bool owed_reply = holding || outcome.received_total < owed;
+        auto until = owed_reply ? last_activity + kReplyWait
+                                : std::min(start + kConversation, last_activity + kSilence);
         if (now >= until) {
-            if (!holding || now >= start + kConversation) break;
+            if (!holding || outcome.received_total < kVersionSize) break;
             release_raw();  // the challenge did not come: the server read the input otherwise
             last_activity = now;
             continue;
@@ -374,6 +385,11 @@ std::uint32_t be32(std::string_view bytes, std::size_t at) {
     return ntohl(value);
 }
 
+// What a well-formed client is sent up to and with ServerInit: version, one security type,
+// challenge, SecurityResult, ServerInit with the desktop name.
+constexpr std::size_t kHandshakeSize =
+    kVersionSize + 2 + kChallengeSize + 4 + sz_rfbServerInitMsg + sizeof(kDesktopName) - 1;
+
 // Reads an RFB 3.8 conversation with VNC authentication up to ServerInit; a reason on failure.
 const char* read_handshake(std::string_view rx, ServerInit& init) {
     if (rx.size() < kVersionSize || rx.substr(0, kVersionSize) != "RFB 003.008\n")
@@ -416,7 +432,7 @@ void check_still_serving() {
     hello += static_cast<char>(rfbSecTypeVncAuth);
     hello += kControlPassword;
     hello += '\1';  // ClientInit: shared
-    Outcome outcome = converse_once(hello);
+    Outcome outcome = converse_once(hello, kHandshakeSize);
     ServerInit init;
     if (const char* reason = read_handshake(outcome.received, init)) {
         std::fprintf(stderr, "vnc fuzz: a well-formed client failed: %s (%zu bytes received)\n",
@@ -443,8 +459,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::uint64_t handled_before = f.handled.load();
     Outcome outcome = converse_once(input);
     // The server speaks first, whatever the client sends: no version means its thread is stuck.
-    if (outcome.received.compare(0, kVersionSize, "RFB 003.008\n") != 0)
+    if (outcome.received.compare(0, kVersionSize, "RFB 003.008\n") != 0) {
+        std::fprintf(stderr, "vnc fuzz: %zu bytes received\n", outcome.received_total);
         fail("the server did not send its ProtocolVersion");
+    }
     if (f.handled.load() != handled_before && outcome.login != Login::control)
         fail("input reached the InputHandler from a client without the control password");
     return 0;
