@@ -14,6 +14,7 @@
 #include "common/utc_time.hpp"
 #include "common/utf8.hpp"
 #include "server/runtime/container/cgroups.hpp"
+#include "server/runtime/container/mounts.hpp"
 #include "server/runtime/container/runtime.hpp"
 #include "server/templates/dockerfile_check.hpp"
 #include "server/templates/template_jobs.hpp"
@@ -37,18 +38,7 @@ bool is_safe_relative(const std::string& path) {
 
 // Unmounts everything at or below `dir` (deepest first): what a killed engine left mounted.
 void unmount_below(const fs::path& dir) {
-    std::ifstream in("/proc/self/mountinfo");
-    std::vector<std::string> points;
-    const std::string prefix = dir.string();
-    for (std::string line; std::getline(in, line);) {
-        std::istringstream fields(line);
-        std::string id, parent, dev, root, point;
-        fields >> id >> parent >> dev >> root >> point;
-        if (point == prefix || point.starts_with(prefix + "/")) points.push_back(point);
-    }
-    std::sort(points.begin(), points.end(),
-              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
-    for (const auto& point : points) ::umount2(point.c_str(), MNT_DETACH);
+    for (const auto& point : runtime::mounts_under(dir)) ::umount2(point.c_str(), MNT_DETACH);
 }
 
 }  // namespace

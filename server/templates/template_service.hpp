@@ -1,7 +1,8 @@
 // Templates users build: uploads of build contexts and image archives, a queue of builds run
-// one at a time by buildah (each RUN step confined like a sandbox: user namespace, cgroup
-// limits, deskbox's network policy), their logs (followed from a byte offset), cancel and
-// timeouts, and the store of finished templates the sandbox manager creates from. A deskboxd
+// one at a time by buildah (each RUN step in runc with a container's capabilities, cgroup
+// limits and deskbox's network policy; a user namespace only when host_id_base is set, see
+// docs/ARCHITECTURE.md "Templates users build"), their logs (followed from a byte offset), cancel
+// and timeouts, and the store of finished templates the sandbox manager creates from. A deskboxd
 // killed mid-build leaves nothing: the next one marks the build failed and cleans the engine's
 // containers, mounts, cgroups and scratch space.
 #pragma once

@@ -23,6 +23,7 @@
 #include "common/temp_dir.hpp"
 #include "common/unique_fd.hpp"
 #include "server/client/api_client.hpp"
+#include "tests/support/debian_mirror.hpp"
 #include "tests/support/deskboxd_process.hpp"
 
 namespace fs = std::filesystem;
@@ -35,20 +36,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-// The Debian mirror's address when it is not a public one (here a TEST-NET address): the
-// build's network policy must be told it is the internet.
-std::vector<std::string> mirror_flags() {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    addrinfo* found = nullptr;
-    if (::getaddrinfo("deb.debian.org", nullptr, &hints, &found) != 0 || !found) return {};
-    char text[INET_ADDRSTRLEN] = {};
-    auto* in = reinterpret_cast<sockaddr_in*>(found->ai_addr);
-    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-    ::freeaddrinfo(found);
-    return {"--public-range", std::string(text) + "/32"};
-}
 
 std::string tar_of(const fs::path& dir) {
     auto r = run_process({"tar", "-C", dir.string(), "-cf", "-", "."}, 60s);
@@ -91,7 +78,7 @@ struct Server {
 
     Server() { start(); }
     void start() {
-        auto flags = mirror_flags();
+        auto flags = deskbox::test::debian_mirror_flags();
         process = std::make_unique<deskbox::test::DeskboxdProcess>(
             DESKBOXD_PATH, dir.path() / "state", dir.path() / "deskboxd.log", flags);
         deskbox::client::ClientOptions o;
