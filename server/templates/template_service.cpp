@@ -79,6 +79,13 @@ TemplateService::~TemplateService() {
     work_.notify_all();
     changed_.notify_all();
     worker_.join();
+    // The engine's runroot and runc state are this server's alone (one folder per state folder,
+    // on tmpfs): gone with it, or every deskboxd ever started leaves one behind.
+    std::error_code ec;
+    // The engine's storage keeps its overlay folder bind-mounted on itself after buildah exits.
+    unmount_below(engine_.root);
+    unmount_below(options_.run_dir);
+    fs::remove_all(options_.run_dir, ec);
 }
 
 void TemplateService::recover() {

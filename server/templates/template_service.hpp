@@ -115,6 +115,8 @@ class TemplateService {
     void limit_build_cgroup(const Job& job);
     std::string cgroup_of(const Job& job) const;
     BudOptions bud_options(const Job& job) const;
+    // Rootfses an export hard-links unchanged files from (rsync --link-dest).
+    std::vector<std::filesystem::path> export_references(const Job& job) const;
 
     Options options_;
     Hooks hooks_;
