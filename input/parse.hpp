@@ -11,7 +11,7 @@
 //   silently types two Returns.
 // - Key strings are xdotool style (keynames.hpp): "ctrl+shift+t", "ctrl+a Delete", "ctrl++".
 //
-// native: {"type":"click",...} as in docs (DESIGN.md "Native actions"); keys by X keysym name or
+// native: {"type":"click",...} as the OpenAPI document's Native* schemas say; keys by X keysym name or
 //   alias, case-sensitive first ("A" is the keysym A). to_native_json writes canonical names.
 // anthropic (computer_20241022 / 20250124 / 20251124 tool_use input): {"action":...}.
 //   Clicks, left_click_drag and scroll hold the modifier keys in `text` ("shift"); clicks also

@@ -1,4 +1,5 @@
-// The native dialect: {"type":"click",...} as in DESIGN.md "Native actions" (rules in parse.hpp).
+// The native dialect: {"type":"click",...}, the OpenAPI document's Native* schemas (rules in
+// parse.hpp).
 #include "input/dialects/fields.hpp"
 #include "input/keynames.hpp"
 
