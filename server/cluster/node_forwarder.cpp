@@ -1,6 +1,7 @@
 #include "server/cluster/node_forwarder.hpp"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -136,7 +137,13 @@ class Relay : public std::enable_shared_from_this<Relay> {
           owner_(std::move(owner)),
           connect_timeout_(connect_timeout) {}
 
+    // Called on a request handler's thread: the relay runs on the client stream's strand.
     void start() {
+        net::dispatch(client_.get_executor(), [self = shared_from_this()] { self->connect(); });
+    }
+
+  private:
+    void connect() {
         auto self = shared_from_this();
         timer_.expires_after(connect_timeout_);
         timer_.async_wait([self](beast::error_code ec) {
@@ -157,7 +164,6 @@ class Relay : public std::enable_shared_from_this<Relay> {
             });
     }
 
-  private:
     void write_request() {
         auto serializer = std::make_shared<http::request_serializer<http::string_body>>(request_);
         auto self = shared_from_this();

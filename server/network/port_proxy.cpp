@@ -1,5 +1,6 @@
 #include "server/network/port_proxy.hpp"
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 
@@ -59,13 +60,24 @@ class PortProxy : public Closeable, public std::enable_shared_from_this<PortProx
         ctx_->leave(ticket_);
     }
 
+    // Called on a request handler's thread: the socket into the sandbox's network is made here
+    // (system calls, not I/O-thread work), then the proxy runs on the client stream's strand.
     void start(const SandboxNetwork& network) {
         ticket_ = ctx_->enroll(weak_from_this());
+        std::string refused;
         try {
             upstream_.assign(tcp::v4(), network.port_socket().release());
         } catch (const std::exception& e) {
-            return fail(409, "port_unreachable", e.what());
+            refused = e.what();
         }
+        net::dispatch(client_.get_executor(), [self = shared_from_this(), refused] {
+            if (!refused.empty()) return self->fail(409, "port_unreachable", refused);
+            self->connect();
+        });
+    }
+
+  private:
+    void connect() {
         auto self = shared_from_this();
         timer_.expires_after(std::chrono::seconds(10));
         timer_.async_wait([self](beast::error_code ec) {
@@ -89,6 +101,7 @@ class PortProxy : public Closeable, public std::enable_shared_from_this<PortProx
         });
     }
 
+  public:
     void close() override {
         net::post(client_.get_executor(), [self = shared_from_this()] {
             self->closed_ = true;

@@ -52,16 +52,18 @@ nlohmann::json Sandbox::run_segment(const std::vector<input::Action>& actions, s
 bool Sandbox::queue_input(std::vector<input::Action> actions, const std::string& source) {
     if (actions.empty()) return true;
     if (status() != SandboxStatus::running) return false;
-    // Pointer motion is not worth an audit line; presses, keys and text are.
-    bool worth_auditing = std::any_of(actions.begin(), actions.end(), [](const input::Action& a) {
-        return !std::holds_alternative<input::Move>(a);
-    });
-    if (worth_auditing) {
-        nlohmann::json native = nlohmann::json::array();
-        for (const auto& a : actions) native.push_back(input::to_native_json(a));
-        audit("viewer_input", {{"source", source}, {"actions", native}});
-    }
-    return input_worker_.post([this, actions = std::move(actions)] {
+    // Called on a viewer's I/O thread: the audit line (a file write) is written on the input
+    // worker, just before the actions it records run.
+    return input_worker_.post([this, source, actions = std::move(actions)] {
+        // Pointer motion is not worth an audit line; presses, keys and text are.
+        const bool worth_auditing = std::any_of(
+            actions.begin(), actions.end(),
+            [](const input::Action& a) { return !std::holds_alternative<input::Move>(a); });
+        if (worth_auditing) {
+            nlohmann::json native = nlohmann::json::array();
+            for (const auto& a : actions) native.push_back(input::to_native_json(a));
+            audit("viewer_input", {{"source", source}, {"actions", native}});
+        }
         try {
             run_segment(actions, 0);
         } catch (const std::exception& e) {

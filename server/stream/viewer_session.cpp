@@ -1,5 +1,6 @@
 #include "server/stream/viewer_session.hpp"
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
@@ -54,7 +55,15 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
         --counters_.connected;
     }
 
+    // Called on a request handler's thread: everything the session does, from its first
+    // option on, runs on the stream's strand (as Beast's advanced server does).
     void start() {
+        net::dispatch(ws_.get_executor(),
+                      beast::bind_front_handler(&ViewerSession::on_run, shared_from_this()));
+    }
+
+  private:
+    void on_run() {
         ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
         ws_.set_option(websocket::stream_base::decorator(
             [](websocket::response_type& res) { res.set(http::field::server, "deskboxd"); }));
@@ -63,7 +72,6 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
                          beast::bind_front_handler(&ViewerSession::on_accept, shared_from_this()));
     }
 
-  private:
     void on_accept(beast::error_code ec) {
         if (ec) return;
         request_ = {};

@@ -1,6 +1,7 @@
 #include "server/stream/vnc_proxy.hpp"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
@@ -31,7 +32,13 @@ class VncProxy : public std::enable_shared_from_this<VncProxy> {
     }
     ~VncProxy() { --counters_.connected; }
 
+    // Called on a request handler's thread: the session runs on the stream's strand from here.
     void start() {
+        net::dispatch(ws_.get_executor(), [self = shared_from_this()] { self->run(); });
+    }
+
+  private:
+    void run() {
         ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
         // noVNC asks for the "binary" subprotocol; answering with it is what it expects.
         std::string protocols(request_[http::field::sec_websocket_protocol]);
@@ -49,7 +56,6 @@ class VncProxy : public std::enable_shared_from_this<VncProxy> {
         });
     }
 
-  private:
     void connect() {
         tcp::endpoint endpoint(net::ip::make_address("127.0.0.1"), port_);
         vnc_.async_connect(endpoint, [self = shared_from_this()](beast::error_code ec) {
