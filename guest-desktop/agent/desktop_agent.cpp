@@ -9,6 +9,7 @@
 
 #include "guest-desktop/agent/input_actions.hpp"
 #include "guest-desktop/capture/capture_engine.hpp"
+#include "guest-desktop/capture/settle.hpp"
 #include "guest-desktop/services/clipboard_service.hpp"
 #include "guest-desktop/services/exec_service.hpp"
 #include "guest-desktop/services/file_service.hpp"
@@ -264,7 +265,7 @@ std::string DesktopAgent::serve(std::unique_ptr<protocol::Channel> channel) {
     return reason;
 }
 
-void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::CaptureEngine& capture) {
+void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::ScreenCapture& capture) {
     using protocol::Dispatch;
     server.handle("ping", [](const Request&) { return json_reply(nlohmann::json::object()); });
     server.handle("session.info", [this](const Request&) { return json_reply(session_info()); });
@@ -278,32 +279,20 @@ void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::Captu
                   }),
                   Dispatch::serial);
 
-    server.handle(
-        "screen.sync", translated([this, &capture](const Request& request) {
-            int settle_ms = int_param(request.params, "settle_ms", 0, 0, 5000);
-            int max_ms = int_param(request.params, "max_ms", 1000, 0, 30000);
-            auto start = Clock::now();
-            auto deadline = start + std::chrono::milliseconds(max_ms);
-            std::uint64_t seq = capture.sync();
-            bool settled = settle_ms == 0;
-            // Wait until neither input nor damage happened for settle_ms: an app usually
-            // repaints a few ms after the input that caused it.
-            while (!settled) {
-                auto quiet_since = std::max(last_action_ns_.load(), last_damage_ns_.load());
-                auto quiet = std::chrono::nanoseconds(now_ns() - quiet_since);
-                if (quiet >= std::chrono::milliseconds(settle_ms)) {
-                    settled = true;
-                    break;
-                }
-                if (Clock::now() >= deadline) break;
-                auto nap = std::min<Clock::duration>(std::chrono::milliseconds(settle_ms) - quiet,
-                                                     deadline - Clock::now());
-                std::this_thread::sleep_for(nap);
-                seq = capture.sync();
-            }
-            return json_reply({{"seq", seq}, {"settled", settled}});
-        }),
-        Dispatch::serial);
+    server.handle("screen.sync", translated([this, &capture](const Request& request) {
+                      const std::chrono::milliseconds settle(
+                          int_param(request.params, "settle_ms", 0, 0, 5000));
+                      const std::chrono::milliseconds max_wait(
+                          int_param(request.params, "max_ms", 1000, 0, 30000));
+                      auto last_activity = [this] {
+                          return Clock::time_point(std::chrono::nanoseconds(
+                              std::max(last_action_ns_.load(), last_damage_ns_.load())));
+                      };
+                      auto result =
+                          capture::sync_and_settle(capture, last_activity, settle, max_wait);
+                      return json_reply({{"seq", result.seq}, {"settled", result.settled}});
+                  }),
+                  Dispatch::serial);
     server.handle("screen.full", translated([&capture](const Request&) {
                       return json_reply({{"seq", capture.full_frame()}});
                   }),

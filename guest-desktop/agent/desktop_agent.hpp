@@ -30,7 +30,7 @@ namespace deskbox::input {
 class Injector;
 }
 namespace deskbox::capture {
-class CaptureEngine;
+class ScreenCapture;
 }
 
 namespace deskbox::agent {
@@ -56,7 +56,7 @@ class DesktopAgent {
 
   private:
     void emit(nlohmann::json header, std::string body = {});
-    void register_handlers(protocol::RpcServer& server, capture::CaptureEngine& capture);
+    void register_handlers(protocol::RpcServer& server, capture::ScreenCapture& capture);
 
     AgentOptions options_;
     std::unique_ptr<session::SessionSupervisor> session_;

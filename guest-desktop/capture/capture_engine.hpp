@@ -22,6 +22,7 @@
 
 #include "common/unique_fd.hpp"
 #include "guest-desktop/capture/cursor_watcher.hpp"
+#include "guest-desktop/capture/screen_capture.hpp"
 #include "guest-desktop/capture/types.hpp"
 #include "guest-desktop/x11/connection.hpp"
 
@@ -38,16 +39,6 @@ struct CaptureOptions {
     std::optional<bool> use_xdamage;  // nullopt: XDamage if present; false: poll; true: require
 };
 
-// One changed rectangle; `pixels` is width*height BGRX pixels, rows tightly packed.
-struct DamageRect {
-    std::uint64_t seq = 0;  // 1, 2, 3... per engine, across start/stop
-    int x = 0;
-    int y = 0;
-    int width = 0;
-    int height = 0;
-    std::string pixels;
-};
-
 struct CaptureStats {
     std::uint64_t captures = 0;         // capture passes (damage fetch, grab, compare)
     std::uint64_t batches = 0;          // passes that emitted at least one rect
@@ -59,31 +50,23 @@ struct CaptureStats {
     std::uint64_t errors = 0;           // failures reported through on_error
 };
 
-struct CaptureCallbacks {
-    // All are called on the engine's thread; set them before start().
-    std::function<void(DamageRect&&)> on_damage;
-    std::function<void(CursorImage&&)> on_cursor_shape;
-    std::function<void(CursorPosition)> on_cursor_position;
-    std::function<void(const std::string&)> on_error;  // recoverable trouble, e.g. a failed grab
-};
-
-class CaptureEngine {
+class CaptureEngine final : public ScreenCapture {
   public:
     // Opens its own connection to `display_name` and checks the extensions and the pixel
     // format. Throws CaptureError naming the option or the reason.
     explicit CaptureEngine(const std::string& display_name, CaptureOptions options = {});
-    ~CaptureEngine();  // stops
+    ~CaptureEngine() override;  // stops
     CaptureEngine(const CaptureEngine&) = delete;
     CaptureEngine& operator=(const CaptureEngine&) = delete;
 
-    void set_callbacks(CaptureCallbacks callbacks);
+    void set_callbacks(CaptureCallbacks callbacks) override;
 
     // Starts the thread; it first emits one rect covering the screen (the host mirror's
     // base), the cursor shape and the cursor position. No-op if running.
-    void start();
+    void start() override;
     // Stops and joins the thread. Pending sync/full calls fail. No-op if not running.
     // Not from a callback (the thread cannot join itself).
-    void stop();
+    void stop() override;
     bool running() const { return running_.load(); }
 
     // Captures now, from another thread: one round trip to the server (so every request it
@@ -92,12 +75,12 @@ class CaptureEngine {
     // the seq of the last rect emitted so far (0 if none). Asked before the first start(), it
     // waits for it. Throws CaptureError on timeout, once the engine has stopped, or if the
     // capture (or a callback) failed.
-    std::uint64_t sync(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+    std::uint64_t sync(std::chrono::milliseconds timeout = std::chrono::seconds(5)) override;
     // Like sync, but emits one rect covering the whole screen.
-    std::uint64_t full_frame(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+    std::uint64_t full_frame(std::chrono::milliseconds timeout = std::chrono::seconds(5)) override;
 
     // Thread-safe; takes effect at the next capture. Throws CaptureError outside 1..1000.
-    void set_max_fps(int max_fps);
+    void set_max_fps(int max_fps) override;
 
     bool using_xshm() const { return using_xshm_.load(); }
     bool using_xdamage() const { return damage_ != nullptr; }
@@ -106,8 +89,8 @@ class CaptureEngine {
     const std::string& xdamage_unavailable_reason() const { return xdamage_reason_; }
     // Non-empty when there is no XFIXES: no cursor events then, pixels still flow.
     const std::string& cursor_unavailable_reason() const { return cursor_reason_; }
-    int width() const { return width_.load(); }
-    int height() const { return height_.load(); }
+    int width() const override { return width_.load(); }
+    int height() const override { return height_.load(); }
     std::uint64_t last_seq() const { return last_seq_.load(); }
     CaptureStats stats() const;
 

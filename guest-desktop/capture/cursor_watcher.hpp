@@ -11,23 +11,6 @@
 
 namespace deskbox::capture {
 
-struct CursorImage {
-    int width = 0;
-    int height = 0;
-    int xhot = 0;
-    int yhot = 0;
-    std::uint64_t serial = 0;
-    // width*height pixels, each a native-endian uint32 0xAARRGGBB, alpha-premultiplied as
-    // XFixes gives it (little-endian bytes B, G, R, A).
-    std::string pixels;
-};
-
-struct CursorPosition {
-    int x = 0;
-    int y = 0;
-    friend bool operator==(const CursorPosition&, const CursorPosition&) = default;
-};
-
 class CursorWatcher {
   public:
     // Throws CaptureError if XFIXES is missing.

@@ -20,6 +20,23 @@ using ::deskbox::bounding;
 using ::deskbox::intersect;
 using ::deskbox::Rect;
 
+struct CursorImage {
+    int width = 0;
+    int height = 0;
+    int xhot = 0;
+    int yhot = 0;
+    std::uint64_t serial = 0;
+    // width*height pixels, each a native-endian uint32 0xAARRGGBB, alpha-premultiplied as
+    // XFixes gives it (little-endian bytes B, G, R, A).
+    std::string pixels;
+};
+
+struct CursorPosition {
+    int x = 0;
+    int y = 0;
+    friend bool operator==(const CursorPosition&, const CursorPosition&) = default;
+};
+
 // Read-only BGRX pixels of `area` (screen coordinates); row i starts at data + i * stride.
 // Valid until the producer's next grab.
 struct ImageView {
