@@ -190,19 +190,23 @@ TEST(AnalysisApi, WaitAnswersWhenItsRegionChangesAndOnlyThen) {
     ASSERT_TRUE(
         s.post(d.base + "/wait", {{"until", "stable"}, {"stable_ms", 500}}).js()["matched"]);
     const json terminal_region = {d.terminal.x, d.terminal.y, d.terminal.width, d.terminal.height};
+    // Both waits count from the frame before the typing (`since`), so whether a wait is already
+    // waiting when the keys land or starts just after, it sees exactly this change: no sleep
+    // to order them.
+    auto before = s.post(d.base + "/locate", {{"text", "ZZZ"}}).js()["frame_version"];
     // A far corner of the desktop: typing in the terminal does not change it.
     auto quiet = std::async(std::launch::async, [&] {
-        return s.post(d.base + "/wait",
-                      {{"until", "change"}, {"region", {0, 700, 200, 100}}, {"timeout_ms", 3000}});
+        return s.post(d.base + "/wait", {{"until", "change"},
+                                         {"since", before},
+                                         {"region", {0, 700, 200, 100}},
+                                         {"timeout_ms", 3000}});
     });
     auto waiting = std::async(std::launch::async, [&] {
-        return s.post(d.base + "/wait",
-                      {{"until", "change"}, {"region", terminal_region}, {"timeout_ms", 20000}});
+        return s.post(d.base + "/wait", {{"until", "change"},
+                                         {"since", before},
+                                         {"region", terminal_region},
+                                         {"timeout_ms", 20000}});
     });
-    // The waits begin before the typing (each blocks until its region changes, so an early
-    // typing would leave the terminal's wait running to its timeout, not pass wrongly).
-    std::this_thread::sleep_for(500ms);
-    auto before = s.post(d.base + "/locate", {{"text", "ZZZ"}}).js()["frame_version"];
     d.act({{"type", "type"}, {"text", "ZZZ"}});
     auto changed = waiting.get();
     ASSERT_EQ(changed.status, 200u) << changed.body;

@@ -515,7 +515,10 @@ TEST(Api, ARecordingGoesOnInANewFileAfterARestart) {
             first.post("/v1/sandboxes/" + id + "/actions", {{"type", "type"}, {"text", "before"}})
                 .status,
             200u);
-        std::this_thread::sleep_for(1s);
+        // Frames are in the file before the server stops (not a guess at how long that takes).
+        EXPECT_TRUE(eventually([&] {
+            return first.get("/v1/sandboxes/" + id + "/recording").js().value("frames", 0) >= 2;
+        }));
     }  // SIGTERM with --on-exit keep: the encoder finishes its file
     const auto old_video = state / "recordings" / (first_recording + ".mp4");
     ASSERT_TRUE(std::filesystem::exists(old_video));

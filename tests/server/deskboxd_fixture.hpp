@@ -25,6 +25,7 @@
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
 #include "tests/support/deskboxd_process.hpp"
+#include "tests/support/eventually.hpp"
 
 namespace deskbox {
 namespace test {
@@ -152,16 +153,7 @@ inline bool template_built(const std::string& name = "minimal") {
     if (!template_built()) \
     GTEST_SKIP() << "template 'minimal' not built: run images/build.py minimal"
 
-// Polls until `f` returns true (the desktop is asynchronous); bounded, never a timing assert.
-template <typename F>
-bool eventually(F f, std::chrono::milliseconds limit = 20s) {
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-        if (f()) return true;
-        std::this_thread::sleep_for(100ms);
-    }
-    return f();
-}
+using test::eventually;
 
 // Starts a command in the background (it outlives the request, like a launched app).
 inline void start(Server& s, const std::string& id, const std::string& cmd) {

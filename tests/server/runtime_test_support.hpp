@@ -18,6 +18,7 @@
 
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
+#include "tests/support/eventually.hpp"
 
 namespace deskbox::testing {
 
@@ -95,15 +96,6 @@ inline std::optional<std::string> read_file(const fs::path& file) {
     return s.str();
 }
 
-// Polls `probe` until it returns true or `timeout` passes; returns the last result.
-template <typename Probe>
-bool eventually(Probe&& probe, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-        if (probe()) return true;
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-}
+using test::eventually;
 
 }  // namespace deskbox::testing

@@ -11,12 +11,14 @@
 #include "server/runtime/fake_runtime.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "tests/support/eventually.hpp"
 
 namespace deskbox::server {
 namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+using test::eventually;
 
 class SandboxManagerTest : public ::testing::Test {
   protected:
@@ -47,15 +49,6 @@ class SandboxManagerTest : public ::testing::Test {
         ADD_FAILURE() << "no ApiError";
         return ApiError(0, "", "");
     }
-    // Waits up to `timeout` for `done`.
-    template <typename Predicate>
-    bool eventually(Predicate&& done, std::chrono::milliseconds timeout = 10s) {
-        for (auto until = std::chrono::steady_clock::now() + timeout;
-             std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(50ms))
-            if (done()) return true;
-        return done();
-    }
-
     runtime::FakeTemplate images_;
     std::unique_ptr<SandboxManager> manager_;
 };

@@ -84,11 +84,9 @@ class StreamTest : public ::testing::Test {
 
 TEST_F(StreamTest, JpegFramesShowWhatTheScreenshotShows) {
     // The terminal may still be drawing its prompt: compare frames of a still screen.
-    ASSERT_TRUE(eventually([&] {
-        cv::Mat before = screenshot(s(), sandbox_);
-        std::this_thread::sleep_for(300ms);
-        return cv::norm(before, screenshot(s(), sandbox_), cv::NORM_INF) == 0;
-    }));
+    auto settled = s().post("/v1/sandboxes/" + sandbox_.id + "/wait",
+                            {{"until", "stable"}, {"stable_ms", 300}, {"timeout_ms", 20000}});
+    ASSERT_TRUE(settled.js()["matched"]) << settled.body;
     WsClient ws(s().port(), stream_target(sandbox_, sandbox_.view_token, "&codec=jpeg&quality=90"));
     ASSERT_TRUE(ws.connected()) << ws.status() << ws.refusal_body();
     auto hello = ws.read();
@@ -112,8 +110,11 @@ TEST_F(StreamTest, H264DecodesToTheScreenAndALateJoinerGetsAPictureAtOnce) {
     // Change the screen so the first viewer is past its keyframe when the second joins.
     start(s(), sandbox_.id, "xterm -geometry 40x10+300+300 -e sleep 60");
     ASSERT_TRUE(first.read_until([](const auto& m) { return !m.text && !(m.data[1] & 1); }));
-    // Let the new window finish drawing, so the late keyframe and the screenshot show the same.
-    std::this_thread::sleep_for(1500ms);
+    // The new window has finished drawing (the product's own wait), so the late keyframe and
+    // the screenshot show the same.
+    auto settled = s().post("/v1/sandboxes/" + sandbox_.id + "/wait",
+                            {{"until", "stable"}, {"stable_ms", 500}, {"timeout_ms", 20000}});
+    ASSERT_TRUE(settled.js()["matched"]) << settled.body;
 
     WsClient late(s().port(),
                   stream_target(sandbox_, sandbox_.view_token, "&codec=h264&quality=90"));
@@ -393,6 +394,9 @@ TEST_F(StreamTest, ARecordingStartedAtCreateEndsPlayableOnKill) {
     ASSERT_EQ(created.status, 201u) << created.body;
     json sb = created.js();
     std::string id = sb["recording"];
+    // Not synchronisation: what is checked is that a recording cut short by a kill is a
+    // playable file as long as the wall time it ran (a still screen sends no frames, so there
+    // is nothing to wait on but time).
     std::this_thread::sleep_for(1500ms);
     ASSERT_EQ(s().del("/v1/sandboxes/" + sb["id"].get<std::string>()).status, 200u);
     TempDir dir("deskbox-recording");

@@ -171,9 +171,10 @@ TEST_F(ViewerBrowserTest, TheDefaultCodecDrawsFrames) {
         << dt.evaluate("JSON.stringify(window.deskboxViewer)").dump();
     std::cout << "viewer state: " << dt.evaluate("JSON.stringify(window.deskboxViewer)").dump()
               << "\n";
-    // What the canvas shows is the sandbox's screen, whichever codec drew it.
-    std::this_thread::sleep_for(1s);  // the decoder's output lands a moment after the packet
-    EXPECT_GT(canvas_psnr(dt), 18.0) << "the page does not show the sandbox's screen";
+    // What the canvas shows is the sandbox's screen, whichever codec drew it (the decoder's
+    // output lands a moment after the packet).
+    EXPECT_TRUE(eventually([&] { return canvas_psnr(dt) > 18.0; }, 10s))
+        << "the page does not show the sandbox's screen (PSNR " << canvas_psnr(dt) << ")";
 }
 
 // noVNC (the Debian package's vnc_lite.html, served from its own origin) connects through

@@ -25,6 +25,7 @@
 #include "server/client/api_client.hpp"
 #include "tests/support/debian_mirror.hpp"
 #include "tests/support/deskboxd_process.hpp"
+#include "tests/support/eventually.hpp"
 
 namespace fs = std::filesystem;
 using deskbox::ChildProcess;
@@ -350,8 +351,9 @@ TEST_F(TemplateBuild, CancelAndAKilledServerLeaveNothing) {
                                     {"dockerfile", "FROM deskbox/minimal\nRUN sleep 300\n"}});
     ASSERT_EQ(started.status, 202u) << started.body;
     const std::string id = started.json()["build_id"];
-    for (int i = 0; i < 300 && !sleep_300_running(); ++i) std::this_thread::sleep_for(100ms);
-    ASSERT_TRUE(sleep_300_running());
+    // A fresh server's first build first imports deskbox/minimal into the engine (a minute
+    // and more on a loaded machine) before its RUN starts.
+    ASSERT_TRUE(deskbox::test::eventually(sleep_300_running, 300s));
     ASSERT_TRUE(build_cgroup_exists(id));
     {
         // Another deskboxd starting on the machine clears its own leftovers, not this build.
@@ -369,8 +371,7 @@ TEST_F(TemplateBuild, CancelAndAKilledServerLeaveNothing) {
                                   {"dockerfile", "FROM deskbox/minimal\nRUN sleep 300\n"}});
     ASSERT_EQ(again.status, 202u) << again.body;
     const std::string second = again.json()["build_id"];
-    for (int i = 0; i < 300 && !sleep_300_running(); ++i) std::this_thread::sleep_for(100ms);
-    ASSERT_TRUE(sleep_300_running());
+    ASSERT_TRUE(deskbox::test::eventually(sleep_300_running, 300s));
     s().process->kill_hard();
     s().start();
     auto after = s().api->get_json("/v1/templates/builds/" + second);

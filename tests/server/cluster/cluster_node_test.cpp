@@ -10,6 +10,7 @@
 
 #include "server/cluster/etcd_client.hpp"
 #include "tests/support/etcd_cluster.hpp"
+#include "tests/support/eventually.hpp"
 
 namespace deskbox::cluster {
 namespace {
@@ -54,15 +55,7 @@ ClusterOptions options_for(const test::EtcdCluster& etcd, const std::string& nam
     return o;
 }
 
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 15s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!predicate()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(20ms);
-    }
-    return true;
-}
+using test::eventually;
 
 bool alive(const ClusterNode& viewer, const std::string& name) {
     auto status = viewer.node(name);

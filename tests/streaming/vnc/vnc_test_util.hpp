@@ -16,6 +16,7 @@
 #include "streaming/frame_mirror.hpp"
 #include "streaming/vnc/vnc_server.hpp"
 #include "tests/streaming/vnc/test_viewer.hpp"
+#include "tests/support/eventually.hpp"
 
 namespace deskbox::streaming::vnc_test {
 
@@ -94,14 +95,7 @@ inline int max_difference(const TestViewer& viewer, const std::vector<std::uint8
     return worst;
 }
 
-inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!done()) {
-        if (std::chrono::steady_clock::now() >= deadline) return done();
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
-}
+using test::eventually;
 
 inline std::size_t count_entries(const char* directory) {
     std::size_t count = 0;
