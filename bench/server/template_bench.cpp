@@ -175,8 +175,12 @@ double create_to_screenshot(client::ApiClient& api, const json& request, bool* a
     const double ms = bench::ms_since(t0);
     if (app_up) {
         *app_up = false;
-        for (const auto& w : api.get_json(base + "/windows")["windows"])
+        const json windows = api.get_json(base + "/windows");
+        for (const auto& w : windows["windows"])
             *app_up = *app_up || w.value("class", "") == "XClock";
+        if (!*app_up)
+            std::fprintf(stderr, "template_bench: no XClock window at create: %s (create: %s)\n",
+                         windows.dump().c_str(), sb.dump().c_str());
     }
     api.delete_json(base);
     return ms;

@@ -3,6 +3,7 @@
 // Exit codes: 0 ok, 1 API or connection error, 2 usage; `exec` returns the command's code.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -58,6 +59,9 @@ void print_table(std::ostream& out, const std::vector<std::vector<std::string>>&
 // "1280x800" of [w,h] or {width,height}; a mode as octal "0644".
 std::string size_text(const nlohmann::json& value);
 std::string mode_text(const nlohmann::json& value);
+// 1536 -> "1.5 KiB"; 2.04 -> "2.0 s".
+std::string human_bytes(std::uint64_t bytes);
+std::string seconds_text(double seconds);
 // Display text of a JSON value ("-" for null or missing).
 std::string text_of(const nlohmann::json& value);
 std::string text_of(const nlohmann::json& object, const char* key);

@@ -3,7 +3,6 @@
 // starts the build and follows its log from a byte offset, so a dropped connection resumes
 // where it stopped; on a terminal, stderr shows the step the build is at.
 #include <fcntl.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +20,8 @@
 #include "common/child_process.hpp"
 #include "server/cli/build_context.hpp"
 #include "server/cli/cli_commands.hpp"
+#include "server/cli/progress_line.hpp"
+#include "server/cli/template_upload.hpp"
 
 namespace deskbox::cli {
 
@@ -76,27 +77,11 @@ class InterruptCatcher {
 
 struct Interrupted {};
 
+void throw_if_interrupted() {
+    if (interrupted) throw Interrupted{};
+}
+
 // --- text ---------------------------------------------------------------------------------
-
-std::string human_bytes(std::uint64_t bytes) {
-    if (bytes < 1024) return std::to_string(bytes) + " B";
-    const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-    double value = static_cast<double>(bytes) / 1024;
-    std::size_t unit = 0;
-    while (value >= 1024 && unit + 1 < std::size(units)) {
-        value /= 1024;
-        ++unit;
-    }
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
-    return text;
-}
-
-std::string seconds_text(double seconds) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f s", seconds);
-    return text;
-}
 
 std::string build_path(const std::string& id) {
     if (id.empty()) throw UsageError("the build ID is empty");
@@ -119,176 +104,13 @@ bool stderr_is_terminal(const Context& context) {
     return &context.err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
 }
 
-// The line on stderr that says what the build is doing, redrawn in place (a terminal only).
-class ProgressLine {
-  public:
-    ProgressLine(std::ostream& err, bool enabled) : err_(err), enabled_(enabled) {}
-    ~ProgressLine() { clear(); }
-    ProgressLine(const ProgressLine&) = delete;
-    ProgressLine& operator=(const ProgressLine&) = delete;
-
-    bool enabled() const { return enabled_; }
-    void show(std::string text) {
-        if (!enabled_) return;
-        winsize size{};
-        std::size_t width = 80;
-        if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 10) width = size.ws_col;
-        for (auto& c : text)
-            if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-        if (text.size() >= width) text = text.substr(0, width - 4) + "...";
-        err_ << "\r\033[K" << text << std::flush;
-        shown_ = true;
-    }
-    void clear() {
-        if (!shown_) return;
-        err_ << "\r\033[K" << std::flush;
-        shown_ = false;
-    }
-
-  private:
-    std::ostream& err_;
-    bool enabled_;
-    bool shown_ = false;
-};
-
-// --- uploads ------------------------------------------------------------------------------
-
-// Reads up to `size` bytes into `buffer`; 0 at the end.
-using Reader = std::function<std::size_t(char* buffer, std::size_t size)>;
-
-struct Upload {
-    std::string id;
-    std::uint64_t bytes = 0;
-};
-
-json send_part(client::ApiClient& client, const Upload& upload, const std::string& part) {
-    const std::string target = upload.id.empty()
-                                   ? "/v1/templates/uploads"
-                                   : "/v1/templates/uploads/" + client::percent_encode(upload.id) +
-                                         Query().add("offset", std::to_string(upload.bytes)).str();
-    for (int attempt = 0;; ++attempt) {
-        try {
-            return client
-                .call(upload.id.empty() ? Method::post : Method::put, target, part,
-                      "application/octet-stream")
-                .json();
-        } catch (const ApiError& error) {
-            // 503: too many bodies in flight on the server; it asks to come back shortly.
-            if (error.status() == 503 && attempt < 5) {
-                std::this_thread::sleep_for(std::chrono::seconds(1 << attempt));
-                continue;
-            }
-            if (error.status() == 413 && error.code() == "payload_too_large")
-                throw std::runtime_error(error.message() +
-                                         ": send smaller parts with --part-mb (the server's "
-                                         "--max-body-mb bounds a part)");
-            throw;
-        }
-    }
-}
-
-// Sends everything `read` gives as one upload, in parts of `part_bytes`.
-Upload upload_parts(Context& context, const Reader& read, std::size_t part_bytes) {
-    auto& client = context.client();
-    client.set_request_timeout(std::chrono::minutes(10));
-    Upload upload;
-    std::string part(part_bytes, '\0');
-    bool end = false;
-    while (!end) {
-        std::size_t filled = 0;
-        while (filled < part_bytes) {
-            const std::size_t n = read(part.data() + filled, part_bytes - filled);
-            if (n == 0) {
-                end = true;
-                break;
-            }
-            filled += n;
-        }
-        if (filled == 0 && !upload.id.empty()) break;
-        if (interrupted) throw Interrupted{};
-        json answer = send_part(client, upload, part.substr(0, filled));
-        if (upload.id.empty()) upload.id = required_string(answer, "upload_id", "the upload");
-        const auto expected = upload.bytes + filled;
-        upload.bytes = answer.value("bytes", std::uint64_t{0});
-        if (upload.bytes != expected)
-            throw std::runtime_error("the server holds " + std::to_string(upload.bytes) +
-                                     " bytes of upload " + upload.id + ", not the " +
-                                     std::to_string(expected) + " sent");
-    }
-    return upload;
-}
+// --- uploads (server/cli/template_upload.hpp) ---------------------------------------------
 
 long long part_bytes_of(const ParsedArgs& args) {
     return parse_integer(args.get("--part-mb").value_or(std::to_string(kDefaultPartMb)),
                          "--part-mb", 1, 1024) *
            (1 << 20);
 }
-
-// `tar` writing the archive of a context's listed entries to a pipe.
-class TarStream {
-  public:
-    TarStream(const fs::path& dir, const std::vector<std::string>& entries) {
-        std::string pattern = (fs::temp_directory_path() / "deskbox-context-XXXXXX").string();
-        UniqueFd fd(::mkstemp(pattern.data()));
-        if (!fd) throw std::runtime_error("cannot create a temporary file: " + errno_text());
-        list_ = pattern;
-        std::string names;
-        for (const auto& entry : entries) names += entry + '\0';
-        for (std::size_t done = 0; done < names.size();) {
-            auto n = ::write(fd.get(), names.data() + done, names.size() - done);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) throw std::runtime_error("cannot write " + list_ + ": " + errno_text());
-            done += static_cast<std::size_t>(n);
-        }
-        SpawnOptions spawn;
-        // Names are "./..." (never an option); links are archived as links, never followed.
-        spawn.argv = {"tar",
-                      "--create",
-                      "--file=-",
-                      "--directory=" + dir.string(),
-                      "--no-recursion",
-                      "--null",
-                      "--files-from=" + list_,
-                      "--numeric-owner"};
-        spawn.pipe_stdout = true;
-        spawn.env_overrides = {{"LC_ALL", "C"}};
-        try {
-            child_ = ChildProcess::spawn(spawn);
-        } catch (const std::exception& e) {
-            throw std::runtime_error(std::string("cannot run tar: ") + e.what());
-        }
-    }
-    ~TarStream() {
-        if (!list_.empty()) ::unlink(list_.c_str());
-    }
-    TarStream(const TarStream&) = delete;
-    TarStream& operator=(const TarStream&) = delete;
-
-    std::size_t read(char* buffer, std::size_t size) {
-        while (true) {
-            auto n = ::read(child_.stdout_fd().get(), buffer, size);
-            if (n >= 0) return static_cast<std::size_t>(n);
-            if (errno == EINTR) {
-                if (interrupted) throw Interrupted{};
-                continue;
-            }
-            throw std::runtime_error("cannot read tar's output: " + errno_text());
-        }
-    }
-    // tar's own messages went to stderr; 1 is "a file changed as it was read".
-    void finish() {
-        auto status = child_.wait();
-        if (!status || !status->exited() || status->exit_code > 1)
-            throw std::runtime_error(
-                "tar could not archive the build context (see its message "
-                "above)");
-    }
-
-  private:
-    static std::string errno_text() { return std::strerror(errno); }
-    std::string list_;
-    ChildProcess child_;
-};
 
 // --- following a build --------------------------------------------------------------------
 
@@ -563,9 +385,10 @@ int template_build(Context& context, const CommandTokens& tokens) {
 
     InterruptCatcher catcher;
     try {
-        TarStream tar(dir, listing.entries);
+        TarStream tar(dir, listing.entries, throw_if_interrupted);
         const auto upload = upload_parts(
-            context, [&](char* b, std::size_t n) { return tar.read(b, n); }, part_bytes);
+            context.client(), [&](char* b, std::size_t n) { return tar.read(b, n); }, part_bytes,
+            throw_if_interrupted);
         tar.finish();
         body["upload_id"] = upload.id;
         context.client().set_request_timeout(std::chrono::minutes(10));
@@ -603,13 +426,13 @@ int template_import(Context& context, const CommandTokens& tokens) {
     InterruptCatcher catcher;
     try {
         const auto upload = upload_parts(
-            context,
+            context.client(),
             [&](char* buffer, std::size_t size) {
                 source->read(buffer, static_cast<std::streamsize>(size));
                 if (source->bad()) throw std::runtime_error("cannot read " + file);
                 return static_cast<std::size_t>(source->gcount());
             },
-            part_bytes);
+            part_bytes, throw_if_interrupted);
         body["upload_id"] = upload.id;
         context.err << "deskbox: sent " << human_bytes(upload.bytes) << " of "
                     << (file == "-" ? "stdin" : file) << "\n";
