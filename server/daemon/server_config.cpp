@@ -25,7 +25,7 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --cache-dir DIR         built templates (default /var/cache/deskbox)
   --images-dir DIR        template definitions (default: the source tree's images/)
   --agent PATH            deskbox-agent binary to run in sandboxes (default: the build's)
-  --default-runtime NAME  container (default)
+  --default-runtime NAME  a runtime this server has: container (default) or microvm
   --default-template NAME minimal (default)
   --max-sandboxes N       (default 20)
   --default-timeout S     (default 300)
@@ -221,8 +221,8 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
     } else if (key == "agent") {
         c.manager.agent_binary = value;
     } else if (key == "default-runtime" || key == "default_runtime") {
-        if (value != "container" && value != "microvm")
-            throw std::invalid_argument("--default-runtime: container or microvm");
+        // Which runtimes exist is the registry's to say: the manager checks the name.
+        if (value.empty()) throw std::invalid_argument("--default-runtime: a runtime's name");
         c.manager.default_runtime = value;
     } else if (key == "default-template" || key == "default_template") {
         c.manager.default_template = value;

@@ -134,6 +134,9 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
     : options_(std::move(options)), runtimes_(std::move(runtimes)) {
     std::filesystem::create_directories(options_.state_dir);
     state_lock_ = lock_state_dir(options_.state_dir);
+    if (!runtimes_.find(options_.default_runtime))
+        throw std::runtime_error("--default-runtime: this server has no runtime named '" +
+                                 options_.default_runtime + "' (it has " + runtimes_.names() + ")");
     const auto all = runtimes_.all();
     if (options_.user_namespaces &&
         std::any_of(all.begin(), all.end(),

@@ -261,5 +261,20 @@ TEST_F(SandboxManagerTest, OneManagerPerStateDir) {
     }
 }
 
+// Which runtimes exist is the registry's to say (the server holds no list of names): a
+// default it does not have is refused at start, naming those it has.
+TEST_F(SandboxManagerTest, ADefaultRuntimeTheRegistryLacksIsRefusedNamingWhatItHas) {
+    ManagerOptions o = options();
+    o.default_runtime = "vm";
+    try {
+        SandboxManager manager(o, runtime::fake_runtimes());
+        ADD_FAILURE() << "a manager started with no runtime named vm";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("no runtime named 'vm' (it has fake"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace deskbox::server
