@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "server/cli/cli_commands.hpp"
+
 namespace deskbox::cli {
 
 namespace fs = std::filesystem;
@@ -192,6 +194,25 @@ ContextListing list_context(const fs::path& dir, const IgnorePatterns& ignore,
     }
     std::sort(listing.entries.begin(), listing.entries.end());
     return listing;
+}
+
+DockerfileChoice choose_dockerfile(const fs::path& dir, const std::optional<std::string>& file) {
+    DockerfileChoice choice;
+    const fs::path path = file ? fs::path(*file) : dir / "Dockerfile";
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+        throw std::runtime_error(file ? "no Dockerfile at " + *file
+                                      : "no Dockerfile in " + dir.string() + " (give -f FILE)");
+    const fs::path lexical = fs::absolute(path).lexically_normal().lexically_relative(
+        fs::absolute(dir).lexically_normal());
+    const fs::path real = fs::canonical(path, ec).lexically_relative(fs::canonical(dir, ec));
+    const bool inside = !ec && !lexical.empty() && lexical == real && *lexical.begin() != ".." &&
+                        !fs::is_symlink(path);
+    if (inside)
+        choice.path_in_context = lexical.generic_string();
+    else
+        choice.text = read_local_file(path.string());
+    return choice;
 }
 
 }  // namespace deskbox::cli

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -48,5 +49,15 @@ struct ContextListing {
 // Sockets, FIFOs and devices are left out. Throws std::runtime_error naming what it cannot read.
 ContextListing list_context(const std::filesystem::path& dir, const IgnorePatterns& ignore,
                             const std::vector<std::string>& always);
+
+// The Dockerfile a build names: its path inside the context when it lies there (sent with the
+// context), else its text (read here; reached through a link or outside the context). `file`
+// is -f's value; nullopt means the context's own "Dockerfile". Throws when there is none.
+struct DockerfileChoice {
+    std::optional<std::string> path_in_context;
+    std::optional<std::string> text;
+};
+DockerfileChoice choose_dockerfile(const std::filesystem::path& dir,
+                                   const std::optional<std::string>& file);
 
 }  // namespace deskbox::cli

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "common/child_process.hpp"
@@ -147,6 +148,65 @@ struct FollowOptions {
     bool cancel_on_interrupt = false;
 };
 
+// The last "STEP ..." or "deskbox: ..." line of a log fed in pieces: what deskbox does between
+// and after steps (the progress line's note).
+class StepNote {
+  public:
+    void feed(const std::string& text) {
+        partial_line_ += text;
+        std::size_t newline;
+        while ((newline = partial_line_.find('\n')) != std::string::npos) {
+            const std::string line = partial_line_.substr(0, newline);
+            partial_line_.erase(0, newline + 1);
+            if (line.starts_with("STEP "))
+                note_.clear();
+            else if (line.starts_with("deskbox: "))
+                note_ = line.substr(9);
+        }
+    }
+    const std::string& note() const { return note_; }
+
+  private:
+    std::string note_;
+    std::string partial_line_;
+};
+
+// One long poll of the log from `offset`; nullopt after a dropped connection (said once, then
+// retried by the caller after a pause), thrown past kMaxFollowFailures in a row.
+std::optional<json> poll_log(Context& context, const std::string& id, std::uint64_t offset,
+                             int& failures, ProgressLine& progress) {
+    try {
+        json chunk = context.client().get_json(
+            build_path(id) + "/log" +
+            Query().add("offset", std::to_string(offset)).add("wait_s", "5").str());
+        if (failures > 0) {
+            progress.clear();
+            context.err << "deskbox: reconnected; the log goes on from byte " << offset << "\n";
+        }
+        failures = 0;
+        return chunk;
+    } catch (const ConnectionError& error) {
+        if (++failures > kMaxFollowFailures) throw;
+        if (failures == 1) {
+            progress.clear();
+            context.err << "deskbox: " << error.what() << "; retrying from byte " << offset
+                        << " (the build goes on on the server)\n";
+        }
+        std::this_thread::sleep_for(std::chrono::seconds(std::min(failures, 5)));
+        return std::nullopt;
+    }
+}
+
+void send_cancel(Context& context, const std::string& id, ProgressLine& progress) {
+    progress.clear();
+    context.err << "deskbox: cancelling build " << id << " (^C again to leave it)\n";
+    try {
+        context.client().post_json(build_path(id) + "/cancel", json());
+    } catch (const ConnectionError&) {
+        // The log's end says what became of it.
+    }
+}
+
 // Prints the build's log from the start as it grows, until the build has finished; returns the
 // finished build. A dropped connection resumes from the last byte printed.
 json follow_build(Context& context, const std::string& id, const FollowOptions& options) {
@@ -159,42 +219,16 @@ json follow_build(Context& context, const std::string& id, const FollowOptions& 
     std::uint64_t offset = 0;
     int failures = 0;
     bool at_line_start = true, cancel_sent = false;
-    // The last "STEP ..." or "deskbox: ..." line: what deskbox does between and after steps.
-    std::string note;
-    std::string partial_line;
+    StepNote note;
     while (true) {
         if (options.cancel_on_interrupt && interrupted && !cancel_sent) {
-            progress.clear();
-            context.err << "deskbox: cancelling build " << id << " (^C again to leave it)\n";
-            try {
-                client.post_json(build_path(id) + "/cancel", json());
-            } catch (const ConnectionError&) {
-                // The log's end says what became of it.
-            }
+            send_cancel(context, id, progress);
             cancel_sent = true;
         }
-        json chunk;
-        try {
-            chunk = client.get_json(
-                build_path(id) + "/log" +
-                Query().add("offset", std::to_string(offset)).add("wait_s", "5").str());
-            if (failures > 0) {
-                progress.clear();
-                context.err << "deskbox: reconnected; the log goes on from byte " << offset << "\n";
-            }
-            failures = 0;
-        } catch (const ConnectionError& error) {
-            if (++failures > kMaxFollowFailures) throw;
-            if (failures == 1) {
-                progress.clear();
-                context.err << "deskbox: " << error.what() << "; retrying from byte " << offset
-                            << " (the build goes on on the server)\n";
-            }
-            std::this_thread::sleep_for(std::chrono::seconds(std::min(failures, 5)));
-            continue;
-        }
-        const std::string text = chunk.value("text", "");
-        const auto next = chunk.value("next_offset", offset);
+        auto chunk = poll_log(context, id, offset, failures, progress);
+        if (!chunk) continue;
+        const std::string text = chunk->value("text", "");
+        const auto next = chunk->value("next_offset", offset);
         if (next < offset || (next == offset && !text.empty()))
             throw std::runtime_error("unexpected answer from deskboxd: the log went from byte " +
                                      std::to_string(offset) + " to " + std::to_string(next));
@@ -204,19 +238,10 @@ json follow_build(Context& context, const std::string& id, const FollowOptions& 
                 context.out << text << std::flush;
             }
             at_line_start = text.back() == '\n';
-            partial_line += text;
-            std::size_t newline;
-            while ((newline = partial_line.find('\n')) != std::string::npos) {
-                const std::string line = partial_line.substr(0, newline);
-                partial_line.erase(0, newline + 1);
-                if (line.starts_with("STEP "))
-                    note.clear();
-                else if (line.starts_with("deskbox: "))
-                    note = line.substr(9);
-            }
+            note.feed(text);
         }
         offset = next;
-        if (chunk.value("complete", false)) break;
+        if (chunk->value("complete", false)) break;
         if (progress.enabled() && (at_line_start || !options.print_log) &&
             Clock::now() - status_fetched >= 1s) {
             try {
@@ -225,7 +250,7 @@ json follow_build(Context& context, const std::string& id, const FollowOptions& 
             } catch (const ConnectionError&) {
             }
             progress.show(progress_text(
-                build, note, std::chrono::duration<double>(Clock::now() - started).count()));
+                build, note.note(), std::chrono::duration<double>(Clock::now() - started).count()));
         }
         // A log that grows by a little at a time is read five times a second, not in a spin.
         if (!text.empty() && text.size() < 4096) std::this_thread::sleep_for(200ms);
@@ -293,32 +318,6 @@ void put_commands(json& body, const ParsedArgs& args) {
 std::vector<OptionSpec> follow_options() {
     return {{"--start-cmd", ""}, {"--ready-cmd", ""},      {"--timeout", ""},
             {"--part-mb", ""},   {"--quiet", "-q", false}, {"--detach", "-d", false}};
-}
-
-// The Dockerfile: its path inside the context (dockerfile_path), or its text when it lies
-// outside (or is reached through a link); nullopt: the context's own "Dockerfile".
-struct DockerfileChoice {
-    std::optional<std::string> path_in_context;
-    std::optional<std::string> text;
-};
-
-DockerfileChoice choose_dockerfile(const fs::path& dir, const std::optional<std::string>& file) {
-    DockerfileChoice choice;
-    const fs::path path = file ? fs::path(*file) : dir / "Dockerfile";
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec))
-        throw std::runtime_error(file ? "no Dockerfile at " + *file
-                                      : "no Dockerfile in " + dir.string() + " (give -f FILE)");
-    const fs::path lexical = fs::absolute(path).lexically_normal().lexically_relative(
-        fs::absolute(dir).lexically_normal());
-    const fs::path real = fs::canonical(path, ec).lexically_relative(fs::canonical(dir, ec));
-    const bool inside = !ec && !lexical.empty() && lexical == real && *lexical.begin() != ".." &&
-                        !fs::is_symlink(path);
-    if (inside)
-        choice.path_in_context = lexical.generic_string();
-    else
-        choice.text = read_local_file(path.string());
-    return choice;
 }
 
 int template_build(Context& context, const CommandTokens& tokens) {
