@@ -153,6 +153,46 @@ json wait_for_terminal(Context& context, const std::string& id, Clock::duration 
     }
 }
 
+// Clicks into the middle of `terminal` and types the greeting with a Return.
+void type_greeting(Context& context, const std::string& id, const json& terminal) {
+    const int x = terminal.value("x", 0) + terminal.value("width", 0) / 2;
+    const int y = terminal.value("y", 0) + terminal.value("height", 0) / 2;
+    context.err << "deskbox demo: typing into \"" << terminal.value("title", std::string("?"))
+                << "\" at " << x << "," << y << "\n";
+    json actions = {{"actions",
+                     {{{"type", "click"}, {"x", x}, {"y", y}},
+                      {{"type", "type"}, {"text", kGreeting}},
+                      {{"type", "key"}, {"keys", "Return"}},
+                      // Time for the shell to echo before the screenshot.
+                      {{"type", "wait"}, {"duration_ms", 500}}}}};
+    context.client().post_json(sandbox_path(id) + "/actions", actions);
+}
+
+// The sandbox, its viewer URLs (view and control tokens from the create answer) and the
+// screenshot's file, on stdout.
+void print_urls(Context& context, const std::string& id, const json& created,
+                const std::string& output) {
+    client::ApiClient& api = context.client();
+    const auto token_of = [&](const char* name) {
+        return created.is_object() && created.contains(name) && created[name].is_string()
+                   ? created[name].get<std::string>()
+                   : std::string();
+    };
+    const auto viewer_url = [&](const std::string& token) {
+        std::string url = api.server().to_string() + "/view/" + client::percent_encode(id);
+        if (!token.empty()) url += "?token=" + client::percent_encode(token);
+        return url;
+    };
+
+    context.out << "sandbox:    " << id << "\n"
+                << "viewer:     " << viewer_url(token_of("view_token")) << "\n";
+    if (!token_of("control_token").empty())
+        context.out << "control:    " << viewer_url(token_of("control_token"))
+                    << " (can click and type)\n";
+    context.out << "screenshot: " << output << "\n";
+    context.out.flush();
+}
+
 }  // namespace
 
 int command_demo(Context& context, const std::vector<std::string>& tokens) {
@@ -193,42 +233,13 @@ int command_demo(Context& context, const std::vector<std::string>& tokens) {
 
     wait_until_running(context, id, deadline);
     context.err << "deskbox demo: sandbox " << id << " is up, waiting for a terminal window\n";
-    json terminal = wait_for_terminal(context, id, start_after, deadline);
-    const int x = terminal.value("x", 0) + terminal.value("width", 0) / 2;
-    const int y = terminal.value("y", 0) + terminal.value("height", 0) / 2;
-
-    context.err << "deskbox demo: typing into \"" << terminal.value("title", std::string("?"))
-                << "\" at " << x << "," << y << "\n";
-    json actions = {{"actions",
-                     {{{"type", "click"}, {"x", x}, {"y", y}},
-                      {{"type", "type"}, {"text", kGreeting}},
-                      {{"type", "key"}, {"keys", "Return"}},
-                      // Time for the shell to echo before the screenshot.
-                      {{"type", "wait"}, {"duration_ms", 500}}}}};
-    api.post_json(sandbox_path(id) + "/actions", actions);
+    type_greeting(context, id, wait_for_terminal(context, id, start_after, deadline));
 
     client::Response image =
         api.get_bytes(sandbox_path(id) + "/screenshot" + Query().add("format", "png").str());
     write_output(context, output, image.body);
 
-    const auto token_of = [&](const char* name) {
-        return created.is_object() && created.contains(name) && created[name].is_string()
-                   ? created[name].get<std::string>()
-                   : std::string();
-    };
-    const auto viewer_url = [&](const std::string& token) {
-        std::string url = api.server().to_string() + "/view/" + client::percent_encode(id);
-        if (!token.empty()) url += "?token=" + client::percent_encode(token);
-        return url;
-    };
-
-    context.out << "sandbox:    " << id << "\n"
-                << "viewer:     " << viewer_url(token_of("view_token")) << "\n";
-    if (!token_of("control_token").empty())
-        context.out << "control:    " << viewer_url(token_of("control_token"))
-                    << " (can click and type)\n";
-    context.out << "screenshot: " << output << "\n";
-    context.out.flush();
+    print_urls(context, id, created, output);
     if (args.has("--keep")) {
         guard.keep();
         context.err << "deskbox demo: kept; 'deskbox kill " << id << "' ends it\n";

@@ -19,6 +19,46 @@ json bridge_error(const json& id, const std::string& message) {
     return {{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", -32603}, {"message", message}}}};
 }
 
+// Sends one JSON-RPC line from stdin to /mcp (in the session, once there is one) and writes
+// the answer to stdout, errors in JSON-RPC terms; false when deskboxd could not be reached.
+bool relay_line(Context& context, const std::string& target, std::string& session,
+                const std::string& line) {
+    json message = json::parse(line, nullptr, false);
+    const json id = message.is_object() && message.contains("id") ? message["id"] : json();
+    client::Headers headers = {{"MCP-Protocol-Version", "2025-11-25"}};
+    if (!session.empty()) headers.emplace_back("Mcp-Session-Id", session);
+    try {
+        client::Response answer =
+            context.client().send(Method::post, target, line, "application/json",
+                                  "application/json, text/event-stream", headers);
+        if (auto given = answer.header("Mcp-Session-Id")) session = *given;
+        // 202: a notification was taken; there is nothing to write.
+        if (answer.status == 202 || answer.body.empty()) return true;
+        json reply = json::parse(answer.body, nullptr, false);
+        if (reply.is_discarded()) {
+            reply = bridge_error(
+                id, "deskboxd answered HTTP " + std::to_string(answer.status) + " without JSON");
+        } else if (reply.contains("error") && reply["error"].contains("code") &&
+                   reply["error"]["code"].is_string()) {
+            // A REST error (auth, unknown sandbox): say it in JSON-RPC terms.
+            reply = bridge_error(id, reply["error"].value("message", "error") + " (" +
+                                         reply["error"]["code"].get<std::string>() + ")");
+        }
+        if (id.is_null() && !reply.contains("result")) return true;  // a failed notification
+        context.out << reply.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+        context.out.flush();
+        return true;
+    } catch (const client::ConnectionError& e) {
+        context.err << "deskbox mcp: " << e.what() << "\n";
+        if (!id.is_null()) {
+            context.out << bridge_error(id, std::string("deskboxd unreachable: ") + e.what()).dump()
+                        << "\n";
+            context.out.flush();
+        }
+        return false;
+    }
+}
+
 }  // namespace
 
 int command_mcp(Context& context, const std::vector<std::string>& tokens) {
@@ -52,39 +92,7 @@ int command_mcp(Context& context, const std::vector<std::string>& tokens) {
     int status = kExitOk;
     while (std::getline(context.in, line)) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        json message = json::parse(line, nullptr, false);
-        const json id = message.is_object() && message.contains("id") ? message["id"] : json();
-        client::Headers headers = {{"MCP-Protocol-Version", "2025-11-25"}};
-        if (!session.empty()) headers.emplace_back("Mcp-Session-Id", session);
-        try {
-            client::Response answer = api.send(Method::post, target, line, "application/json",
-                                               "application/json, text/event-stream", headers);
-            if (auto given = answer.header("Mcp-Session-Id")) session = *given;
-            // 202: a notification was taken; there is nothing to write.
-            if (answer.status == 202 || answer.body.empty()) continue;
-            json reply = json::parse(answer.body, nullptr, false);
-            if (reply.is_discarded()) {
-                reply = bridge_error(id, "deskboxd answered HTTP " + std::to_string(answer.status) +
-                                             " without JSON");
-            } else if (reply.contains("error") && reply["error"].contains("code") &&
-                       reply["error"]["code"].is_string()) {
-                // A REST error (auth, unknown sandbox): say it in JSON-RPC terms.
-                reply = bridge_error(id, reply["error"].value("message", "error") + " (" +
-                                             reply["error"]["code"].get<std::string>() + ")");
-            }
-            if (id.is_null() && !reply.contains("result")) continue;  // a failed notification
-            context.out << reply.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-            context.out.flush();
-        } catch (const client::ConnectionError& e) {
-            context.err << "deskbox mcp: " << e.what() << "\n";
-            if (!id.is_null()) {
-                context.out
-                    << bridge_error(id, std::string("deskboxd unreachable: ") + e.what()).dump()
-                    << "\n";
-                context.out.flush();
-            }
-            status = kExitApiError;
-        }
+        if (!relay_line(context, target, session, line)) status = kExitApiError;
     }
     if (!session.empty()) {
         try {
