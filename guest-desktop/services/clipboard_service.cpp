@@ -74,6 +74,38 @@ Atom selection_atom(const std::string& name, const Atoms& atoms) {
     return name == "primary" ? atoms.primary : atoms.clipboard;
 }
 
+// INCR: the owner sends a large selection in chunks, each after the requestor deletes the
+// previous one (the delete of the INCR property itself starts it); an empty chunk ends it. Its
+// type is the first chunk's. Throws timeout or too_large; returns what it has when the
+// connection breaks (the caller checks).
+struct Received {
+    Atom type = None;
+    std::string bytes;
+};
+Received receive_incremental(XConnection& conn, Window window, Atom property,
+                             const ClipboardOptions& options) {
+    Received received;
+    while (true) {
+        auto ev =
+            wait_event(conn, Clock::now() + options.timeout, [window, property](const XEvent& e) {
+                return e.type == PropertyNotify && e.xproperty.window == window &&
+                       e.xproperty.atom == property && e.xproperty.state == PropertyNewValue;
+            });
+        if (conn.broken()) return received;
+        if (!ev)
+            throw ServiceError(error_code::timeout,
+                               "the clipboard owner stopped sending a large text");
+        auto chunk = get_property(conn.get(), window, property, AnyPropertyType, true);
+        if (!chunk || chunk->bytes.empty()) return received;
+        if (received.type == None) received.type = chunk->type;
+        received.bytes += chunk->bytes;
+        if (received.bytes.size() > options.max_bytes)
+            throw ServiceError(
+                error_code::too_large,
+                "the clipboard holds more than " + std::to_string(options.max_bytes) + " bytes");
+    }
+}
+
 }  // namespace
 
 // Owns the selections: one connection and window, served by one thread until destroyed.
@@ -453,29 +485,10 @@ json ClipboardService::get(const json& params) {
         std::string data;
         Atom type = value->type;
         if (value->type == atoms.incr) {
-            // INCR: the owner sends chunks, each after we delete the previous one; an empty
-            // chunk ends it. Our delete of the INCR property above started it.
-            type = None;
-            while (true) {
-                auto ev = wait_event(
-                    conn, Clock::now() + options_.timeout, [window, property](const XEvent& e) {
-                        return e.type == PropertyNotify && e.xproperty.window == window &&
-                               e.xproperty.atom == property &&
-                               e.xproperty.state == PropertyNewValue;
-                    });
-                if (conn.broken()) throw lost();
-                if (!ev)
-                    throw ServiceError(error_code::timeout,
-                                       "the clipboard owner stopped sending a large text");
-                auto chunk = get_property(d, window, property, AnyPropertyType, true);
-                if (!chunk || chunk->bytes.empty()) break;
-                if (type == None) type = chunk->type;
-                data += chunk->bytes;
-                if (data.size() > options_.max_bytes)
-                    throw ServiceError(error_code::too_large,
-                                       "the clipboard holds more than " +
-                                           std::to_string(options_.max_bytes) + " bytes");
-            }
+            auto received = receive_incremental(conn, window, property, options_);
+            if (conn.broken()) throw lost();
+            type = received.type;
+            data = std::move(received.bytes);
         } else {
             data = std::move(value->bytes);
         }

@@ -137,6 +137,58 @@ std::optional<json> describe(Display* d, Window root, Window w, const Atoms& ato
     return info;
 }
 
+// Without an EWMH window manager: with none at all, top-level windows that have a name or a
+// class are the applications' own; with a WM (non-EWMH or just crashed), only WM_STATE
+// windows are clients, the rest are frames and WM bits.
+std::vector<Window> clients_without_ewmh(x11::XConnection& connection, Window root,
+                                         const Atoms& atoms) {
+    Display* d = connection.get();
+    std::vector<Window> clients;
+    Atom wm_s0 = connection.atoms().intern_one("WM_S" + std::to_string(DefaultScreen(d)));
+    bool any_wm = XGetSelectionOwner(d, wm_s0) != None;
+    XErrorTrap trap(d);
+    for (Window top : children_of(d, root)) {
+        Window client = find_client(d, top, atoms, 3);
+        if (client) {
+            clients.push_back(client);
+            continue;
+        }
+        if (any_wm) continue;
+        XWindowAttributes attrs{};
+        if (!XGetWindowAttributes(d, top, &attrs) || attrs.override_redirect ||
+            attrs.c_class != InputOutput)
+            continue;
+        XClassHint hint{};
+        bool named = has_property(d, top, atoms.wm_name_utf8) || has_property(d, top, XA_WM_NAME);
+        if (XGetClassHint(d, top, &hint)) {
+            named = true;
+            if (hint.res_class) XFree(hint.res_class);
+            if (hint.res_name) XFree(hint.res_name);
+        }
+        if (named) clients.push_back(top);
+    }
+    return clients;
+}
+
+// The client holding the input focus: the focus window's top-level, mapped to its client.
+std::optional<Window> focused_client(Display* d, Window root, const std::vector<Window>& clients) {
+    XErrorTrap trap(d);
+    Window focus = None;
+    int revert = 0;
+    XGetInputFocus(d, &focus, &revert);
+    std::map<Window, Window> toplevel_to_client;
+    for (Window c : clients) {
+        Window w = c;
+        for (Window p = parent_of(d, w); p && p != root; p = parent_of(d, w)) w = p;
+        toplevel_to_client[w] = c;
+    }
+    Window w = focus;
+    if (w == None || w == PointerRoot) return std::nullopt;
+    for (Window p = parent_of(d, w); p && p != root; p = parent_of(d, w)) w = p;
+    if (auto it = toplevel_to_client.find(w); it != toplevel_to_client.end()) return it->second;
+    return std::nullopt;
+}
+
 }  // namespace
 
 WindowService::WindowService(std::string display_name) : display_name_(std::move(display_name)) {}
@@ -152,37 +204,12 @@ json WindowService::list(const json& params) {
     Atoms atoms(connection.atoms());
 
     std::vector<Window> clients;
-    bool ewmh = ewmh_wm_present(d, root, atoms);
+    const bool ewmh = ewmh_wm_present(d, root, atoms);
     if (ewmh) {
         for (unsigned long w : get_longs(d, root, atoms.client_list, XA_WINDOW))
             clients.push_back(static_cast<Window>(w));
     } else {
-        // No WM at all: top-level windows are the applications' own. With a WM (non-EWMH or
-        // just crashed), only WM_STATE windows are clients; the rest are frames and WM bits.
-        Atom wm_s0 = connection.atoms().intern_one("WM_S" + std::to_string(DefaultScreen(d)));
-        bool any_wm = XGetSelectionOwner(d, wm_s0) != None;
-        XErrorTrap trap(d);
-        for (Window top : children_of(d, root)) {
-            Window client = find_client(d, top, atoms, 3);
-            if (client) {
-                clients.push_back(client);
-                continue;
-            }
-            if (any_wm) continue;
-            XWindowAttributes attrs{};
-            if (!XGetWindowAttributes(d, top, &attrs) || attrs.override_redirect ||
-                attrs.c_class != InputOutput)
-                continue;
-            XClassHint hint{};
-            bool named =
-                has_property(d, top, atoms.wm_name_utf8) || has_property(d, top, XA_WM_NAME);
-            if (XGetClassHint(d, top, &hint)) {
-                named = true;
-                if (hint.res_class) XFree(hint.res_class);
-                if (hint.res_name) XFree(hint.res_name);
-            }
-            if (named) clients.push_back(top);
-        }
+        clients = clients_without_ewmh(connection, root, atoms);
     }
 
     // The active client: the WM's word, else the input focus mapped to its top-level.
@@ -191,24 +218,7 @@ json WindowService::list(const json& params) {
         auto a = get_longs(d, root, atoms.active_window, XA_WINDOW);
         if (!a.empty() && a[0] != 0) active = static_cast<Window>(a[0]);
     }
-    if (!active) {
-        XErrorTrap trap(d);
-        Window focus = None;
-        int revert = 0;
-        XGetInputFocus(d, &focus, &revert);
-        std::map<Window, Window> toplevel_to_client;
-        for (Window c : clients) {
-            Window w = c;
-            for (Window p = parent_of(d, w); p && p != root; p = parent_of(d, w)) w = p;
-            toplevel_to_client[w] = c;
-        }
-        Window w = focus;
-        if (w != None && w != PointerRoot) {
-            for (Window p = parent_of(d, w); p && p != root; p = parent_of(d, w)) w = p;
-            if (auto it = toplevel_to_client.find(w); it != toplevel_to_client.end())
-                active = it->second;
-        }
-    }
+    if (!active) active = focused_client(d, root, clients);
 
     json windows = json::array();
     std::set<Window> seen;
