@@ -17,6 +17,28 @@
 namespace deskbox::protocol {
 namespace {
 
+// One write of `parts`: sendmsg on a socket (no SIGPIPE), writev on anything else.
+ssize_t write_parts(int fd, bool socket, iovec* parts, int count) {
+    if (!socket) return ::writev(fd, parts, count);
+    msghdr msg{};
+    msg.msg_iov = parts;
+    msg.msg_iovlen = static_cast<std::size_t>(count);
+    return ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+}
+
+// Moves past `written` bytes of `parts`: whole parts are dropped, a part written in part shrinks.
+void skip_written(iovec*& parts, int& count, std::size_t written) {
+    while (count > 0 && written >= parts->iov_len) {
+        written -= parts->iov_len;
+        ++parts;
+        --count;
+    }
+    if (count > 0) {
+        parts->iov_base = static_cast<char*>(parts->iov_base) + written;
+        parts->iov_len -= written;
+    }
+}
+
 // Large enough that a big body arrives in few reads; prepare() caps it at the body's remainder.
 constexpr std::size_t kReadChunk = 256 << 10;
 
@@ -241,15 +263,7 @@ void Channel::send_until(const Message& message, std::optional<Clock::time_point
     short revents = 0;  // of the last poll
 
     while (written < total) {
-        ssize_t n;
-        if (write_is_socket_) {
-            msghdr msg{};
-            msg.msg_iov = iov;
-            msg.msg_iovlen = static_cast<std::size_t>(iov_count);
-            n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-        } else {
-            n = ::writev(fd, iov, iov_count);
-        }
+        const ssize_t n = write_parts(fd, write_is_socket_, iov, iov_count);
         if (n < 0) {
             const int error = errno;
             if (error == EINTR) continue;
@@ -283,16 +297,7 @@ void Channel::send_until(const Message& message, std::optional<Clock::time_point
             throw ProtocolError(reason);
         }
         written += static_cast<std::size_t>(n);
-        auto left = static_cast<std::size_t>(n);
-        while (iov_count > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            ++iov;
-            --iov_count;
-        }
-        if (iov_count > 0) {
-            iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-            iov->iov_len -= left;
-        }
+        skip_written(iov, iov_count, static_cast<std::size_t>(n));
     }
 }
 
