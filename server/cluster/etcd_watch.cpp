@@ -94,6 +94,24 @@ struct EtcdWatch::Impl {
         return true;
     }
 
+    // The watch of the prefix, from the revision after the last one seen (or the options'
+    // start, or now).
+    http::request<http::string_body> watch_request(const client::ServerUrl& url) {
+        json create = {{"key", base64_encode(options.prefix)},
+                       {"range_end", base64_encode(prefix_end(options.prefix))},
+                       {"progress_notify", true}};
+        const std::int64_t from =
+            last_revision.load() > 0 ? last_revision.load() + 1 : options.start_revision;
+        if (from > 0) create["start_revision"] = std::to_string(from);
+        watching_from_now = from <= 0;
+        http::request<http::string_body> request{http::verb::post, url.base_path + "/v3/watch", 11};
+        request.set(http::field::host, url.host_header());
+        request.set(http::field::content_type, "application/json");
+        request.body() = json{{"create_request", create}}.dump();
+        request.prepare_payload();
+        return request;
+    }
+
     Ended stream_from(const std::string& endpoint_url) {
         const auto url = client::parse_server_url(endpoint_url);
         net::io_context ioc;
@@ -132,18 +150,7 @@ struct EtcdWatch::Impl {
                   [&](auto&& done) { stream.async_connect(addresses, std::move(done)); }))
             return interrupted();
 
-        json create = {{"key", base64_encode(options.prefix)},
-                       {"range_end", base64_encode(prefix_end(options.prefix))},
-                       {"progress_notify", true}};
-        const std::int64_t from =
-            last_revision.load() > 0 ? last_revision.load() + 1 : options.start_revision;
-        if (from > 0) create["start_revision"] = std::to_string(from);
-        watching_from_now = from <= 0;
-        http::request<http::string_body> request{http::verb::post, url.base_path + "/v3/watch", 11};
-        request.set(http::field::host, url.host_header());
-        request.set(http::field::content_type, "application/json");
-        request.body() = json{{"create_request", create}}.dump();
-        request.prepare_payload();
+        auto request = watch_request(url);
         if (!step(options.connect_timeout,
                   [&](auto&& done) { http::async_write(stream, request, std::move(done)); }))
             return interrupted();
