@@ -66,7 +66,8 @@ class ManagerFacts : public cluster::LocalNode {
         std::tie(record.cpus, record.cpus_idle) = cpu_facts();
         record.runtimes = manager_.runtime_names();
         for (const auto& [name, offer] : manager_.template_offers())
-            record.templates[name] = {offer.runtimes, offer.template_snapshot, offer.pool_ready};
+            record.templates[name] = {offer.runtimes, offer.template_snapshot, offer.pool_ready,
+                                      offer.image_id};
         return record;
     }
 
@@ -281,9 +282,7 @@ json node_json(const cluster::NodeStatus& status) {
         node["version"] = status.record->version;
         json templates = json::object();
         for (const auto& [name, offer] : status.record->templates)
-            templates[name] = {{"runtimes", offer.runtimes},
-                               {"template_snapshot", offer.template_snapshot},
-                               {"pool_ready", offer.pool_ready}};
+            templates[name] = offer.to_json();
         node["templates"] = templates;
     }
     return node;
