@@ -50,6 +50,7 @@ templates::StoredTemplate TemplatePuller::pull(templates::TemplateStore& store,
         auto it = under_way_.find(key);
         if (it != under_way_.end()) {
             outcome = it->second;
+            ++figures_.joined;
         } else {
             outcome = promise.get_future().share();
             under_way_[key] = outcome;
@@ -129,15 +130,8 @@ templates::StoredTemplate TemplatePuller::fetch(templates::TemplateStore& store,
             return n;
         };
         auto stored = templates::install_image_stream(store, ref, image_id, source_bytes);
-        std::lock_guard lock(mutex_);
-        ++figures_.pulled;
-        figures_.last_bytes = bytes;
-        figures_.last_seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        std::fprintf(
-            stderr, "deskboxd: pulled template %s (image %s, %llu bytes) from %s in %.1f s\n",
-            ref.str().c_str(), image_id.substr(0, 12).c_str(),
-            static_cast<unsigned long long>(bytes), source.node.c_str(), figures_.last_seconds);
+        pulled(ref, image_id, source, bytes,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         return stored;
     } catch (const std::exception& e) {
         {
@@ -146,6 +140,17 @@ templates::StoredTemplate TemplatePuller::fetch(templates::TemplateStore& store,
         }
         throw PullFailed(source.node, e.what());
     }
+}
+
+void TemplatePuller::pulled(const templates::TemplateRef& ref, const std::string& image_id,
+                            const PullSource& source, std::uint64_t bytes, double seconds) {
+    std::lock_guard lock(mutex_);
+    ++figures_.pulled;
+    figures_.last_bytes = bytes;
+    figures_.last_seconds = seconds;
+    std::fprintf(stderr, "deskboxd: pulled template %s (image %s, %llu bytes) from %s in %.1f s\n",
+                 ref.str().c_str(), image_id.substr(0, 12).c_str(),
+                 static_cast<unsigned long long>(bytes), source.node.c_str(), seconds);
 }
 
 TemplatePuller::Figures TemplatePuller::figures() const {

@@ -41,9 +41,10 @@ class TemplatePuller {
                                    const templates::TemplateRef& ref, const std::string& image_id,
                                    const PullSource& source);
 
-    // For /metrics: pulls done (installed), failed, and the bytes and seconds of the last one.
+    // For /metrics: pulls done (installed), failed, callers that waited for a pull under way
+    // instead of starting one, and the bytes and seconds of the last one.
     struct Figures {
-        std::uint64_t pulled = 0, failed = 0;
+        std::uint64_t pulled = 0, failed = 0, joined = 0;
         std::uint64_t last_bytes = 0;
         double last_seconds = 0;
     };
@@ -53,6 +54,8 @@ class TemplatePuller {
     templates::StoredTemplate fetch(templates::TemplateStore& store,
                                     const templates::TemplateRef& ref, const std::string& image_id,
                                     const PullSource& source);
+    void pulled(const templates::TemplateRef& ref, const std::string& image_id,
+                const PullSource& source, std::uint64_t bytes, double seconds);
 
     std::string secret_;
     std::chrono::milliseconds connect_timeout_;
