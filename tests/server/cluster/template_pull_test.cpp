@@ -21,6 +21,7 @@
 #include "common/temp_dir.hpp"
 #include "server/cluster/node_forwarder.hpp"
 #include "server/templates/template_transfer.hpp"
+#include "tests/support/eventually.hpp"
 
 namespace deskbox::cluster {
 namespace {
@@ -229,9 +230,7 @@ TEST_F(TemplatePull, OverlappingPullsOfOneTemplateMakeOneRequest) {
     ASSERT_TRUE(node_->wait_requests(1));
     std::thread b([&] { second = pull(); });
     // The second joins the first instead of asking the node again.
-    for (int i = 0; i < 2000 && puller_.figures().joined == 0; ++i)
-        std::this_thread::sleep_for(10ms);
-    EXPECT_EQ(puller_.figures().joined, 1u);
+    EXPECT_TRUE(test::eventually([&] { return puller_.figures().joined == 1; }));
     node_->release();
     a.join();
     b.join();
