@@ -173,8 +173,17 @@ void ApiRouter::require_api_key(RouteContext& context) const {
     context.access = Access::control;
 }
 
+void ApiRouter::require_cluster_secret(const RouteContext& context) const {
+    if (!options_.cluster)
+        throw ApiError(404, "not_found", "this server is not a node of a cluster (--cluster)");
+    if (!options_.cluster->secret_valid(context.request()))
+        throw ApiError(401, "unauthorized",
+                       "a route between the nodes of a cluster: the cluster secret is required");
+}
+
 void ApiRouter::admit(RouteContext& context, const ApiRoute& route) {
     if (route.auth == RouteAuth::api_key) require_api_key(context);
+    if (route.auth == RouteAuth::cluster_secret) require_cluster_secret(context);
     if (route.auth == RouteAuth::sandbox_token) {
         const ApiError refusal(401, "unauthorized",
                                "missing or wrong token: pass the sandbox's view_token or "

@@ -41,7 +41,8 @@ class ApiRouter {
     // 401 unless the request may call `route`; then context.access and, for a per-sandbox
     // route, context.sandbox are set.
     void admit(RouteContext& context, const ApiRoute& route);
-    void require_api_key(RouteContext& context) const;  // 401 without a valid key
+    void require_api_key(RouteContext& context) const;               // 401 without a valid key
+    void require_cluster_secret(const RouteContext& context) const;  // 404 or 401
     // In a cluster, the answer for a sandbox another node owns (forwarded, relayed, or 503 when
     // its node is lost); nullopt when this node serves it.
     std::optional<HttpResponse> route_to_owner(RouteContext& context, const std::string& id);

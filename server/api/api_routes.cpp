@@ -2,6 +2,7 @@
 
 #include "server/api/routes/actions.hpp"
 #include "server/api/routes/analysis.hpp"
+#include "server/api/routes/cluster_templates.hpp"
 #include "server/api/routes/commands.hpp"
 #include "server/api/routes/desktop.hpp"
 #include "server/api/routes/files.hpp"
@@ -23,6 +24,7 @@ namespace {
 
 using http::verb;
 using RouteAuth::api_key;
+using RouteAuth::cluster_secret;
 using RouteAuth::open;
 using RouteAuth::own;
 using RouteAuth::sandbox_token;
@@ -102,6 +104,8 @@ const std::vector<ApiRoute>& api_routes() {
         {"/v1/nodes", api_key, {{verb::get, list_nodes}}},
         {"/v1/nodes/{name}/drain", api_key, {{verb::post, drain_node}}},
         {"/v1/nodes/{name}/undrain", api_key, {{verb::post, undrain_node}}},
+        // Between nodes: a template's image for a node that lacks it (cluster_templates.cpp).
+        {"/v1/cluster/templates/{image_id}", cluster_secret, {{verb::get, serve_template_image}}},
         // Sandboxes and their lifecycle (routes/sandboxes.cpp, routes/lifecycle.cpp).
         {"/v1/sandboxes", api_key, {{verb::get, list_sandboxes}, {verb::post, create_sandbox}}},
         {"/v1/sandboxes/{id}",

@@ -17,6 +17,9 @@ enum class RouteAuth {
     api_key,        // an API key, when the server has any
     sandbox_token,  // the sandbox's view or control token, or an API key: viewers in browsers
     own,            // the handler decides: /mcp, exposed ports
+    // Another node of this cluster: the cluster secret (X-Deskbox-Cluster-Secret) and nothing
+    // else; an API key does not open it. A server without --cluster answers 404.
+    cluster_secret,
 };
 
 struct RouteMethod {

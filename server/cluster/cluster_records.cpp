@@ -6,12 +6,17 @@ namespace deskbox::cluster {
 
 using nlohmann::json;
 
+json TemplateOffer::to_json() const {
+    json j = {{"runtimes", runtimes},
+              {"template_snapshot", template_snapshot},
+              {"pool_ready", pool_ready}};
+    if (!image_id.empty()) j["image_id"] = image_id;
+    return j;
+}
+
 json NodeRecord::to_json() const {
     json offers = json::object();
-    for (const auto& [name, offer] : templates)
-        offers[name] = {{"runtimes", offer.runtimes},
-                        {"template_snapshot", offer.template_snapshot},
-                        {"pool_ready", offer.pool_ready}};
+    for (const auto& [name, offer] : templates) offers[name] = offer.to_json();
     return {{"name", name},
             {"advertise", advertise},
             {"version", version},
@@ -41,6 +46,7 @@ NodeRecord NodeRecord::from_json(const json& j) {
         t.runtimes = offer.value("runtimes", std::vector<std::string>{});
         t.template_snapshot = offer.value("template_snapshot", false);
         t.pool_ready = offer.value("pool_ready", std::size_t{0});
+        t.image_id = offer.value("image_id", "");
         n.templates[name] = std::move(t);
     }
     n.started_at_ms = j.value("started_at_ms", std::int64_t{0});

@@ -27,6 +27,11 @@ struct TemplateOffer {
     std::vector<std::string> runtimes;  // runtimes the template is built for here
     bool template_snapshot = false;     // a microVM template snapshot exists (fast start)
     std::size_t pool_ready = 0;         // microVMs of it restored and waiting
+    // A template users built ("name:tag"): the store image it points at here, ready to start
+    // from and to be pulled by other nodes (GET /v1/cluster/templates/{image_id}). Empty for a
+    // shipped template.
+    std::string image_id;
+    nlohmann::json to_json() const;
 };
 
 struct NodeRecord {

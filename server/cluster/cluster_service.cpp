@@ -11,7 +11,9 @@
 
 #include "common/random.hpp"
 #include "server/api/http_util.hpp"
+#include "server/cluster/template_pull.hpp"
 #include "server/sandbox/api_error.hpp"
+#include "server/templates/template_ref.hpp"
 
 namespace deskbox::server {
 
@@ -66,7 +68,8 @@ class ManagerFacts : public cluster::LocalNode {
         std::tie(record.cpus, record.cpus_idle) = cpu_facts();
         record.runtimes = manager_.runtime_names();
         for (const auto& [name, offer] : manager_.template_offers())
-            record.templates[name] = {offer.runtimes, offer.template_snapshot, offer.pool_ready};
+            record.templates[name] = {offer.runtimes, offer.template_snapshot, offer.pool_ready,
+                                      offer.image_id};
         return record;
     }
 
@@ -90,6 +93,20 @@ class ManagerFacts : public cluster::LocalNode {
     SandboxManager& manager_;
 };
 
+// `res`, a JSON error, with the node it is about as error.node.
+HttpResponse naming_node(HttpResponse res, const std::string& node) {
+    json body = json::parse(res.body());
+    body["error"]["node"] = node;
+    res.body() = body.dump();
+    res.prepare_payload();
+    return res;
+}
+
+// A template this node lacks could not be brought from any node that holds it.
+struct TemplateUnavailable {
+    std::string ref, node, reason;
+};
+
 }  // namespace
 
 struct ClusterService::Impl {
@@ -98,11 +115,94 @@ struct ClusterService::Impl {
     ManagerFacts facts{manager};
     std::unique_ptr<cluster::ClusterNode> node;
     cluster::NodeForwarder forwarder;
+    cluster::TemplatePuller puller;
 
     Impl(ClusterConfig c, SandboxManager& m)
         : config(std::move(c)),
           manager(m),
-          forwarder(cluster::ForwarderOptions{config.node_name, config.secret}) {}
+          forwarder(cluster::ForwarderOptions{config.node_name, config.secret}),
+          puller(config.secret, std::chrono::milliseconds(2000)) {}
+
+    // The template users built that a create names ("name" or "name:tag"); nullopt for a
+    // shipped template (or a name that is no template's).
+    std::optional<templates::TemplateRef> user_ref(const json& body) const {
+        std::string name = manager.options().default_template;
+        if (body.is_object() && body.contains("template") && body["template"].is_string())
+            name = body["template"].get<std::string>();
+        const auto names = manager.template_names();
+        if (name.find(':') == std::string::npos &&
+            std::find(names.begin(), names.end(), name) != names.end())
+            return std::nullopt;
+        try {
+            return templates::parse_ref(name);
+        } catch (const std::invalid_argument&) {
+            return std::nullopt;
+        }
+    }
+
+    // The live nodes whose record offers `ref` (for `runtime`, unless empty), with the image
+    // each points at; this node first.
+    std::vector<std::pair<cluster::PullSource, std::string>> holders(
+        const templates::TemplateRef& ref, const std::string& runtime) const {
+        std::vector<std::pair<cluster::PullSource, std::string>> out;
+        for (const auto& status : node->nodes()) {
+            if (!status.alive || !status.record) continue;
+            auto offer = status.record->templates.find(ref.str());
+            if (offer == status.record->templates.end() || offer->second.image_id.empty()) continue;
+            const auto& runtimes = offer->second.runtimes;
+            if (!runtime.empty() &&
+                std::find(runtimes.begin(), runtimes.end(), runtime) == runtimes.end())
+                continue;
+            out.emplace_back(cluster::PullSource{status.name, status.advertise},
+                             offer->second.image_id);
+            if (status.name == config.node_name) std::rotate(out.begin(), out.end() - 1, out.end());
+        }
+        return out;
+    }
+
+    // What placement needs of a create. A user template this node lacks but others hold is
+    // placed by name and runtime alone (the node that makes it checks the rest); one some node
+    // holds may go to a node without it, which pulls it first.
+    cluster::PlacementRequest placement_for(const json& body) const {
+        const auto ref = user_ref(body);
+        if (ref && !manager.templates().find(*ref)) {
+            std::string runtime = manager.options().default_runtime;
+            if (body.is_object() && body.contains("runtime") && body["runtime"].is_string())
+                runtime = body["runtime"].get<std::string>();
+            if (!holders(*ref, "").empty())
+                return {runtime, ref->str(), !holders(*ref, runtime).empty()};
+        }
+        const auto placement = manager.placement_of(body);  // 400s for bad requests
+        if (!ref) return {placement.runtime, placement.template_name, false};
+        return {placement.runtime, ref->str(), !holders(*ref, placement.runtime).empty()};
+    }
+
+    // Before a create here: a user template this node lacks is pulled from a node that holds
+    // it (each in turn). Throws TemplateUnavailable naming the last node tried and why.
+    void ensure_template(const json& body) {
+        const auto ref = user_ref(body);
+        if (!ref || manager.templates().find(*ref)) return;
+        std::optional<TemplateUnavailable> failed;
+        for (const auto& [source, image_id] : holders(*ref, "")) {
+            if (source.node == config.node_name) continue;
+            try {
+                puller.pull(manager.templates().store(), *ref, image_id, source);
+                return;
+            } catch (const cluster::PullFailed& e) {
+                failed = TemplateUnavailable{ref->str(), e.node(), e.what()};
+            }
+        }
+        if (failed) throw *failed;  // none held it: the create's own 400 says so
+    }
+
+    HttpResponse pull_failed(const TemplateUnavailable& e, unsigned version) const {
+        return naming_node(
+            json_error(502, "template_pull_failed",
+                       "template " + e.ref + " is not on node " + config.node_name +
+                           " and could not be pulled from node " + e.node + ": " + e.reason,
+                       "template", version),
+            e.node);
+    }
 
     bool local(const std::string& id) const {
         try {
@@ -120,11 +220,8 @@ struct ClusterService::Impl {
                            ", which is lost (its lease lapsed); it comes back if "
                            "the node returns",
                        "", version);
-        json body = json::parse(res.body());
-        body["error"]["node"] = where.record.node;
-        res.body() = body.dump();
+        res = naming_node(std::move(res), where.record.node);
         res.set(http::field::retry_after, "5");
-        res.prepare_payload();
         return res;
     }
 
@@ -169,6 +266,11 @@ bool ClusterService::from_peer(const HttpRequest& request) const {
     return true;
 }
 
+bool ClusterService::secret_valid(const HttpRequest& request) const {
+    return cluster::secret_matches(impl_->config.secret,
+                                   header_value(request, cluster::kClusterSecretHeader));
+}
+
 std::optional<HttpResponse> ClusterService::route(HttpExchange& exchange, const std::string& id) {
     const HttpRequest& request = exchange.request;
     if (from_peer(request) || impl_->local(id)) return std::nullopt;
@@ -191,17 +293,25 @@ std::optional<std::string> ClusterService::placed_id(const HttpRequest& request)
 }
 
 HttpResponse ClusterService::create(HttpExchange& exchange, const json& body) {
+    try {
+        return place_and_create(exchange, body);
+    } catch (const TemplateUnavailable& e) {
+        return impl_->pull_failed(e, exchange.request.version());
+    }
+}
+
+HttpResponse ClusterService::place_and_create(HttpExchange& exchange, const json& body) {
     const HttpRequest& request = exchange.request;
     if (auto id = placed_id(request)) {
         // Placed here by another node, which reserved the slot under this id.
         return make_here(body, *id);
     }
     // Bad requests are refused here, before a slot is taken anywhere.
-    const auto placement = impl_->manager.placement_of(body);
+    const auto placement = impl_->placement_for(body);
     const std::string id = "sb-" + random::hex(6);
     std::string chosen;
     try {
-        chosen = impl_->node->reserve(id, {placement.runtime, placement.template_name});
+        chosen = impl_->node->reserve(id, placement);
     } catch (const cluster::PlacementError& e) {
         if (e.capacity_exhausted())
             throw ApiError(503, "capacity_exhausted",
@@ -232,6 +342,7 @@ HttpResponse ClusterService::create(HttpExchange& exchange, const json& body) {
 }
 
 HttpResponse ClusterService::make_here(const json& body, const std::string& reserved_id) {
+    impl_->ensure_template(body);
     auto sandbox = impl_->manager.create(body, reserved_id);
     created_here(*sandbox);
     // A ready pooled microVM keeps its own id: the slot reserved under the other goes back.
@@ -281,9 +392,7 @@ json node_json(const cluster::NodeStatus& status) {
         node["version"] = status.record->version;
         json templates = json::object();
         for (const auto& [name, offer] : status.record->templates)
-            templates[name] = {{"runtimes", offer.runtimes},
-                               {"template_snapshot", offer.template_snapshot},
-                               {"pool_ready", offer.pool_ready}};
+            templates[name] = offer.to_json();
         node["templates"] = templates;
     }
     return node;
@@ -354,6 +463,21 @@ std::string ClusterService::metrics() const {
            "# TYPE deskbox_cluster_lease_renewals_failed_total counter\n"
         << "deskbox_cluster_lease_renewals_failed_total " << impl_->node->lease_renewals_failed()
         << "\n";
+    const auto pulls = impl_->puller.figures();
+    out << "# HELP deskbox_cluster_template_pulls_total Templates pulled from other nodes, by "
+           "outcome.\n# TYPE deskbox_cluster_template_pulls_total counter\n"
+        << "deskbox_cluster_template_pulls_total{outcome=\"installed\"} " << pulls.pulled << "\n"
+        << "deskbox_cluster_template_pulls_total{outcome=\"failed\"} " << pulls.failed << "\n"
+        << "# HELP deskbox_cluster_template_pull_waits_total Creates that waited for a pull of "
+           "their template already under way.\n# TYPE deskbox_cluster_template_pull_waits_total "
+           "counter\n"
+        << "deskbox_cluster_template_pull_waits_total " << pulls.joined << "\n"
+        << "# HELP deskbox_cluster_template_pull_last_bytes Bytes of the last template pulled.\n"
+           "# TYPE deskbox_cluster_template_pull_last_bytes gauge\n"
+        << "deskbox_cluster_template_pull_last_bytes " << pulls.last_bytes << "\n"
+        << "# HELP deskbox_cluster_template_pull_last_seconds Time the last pull took.\n"
+           "# TYPE deskbox_cluster_template_pull_last_seconds gauge\n"
+        << "deskbox_cluster_template_pull_last_seconds " << pulls.last_seconds << "\n";
     std::size_t up = 0, lost = 0;
     for (const auto& status : impl_->node->nodes()) (status.alive ? up : lost)++;
     out << "# HELP deskbox_cluster_nodes Nodes of the cluster by state.\n"

@@ -45,6 +45,8 @@ class ClusterService {
     // right secret): such a request is served here, never forwarded again. A forwarding
     // header without the secret is an ApiError 403.
     bool from_peer(const HttpRequest& request) const;
+    // Whether `request` carries the cluster secret (routes only nodes may call).
+    bool secret_valid(const HttpRequest& request) const;
 
     // For a request about sandbox `id`: nullopt when this node serves it (its own, or unknown
     // to the cluster: the usual 404); else the answer (forwarded to the owner, or 503 node_lost
@@ -74,7 +76,9 @@ class ClusterService {
     std::string metrics() const;
 
   private:
-    // Makes the sandbox on this node for a slot reserved under `reserved_id`: 201 with it.
+    HttpResponse place_and_create(HttpExchange& exchange, const nlohmann::json& body);
+    // Makes the sandbox on this node for a slot reserved under `reserved_id`: 201 with it. A
+    // template users built that this node lacks is pulled from a node that holds it first.
     HttpResponse make_here(const nlohmann::json& body, const std::string& reserved_id);
 
     struct Impl;

@@ -37,7 +37,9 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
             continue;
         }
         auto offer = node.templates.find(request.template_name);
-        if (offer == node.templates.end() || !contains(offer->second.runtimes, request.runtime)) {
+        const bool ready =
+            offer != node.templates.end() && contains(offer->second.runtimes, request.runtime);
+        if (!ready && !request.pullable) {
             ++no_template;
             continue;
         }
@@ -51,7 +53,9 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
         }
         double score =
             1.0 - static_cast<double>(used) / static_cast<double>(node.capacity_sandboxes);
-        if (request.runtime == "microvm") {
+        if (!ready) {
+            score -= 0.5;  // the image comes over the network first
+        } else if (request.runtime == "microvm") {
             if (offer->second.pool_ready > 0)
                 score += 0.5;
             else if (offer->second.template_snapshot)

@@ -6,6 +6,11 @@
 // wins, by the fraction of slots still free; a microVM create prefers a node where it starts
 // fast: a ready pooled VM counts as much as half the slots free, a template snapshot a fifth.
 // Ties go to the node with fewer sandboxes, then to the name (stable across calls).
+//
+// A template users built lives on the nodes that built or pulled it. When the request says it
+// can be pulled (some live node holds it, for this runtime), a node without it can take the
+// create too: it pulls the image first (seconds for hundreds of MB), so it ranks half the slots
+// below a node where the template is ready.
 #pragma once
 
 #include <map>
@@ -20,6 +25,7 @@ namespace deskbox::cluster {
 struct PlacementRequest {
     std::string runtime;
     std::string template_name;
+    bool pullable = false;  // nodes without the template may take it and pull it first
 };
 
 struct PlacementInput {

@@ -341,8 +341,10 @@ std::map<std::string, SandboxManager::TemplateOffer> SandboxManager::template_of
     {
         std::lock_guard lock(offers_mutex_);
         const auto now = std::chrono::steady_clock::now();
+        const std::uint64_t generation = templates_ ? templates_->store().generation() : 0;
         if (offers_at_ == std::chrono::steady_clock::time_point{} ||
-            now - offers_at_ > std::chrono::minutes(1)) {
+            now - offers_at_ > std::chrono::minutes(1) || generation != offers_store_generation_) {
+            offers_store_generation_ = generation;
             built_offers_.clear();
             for (const auto& name : template_names()) {
                 TemplateOffer offer;
@@ -363,6 +365,7 @@ std::map<std::string, SandboxManager::TemplateOffer> SandboxManager::template_of
                         offer.template_snapshot |=
                             snapshots->has_template_snapshot(options_.state_dir, rootfs);
                 }
+                if (auto user = user_template(name)) offer.image_id = user->image_id;
                 built_offers_[name] = std::move(offer);
             }
             offers_at_ = now;

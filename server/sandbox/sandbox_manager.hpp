@@ -109,12 +109,14 @@ class SandboxManager {
     std::vector<std::string> template_names() const;
     std::vector<std::string> runtime_names() const;
     // What each template offers here: the runtimes it is built for, whether a microVM template
-    // snapshot of it exists, how many pooled microVMs of it wait. Looked up at most once a
-    // minute (a build or a new snapshot shows up by then).
+    // snapshot of it exists, how many pooled microVMs of it wait, a user template's image. Looked
+    // up at most once a minute (a new snapshot shows up by then), and again as soon as a user
+    // template was stored or removed (a build, a pull from another node, a delete).
     struct TemplateOffer {
         std::vector<std::string> runtimes;
         bool template_snapshot = false;
         std::size_t pool_ready = 0;
+        std::string image_id;  // a template users built: its store image
     };
     std::map<std::string, TemplateOffer> template_offers() const;
     network::NetworkService& network_service() { return *network_; }
@@ -184,6 +186,7 @@ class SandboxManager {
     mutable std::mutex offers_mutex_;
     mutable std::map<std::string, TemplateOffer> built_offers_;
     mutable std::chrono::steady_clock::time_point offers_at_{};
+    mutable std::uint64_t offers_store_generation_ = 0;  // the user templates they were read at
     std::condition_variable reaper_wake_;
     bool stopping_ = false;
     std::atomic<bool> keep_on_exit_{false};

@@ -83,6 +83,10 @@ class TemplateService {
     }
     void remove(const TemplateRef& ref);
     bool engine_available() const { return engine_available_; }
+    // The store itself: what other nodes pull from, and where pulled images go
+    // (template_transfer.hpp).
+    TemplateStore& store() { return store_; }
+    const TemplateStore& store() const { return store_; }
 
   private:
     struct Job;

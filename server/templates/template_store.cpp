@@ -88,6 +88,7 @@ void TemplateStore::put(const StoredTemplate& stored) {
     fs::create_directories(record_path(stored.ref).parent_path());
     atomic_file::write(record_path(stored.ref), stored.to_json().dump(2) + "\n",
                        {0644, atomic_file::Durability::power_loss});
+    generation_.fetch_add(1);
 }
 
 bool TemplateStore::remove(const TemplateRef& ref) {
@@ -95,6 +96,7 @@ bool TemplateStore::remove(const TemplateRef& ref) {
     std::error_code ec;
     bool removed = fs::remove(record_path(ref), ec);
     fs::remove(record_path(ref).parent_path(), ec);  // only when empty
+    generation_.fetch_add(1);
     return removed;
 }
 

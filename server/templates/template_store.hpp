@@ -5,6 +5,7 @@
 // Records are replaced atomically; a rootfs appears only complete (built beside, renamed).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -51,11 +52,14 @@ class TemplateStore {
     std::size_t collect_garbage(const std::function<bool(const std::filesystem::path&)>& in_use);
 
     const std::filesystem::path& dir() const { return dir_; }
+    // Counts puts and removals: what was read from the store at one count is still true.
+    std::uint64_t generation() const { return generation_.load(); }
 
   private:
     std::filesystem::path record_path(const TemplateRef& ref) const;
     std::filesystem::path dir_;
     mutable std::mutex mutex_;
+    std::atomic<std::uint64_t> generation_{0};
 };
 
 }  // namespace deskbox::templates

@@ -13,7 +13,7 @@ NodeRecord node(const std::string& name, std::size_t capacity,
     n.capacity_sandboxes = capacity;
     n.memory_available_mb = 8192;
     n.runtimes = runtimes;
-    n.templates["minimal"] = TemplateOffer{runtimes, false, 0};
+    n.templates["minimal"] = TemplateOffer{runtimes, false, 0, ""};
     return n;
 }
 
@@ -47,6 +47,32 @@ TEST(Placement, FullDrainedAndPressuredNodesAreSkipped) {
     EXPECT_NE(result.reason.find("1 low on memory"), std::string::npos) << result.reason;
     in.nodes[2].memory_available_mb = 4096;
     EXPECT_EQ(place(minimal(), in).candidates, std::vector<std::string>{"c"});
+}
+
+TEST(Placement, ABuiltTemplateGoesWhereItIsReadyOrWhereItCanBePulled) {
+    PlacementInput in;
+    in.nodes = {node("a", 4), node("b", 4), node("c", 4, {"microvm"})};
+    in.nodes[0].templates["app:v1"] = TemplateOffer{{"container"}, false, 0, "0123456789ab"};
+    PlacementRequest app{"container", "app:v1"};
+    // Only where it is built, unless the request says it can be pulled.
+    EXPECT_EQ(place(app, in).candidates, std::vector<std::string>{"a"});
+    app.pullable = true;
+    EXPECT_EQ(place(app, in).candidates, (std::vector<std::string>{"a", "b"}))
+        << "b pulls it first; c does not run containers";
+    // Ready ranks half the slots higher: a 1/4 full holder beats an empty puller, a 3/4 full
+    // one does not...
+    in.allocations = {{"a", {1}}};
+    EXPECT_EQ(place(app, in).candidates, (std::vector<std::string>{"a", "b"}));
+    in.allocations = {{"a", {3}}};
+    EXPECT_EQ(place(app, in).candidates, (std::vector<std::string>{"b", "a"}));
+    // ...and a drained holder leaves the pullers.
+    in.allocations.clear();
+    in.drained = {"a"};
+    EXPECT_EQ(place(app, in).candidates, std::vector<std::string>{"b"});
+    app.pullable = false;
+    auto result = place(app, in);
+    EXPECT_TRUE(result.candidates.empty());
+    EXPECT_FALSE(result.capacity_exhausted);
 }
 
 TEST(Placement, EveryNodeFullIsCapacityNotAMissingFeature) {
