@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/api_error.hpp"
 
 namespace deskbox::server {
@@ -252,9 +253,19 @@ void AgentReadinessProbe::sleep_until(Clock::time_point when) {
     std::this_thread::sleep_until(when);
 }
 
+template <typename Ask>
+auto AgentReadinessProbe::asked(Ask ask) {
+    try {
+        return ask();
+    } catch (const ApiError& e) {
+        if (e.status() == 503 || (running_ && !running_())) throw;
+        throw ProbeError(e.what());
+    }
+}
+
 std::vector<ReadinessProbe::Window> AgentReadinessProbe::mapped_windows() {
     // The guest answers: read it as untrusted.
-    const json r = call_("windows.list", json::object(), milliseconds(10'000));
+    const json r = asked([this] { return agent_.windows(); });
     if (!r.is_object() || !r.contains("windows") || !r["windows"].is_array())
         throw ProbeError("windows.list answered without a windows list");
     std::vector<Window> out;
@@ -272,7 +283,7 @@ std::vector<ReadinessProbe::Window> AgentReadinessProbe::mapped_windows() {
 }
 
 std::vector<int> AgentReadinessProbe::listening_ports() {
-    const json r = call_("net.listening", json::object(), milliseconds(10'000));
+    const json r = asked([this] { return agent_.listening_ports(); });
     if (!r.is_object() || !r.contains("ports") || !r["ports"].is_array())
         throw ProbeError("net.listening answered without a ports list");
     std::vector<int> out;
@@ -284,14 +295,15 @@ std::vector<int> AgentReadinessProbe::listening_ports() {
 
 ReadinessProbe::CommandResult AgentReadinessProbe::run(const std::vector<std::string>& argv,
                                                        milliseconds limit) {
-    const json r = call_("exec.run", {{"argv", argv}, {"timeout_s", limit.count() / 1000.0}},
-                         limit + milliseconds(10'000));
-    if (!r.is_object() || !r.contains("exit_code") || !r["exit_code"].is_number_integer())
-        throw ProbeError("exec.run answered without an exit code");
+    CommandRequest command;
+    command.argv = argv;
+    command.timeout_s = static_cast<double>(limit.count()) / 1000.0;
+    const auto r = asked([&] { return agent_.run_command(std::move(command), Caller::server); });
+    if (!r.exit_code) throw ProbeError("exec.run answered without an exit code");
     CommandResult result;
-    result.exit_code = r["exit_code"].get<int>();
-    result.timed_out = flag(r, "timed_out");
-    if (auto it = r.find("stderr"); it != r.end() && it->is_string()) result.stderr_text = *it;
+    result.exit_code = *r.exit_code;
+    result.timed_out = flag(r.json, "timed_out");
+    result.stderr_text = r.stderr_text;
     return result;
 }
 
@@ -302,10 +314,11 @@ bool AgentReadinessProbe::settle(milliseconds quiet, milliseconds limit) {
     while (true) {
         const auto chunk = std::clamp(std::chrono::duration_cast<milliseconds>(end - Clock::now()),
                                       milliseconds(0), milliseconds(30'000));
-        const json r =
-            call_("screen.sync", {{"settle_ms", quiet.count()}, {"max_ms", chunk.count()}},
-                  chunk + milliseconds(10'000));
-        if (r.is_object() && flag(r, "settled")) return true;
+        const auto synced = asked([&] {
+            return agent_.sync_screen(static_cast<int>(quiet.count()),
+                                      static_cast<int>(chunk.count()));
+        });
+        if (synced.settled) return true;
         if (Clock::now() >= end) return false;
     }
 }

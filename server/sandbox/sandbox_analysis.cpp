@@ -242,13 +242,7 @@ void read_seek(const Body& b, Sandbox::TargetSpec& spec, bool need) {
 }  // namespace
 
 Sandbox::ScreenView Sandbox::screen_view(bool sync) {
-    if (sync) {
-        auto reply = call("screen.sync", {{"settle_ms", 0}, {"max_ms", 500}});
-        std::uint64_t seq = reply.result.value("seq", 0ull);
-        if (!mirror_.wait_for_seq(seq, std::chrono::seconds(5)))
-            throw ApiError(504, "agent_timeout",
-                           "the screen did not arrive from the agent in time");
-    }
+    if (sync) sync_screen(0);
     ScreenView v;
     v.snapshot = mirror_.snapshot();
     if (!v.snapshot.frame) throw ApiError(409, "conflict", "the sandbox has no screen yet");

@@ -30,25 +30,16 @@ void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::millisecon
     int raw = fd.release();
     auto channel = std::make_unique<protocol::Channel>(raw, raw);
     protocol::handshake(*channel, "host");
-    protocol::RpcClient client(std::move(channel));
-    client.start();
-    client.call("screen.sync", {{"settle_ms", 500}, {"max_ms", 5000}}, {},
-                std::chrono::seconds(60));
-    AgentReadinessProbe probe([&client](const std::string& method, const nlohmann::json& params,
-                                        std::chrono::milliseconds call_timeout) {
-        try {
-            return client.call(method, params, {}, call_timeout).result;
-        } catch (const protocol::RpcError& e) {
-            throw ProbeError(e.what());
-        } catch (const protocol::TimeoutError& e) {
-            throw ProbeError(e.what());
-        }
-    });
+    auto client = std::make_shared<protocol::RpcClient>(std::move(channel));
+    client->start();
+    AgentClient agent = AgentClient::over(client);
+    agent.sync_screen(500, 5000);
+    AgentReadinessProbe probe(agent);
     const ReadyOutcome outcome = wait_until_ready(ready, probe);
     if (!outcome.ready)
         std::fprintf(stderr, "deskboxd: template VM saved before it was ready: %s\n",
                      outcome.unmet.c_str());
-    client.close();
+    client->close();
 }
 
 // Waits for the sandbox's ready condition; a sandbox that does not get ready is killed.

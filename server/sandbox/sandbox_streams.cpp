@@ -49,7 +49,7 @@ void Sandbox::start_vnc() {
         if (text.size() > 256 * 1024 || status() != SandboxStatus::running) return;
         input_worker_.post([this, text = std::move(text)] {
             try {
-                call("clipboard.set", {{"text", text}});
+                agent_client_.set_clipboard(text);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "deskboxd: %s: VNC clipboard: %s\n", config_.id.c_str(),
                              e.what());
