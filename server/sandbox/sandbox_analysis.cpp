@@ -10,6 +10,7 @@
 #include <set>
 
 #include "common/base64.hpp"
+#include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/sandbox.hpp"
 #include "streaming/analysis/image_search.hpp"
 #include "streaming/analysis/screen_compare.hpp"
@@ -43,8 +44,9 @@ class Body {
         if (!body_.is_object())
             throw bad_request(prefix_,
                               "expected a JSON object, got " + std::string(body_.type_name()));
-        for (auto& [key, value] : body_.items())
-            if (!allowed.count(key)) throw bad_request(field(key), "unknown field");
+        RequestReader fields(body_, prefix_);  // the one unknown-field rule
+        for (const auto& name : allowed) fields.raw(name);
+        fields.finish();
     }
     std::string field(const std::string& name) const { return join_field(prefix_, name); }
     const std::string& prefix() const { return prefix_; }

@@ -16,6 +16,7 @@
 #include "common/child_process.hpp"
 #include "common/random.hpp"
 #include "server/sandbox/disk_commitment.hpp"
+#include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -589,15 +590,11 @@ void SandboxManager::kill(const std::string& id) {
 
 void SandboxManager::set_timeout(const std::string& id, const nlohmann::json& body) {
     auto sandbox = find(id);
-    if (!body.is_object() || !body.contains("timeout_s") || !body["timeout_s"].is_number_integer())
-        throw bad_request("timeout_s", "expected an integer number of seconds");
-    long long s = body["timeout_s"];
-    if (s < 1 || s > options_.max_timeout.count())
-        throw bad_request("timeout_s",
-                          "must be in 1.." + std::to_string(options_.max_timeout.count()));
-    for (auto& [k, v] : body.items())
-        if (k != "timeout_s") throw bad_request(k, "unknown field");
-    sandbox->set_timeout(std::chrono::seconds(s));
+    RequestReader reader(body);
+    const auto s = reader.integer("timeout_s", 1, options_.max_timeout.count());
+    if (!s) throw bad_request("timeout_s", "expected an integer number of seconds");
+    reader.finish();
+    sandbox->set_timeout(std::chrono::seconds(*s));
     sandbox->audit("timeout", body);
 }
 
