@@ -20,6 +20,7 @@
 #include "guest-desktop/session/session_supervisor.hpp"
 #include "guest-desktop/x11/error_trap.hpp"
 #include "input/x11/xtest_injector.hpp"
+#include "protocol/agent_methods.hpp"
 
 namespace deskbox::agent {
 namespace {
@@ -266,115 +267,118 @@ std::string DesktopAgent::serve(std::unique_ptr<protocol::Channel> channel) {
 }
 
 void DesktopAgent::register_handlers(protocol::RpcServer& server, capture::ScreenCapture& capture) {
+    protocol::AgentRoutes routes = screen_routes(capture);
+    routes.merge(service_routes());
+    protocol::serve_agent_methods(server, std::move(routes));
+}
+
+protocol::AgentRoutes DesktopAgent::screen_routes(capture::ScreenCapture& capture) {
+    using protocol::AgentMethod;
     using protocol::Dispatch;
-    server.handle("ping", [](const Request&) { return json_reply(nlohmann::json::object()); });
-    server.handle("session.info", [this](const Request&) { return json_reply(session_info()); });
+    protocol::AgentRoutes routes;
+    routes[AgentMethod::ping] = {
+        [](const Request&) { return json_reply(nlohmann::json::object()); }};
+    routes[AgentMethod::session_info] = {
+        [this](const Request&) { return json_reply(session_info()); }};
 
     // Input and screen syncs share the serial lane, so a sync always follows the actions
     // sent before it.
-    server.handle("input.actions", translated([this, &capture](const Request& request) {
-                      const input::Size screen{capture.width(), capture.height()};
-                      return json_reply(run_input_actions(*injector_, request.params, screen,
-                                                          [this] { last_action_ns_ = now_ns(); }));
-                  }),
-                  Dispatch::serial);
+    routes[AgentMethod::input_actions] = {
+        translated([this, &capture](const Request& request) {
+            const input::Size screen{capture.width(), capture.height()};
+            return json_reply(run_input_actions(*injector_, request.params, screen,
+                                                [this] { last_action_ns_ = now_ns(); }));
+        }),
+        Dispatch::serial};
 
-    server.handle("screen.sync", translated([this, &capture](const Request& request) {
-                      const std::chrono::milliseconds settle(
-                          int_param(request.params, "settle_ms", 0, 0, 5000));
-                      const std::chrono::milliseconds max_wait(
-                          int_param(request.params, "max_ms", 1000, 0, 30000));
-                      auto last_activity = [this] {
-                          return Clock::time_point(std::chrono::nanoseconds(
-                              std::max(last_action_ns_.load(), last_damage_ns_.load())));
-                      };
-                      auto result =
-                          capture::sync_and_settle(capture, last_activity, settle, max_wait);
-                      return json_reply({{"seq", result.seq}, {"settled", result.settled}});
-                  }),
-                  Dispatch::serial);
-    server.handle("screen.full", translated([&capture](const Request&) {
-                      return json_reply({{"seq", capture.full_frame()}});
-                  }),
-                  Dispatch::serial);
-    server.handle("capture.configure", translated([&capture](const Request& request) {
-                      if (request.params.contains("max_fps"))
-                          capture.set_max_fps(int_param(request.params, "max_fps", 30, 1, 240));
-                      return json_reply(nlohmann::json::object());
-                  }));
-    server.handle("cursor.get", translated([this](const Request&) {
-                      auto p = injector_->cursor_position();
-                      return json_reply({{"x", p.x}, {"y", p.y}});
-                  }),
-                  Dispatch::serial);
+    routes[AgentMethod::screen_sync] = {
+        translated([this, &capture](const Request& request) {
+            const std::chrono::milliseconds settle(
+                int_param(request.params, "settle_ms", 0, 0, 5000));
+            const std::chrono::milliseconds max_wait(
+                int_param(request.params, "max_ms", 1000, 0, 30000));
+            auto last_activity = [this] {
+                return Clock::time_point(std::chrono::nanoseconds(
+                    std::max(last_action_ns_.load(), last_damage_ns_.load())));
+            };
+            auto result = capture::sync_and_settle(capture, last_activity, settle, max_wait);
+            return json_reply({{"seq", result.seq}, {"settled", result.settled}});
+        }),
+        Dispatch::serial};
+    routes[AgentMethod::screen_full] = {translated([&capture](const Request&) {
+                                            return json_reply({{"seq", capture.full_frame()}});
+                                        }),
+                                        Dispatch::serial};
+    routes[AgentMethod::capture_configure] = {translated([&capture](const Request& request) {
+        if (request.params.contains("max_fps"))
+            capture.set_max_fps(int_param(request.params, "max_fps", 30, 1, 240));
+        return json_reply(nlohmann::json::object());
+    })};
+    routes[AgentMethod::cursor_get] = {translated([this](const Request&) {
+                                           auto p = injector_->cursor_position();
+                                           return json_reply({{"x", p.x}, {"y", p.y}});
+                                       }),
+                                       Dispatch::serial};
+    return routes;
+}
 
-    server.handle("exec.run", translated([this](const Request& r) {
-                      return json_reply(exec_->run(r.params, r.body));
-                  }));
-    server.handle("exec.kill", translated([this](const Request& r) {
-                      return json_reply(exec_->kill(r.params));
-                  }));
-    server.handle("exec.stdin", translated([this](const Request& r) {
-                      return json_reply(exec_->write_stdin(r.params, r.body));
-                  }));
-    server.handle("exec.list",
-                  translated([this](const Request&) { return json_reply(exec_->list()); }));
+protocol::AgentRoutes DesktopAgent::service_routes() {
+    using protocol::AgentMethod;
+    protocol::AgentRoutes routes;
+    // A service call: its params (and body) in, a JSON result out.
+    auto service = [&routes](AgentMethod method, auto fn) {
+        routes[method] = {
+            translated([fn = std::move(fn)](const Request& r) { return json_reply(fn(r)); })};
+    };
+    service(AgentMethod::exec_run,
+            [this](const Request& r) { return exec_->run(r.params, r.body); });
+    service(AgentMethod::exec_kill, [this](const Request& r) { return exec_->kill(r.params); });
+    service(AgentMethod::exec_stdin,
+            [this](const Request& r) { return exec_->write_stdin(r.params, r.body); });
+    service(AgentMethod::exec_list, [this](const Request&) { return exec_->list(); });
 
-    server.handle("files.read", translated([this](const Request& r) {
-                      auto reply = files_->read(r.params);
-                      return Reply{std::move(reply.result), std::move(reply.body)};
-                  }));
-    server.handle("files.write", translated([this](const Request& r) {
-                      return json_reply(files_->write(r.params, r.body));
-                  }));
-    server.handle("files.list", translated([this](const Request& r) {
-                      return json_reply(files_->list(r.params));
-                  }));
-    server.handle("files.mkdir", translated([this](const Request& r) {
-                      return json_reply(files_->mkdir(r.params));
-                  }));
-    server.handle("files.remove", translated([this](const Request& r) {
-                      return json_reply(files_->remove(r.params));
-                  }));
-    server.handle("files.stat", translated([this](const Request& r) {
-                      return json_reply(files_->stat(r.params));
-                  }));
+    routes[AgentMethod::files_read] = {translated([this](const Request& r) {
+        auto reply = files_->read(r.params);
+        return Reply{std::move(reply.result), std::move(reply.body)};
+    })};
+    service(AgentMethod::files_write,
+            [this](const Request& r) { return files_->write(r.params, r.body); });
+    service(AgentMethod::files_list, [this](const Request& r) { return files_->list(r.params); });
+    service(AgentMethod::files_mkdir, [this](const Request& r) { return files_->mkdir(r.params); });
+    service(AgentMethod::files_remove,
+            [this](const Request& r) { return files_->remove(r.params); });
+    service(AgentMethod::files_stat, [this](const Request& r) { return files_->stat(r.params); });
 
-    server.handle("windows.list", translated([this](const Request& r) {
-                      return json_reply(windows_->list(r.params));
-                  }));
-    server.handle("clipboard.get", translated([this](const Request& r) {
-                      return json_reply(clipboard_->get(r.params));
-                  }));
-    server.handle("clipboard.set", translated([this](const Request& r) {
-                      return json_reply(clipboard_->set(r.params));
-                  }));
+    service(AgentMethod::windows_list,
+            [this](const Request& r) { return windows_->list(r.params); });
+    service(AgentMethod::clipboard_get,
+            [this](const Request& r) { return clipboard_->get(r.params); });
+    service(AgentMethod::clipboard_set,
+            [this](const Request& r) { return clipboard_->set(r.params); });
 
     // Ports programs listen on (exposed ports, inspect).
-    server.handle("net.listening", translated([](const Request&) {
-                      return json_reply(services::PortService().listening());
-                  }));
+    service(AgentMethod::net_listening,
+            [](const Request&) { return services::PortService().listening(); });
 
     // Everything but the desktop session (this agent, its init, the X server, the window
     // manager): a sandbox at its process or memory limit comes back without a re-create.
-    server.handle(
-        "processes.kill", translated([this](const Request&) {
-            std::set<pid_t> keep = {::getpid()};
-            if (session_) {
-                for (pid_t p : {session_->xvfb_pid(), session_->wm_pid()})
-                    if (p > 0) keep.insert(p);
-            }
-            // As the child of the sandbox's init, the whole pid namespace or VM.
-            pid_t root = ::getppid() == 1 ? 1 : ::getpid();
-            auto swept = services::kill_processes_under(root, keep);
-            return json_reply(
-                {{"killed", swept.killed}, {"refused", swept.refused}, {"rounds", swept.rounds}});
-        }));
+    service(AgentMethod::processes_kill, [this](const Request&) {
+        std::set<pid_t> keep = {::getpid()};
+        if (session_) {
+            for (pid_t p : {session_->xvfb_pid(), session_->wm_pid()})
+                if (p > 0) keep.insert(p);
+        }
+        // As the child of the sandbox's init, the whole pid namespace or VM.
+        pid_t root = ::getppid() == 1 ? 1 : ::getpid();
+        auto swept = services::kill_processes_under(root, keep);
+        return nlohmann::json{
+            {"killed", swept.killed}, {"refused", swept.refused}, {"rounds", swept.rounds}};
+    });
 
     // After a restore from a shared memory snapshot: fresh hostname, clock and randomness.
-    server.handle("system.identity", translated([](const Request& r) {
-                      return json_reply(services::SystemService().identity(r.params));
-                  }));
+    service(AgentMethod::system_identity,
+            [](const Request& r) { return services::SystemService().identity(r.params); });
+    return routes;
 }
 
 }  // namespace deskbox::agent

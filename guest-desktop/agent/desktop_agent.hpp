@@ -15,6 +15,7 @@
 #include "guest-desktop/agent/agent_options.hpp"
 #include "guest-desktop/agent/channel_endpoint.hpp"
 #include "guest-desktop/xvfb_server.hpp"
+#include "protocol/agent_methods.hpp"
 #include "protocol/rpc.hpp"
 
 namespace deskbox::session {
@@ -56,7 +57,10 @@ class DesktopAgent {
 
   private:
     void emit(nlohmann::json header, std::string body = {});
+    // One handler per method of protocol::agent_methods().
     void register_handlers(protocol::RpcServer& server, capture::ScreenCapture& capture);
+    protocol::AgentRoutes screen_routes(capture::ScreenCapture& capture);  // and ping, session
+    protocol::AgentRoutes service_routes();  // exec, files, windows, clipboard, ports, system
 
     AgentOptions options_;
     std::unique_ptr<session::SessionSupervisor> session_;

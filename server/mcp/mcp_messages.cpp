@@ -1,7 +1,5 @@
 #include "server/mcp/mcp_messages.hpp"
 
-#include <algorithm>
-
 #include "common/base64.hpp"
 #include "server/sandbox/api_error.hpp"
 
@@ -11,7 +9,7 @@ using nlohmann::json;
 
 std::string unbase64(const std::string& text) {
     auto bytes = base64_decode(text);
-    if (!bytes) throw ApiError(400, "invalid_request", "not base64", "content");
+    if (!bytes) throw bad_request("content", "not base64");
     return std::move(*bytes);
 }
 
@@ -40,22 +38,18 @@ json rpc_error(const json& id, int code, const std::string& message) {
 }
 
 // Arguments of a tool: an object whose keys are all in `allowed`.
-const json& check_arguments(const json& arguments,
-                            std::initializer_list<std::string_view> allowed) {
+RequestReader tool_arguments(const json& arguments) {
     if (!arguments.is_object()) throw RpcFailure{kInvalidParams, "arguments must be an object"};
-    for (const auto& [key, _] : arguments.items())
-        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-            throw ApiError(400, "invalid_request", "unknown argument", key);
-    return arguments;
+    return RequestReader(arguments);
 }
 
 std::string string_argument(const json& arguments, const char* name, bool required) {
     auto it = arguments.find(name);
     if (it == arguments.end() || it->is_null()) {
-        if (required) throw ApiError(400, "invalid_request", "required", name);
+        if (required) throw bad_request(name, "required");
         return {};
     }
-    if (!it->is_string()) throw ApiError(400, "invalid_request", "expected a string", name);
+    if (!it->is_string()) throw bad_request(name, "expected a string");
     return *it;
 }
 

@@ -2,13 +2,13 @@
 // codes, content items, tool errors, and checks of a tool's arguments.
 #pragma once
 
-#include <initializer_list>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "server/http/http_server.hpp"
+#include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server::mcp {
 
@@ -36,9 +36,12 @@ nlohmann::json tool_result(nlohmann::json content,
 HttpResponse rpc_answer(unsigned status, const nlohmann::json& body);
 nlohmann::json rpc_error(const nlohmann::json& id, int code, const std::string& message);
 
-// Arguments of a tool: an object whose keys are all in `allowed` (else 400 naming the key).
-const nlohmann::json& check_arguments(const nlohmann::json& arguments,
-                                      std::initializer_list<std::string_view> allowed);
+// A tool's arguments read as a REST body is (server/sandbox/request_reader.hpp): the same
+// types, ranges and unknown-field rule, 400 bad_request naming the field. Not an object:
+// RpcFailure kInvalidParams.
+RequestReader tool_arguments(const nlohmann::json& arguments);
+inline constexpr std::size_t kAnySize = static_cast<std::size_t>(-1);  // the body limit holds
+
 std::string string_argument(const nlohmann::json& arguments, const char* name,
                             bool required = true);
 std::string unbase64(const std::string& text);  // 400 naming "content" if it is not base64

@@ -25,6 +25,14 @@ std::string header(const HttpRequest& request, const std::string& name) {
     return it == request.end() ? std::string() : std::string(it->value());
 }
 
+// An error as the model reads it: the field first (REST's bad_request messages already start
+// with it; the agent's may not).
+std::string error_text(const ApiError& e) {
+    const std::string message = e.what();
+    if (e.field().empty() || message.rfind(e.field() + ":", 0) == 0) return message;
+    return e.field() + ": " + message;
+}
+
 }  // namespace
 
 McpServer::McpServer(SandboxManager& manager) : manager_(manager) {}
@@ -164,8 +172,7 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
     } catch (const RpcFailure& f) {
         answer = rpc_error(id, f.code, f.message);
     } catch (const ApiError& e) {
-        answer = rpc_error(id, kInvalidParams,
-                           (e.field().empty() ? "" : e.field() + ": ") + std::string(e.what()));
+        answer = rpc_error(id, kInvalidParams, error_text(e));
     }
     lock.lock();
     if (auto again = sessions_.find(session_id); again != sessions_.end())
@@ -190,8 +197,7 @@ json McpServer::dispatch(Session& session, const std::string& method, const json
         } catch (const ApiError& e) {
             // The model should see what it got wrong and try again: a tool error, not a
             // protocol one.
-            return tool_error((e.field().empty() ? "" : e.field() + ": ") + std::string(e.what()) +
-                              " (" + e.code() + ")");
+            return tool_error(error_text(e) + " (" + e.code() + ")");
         }
     }
     if (method == "resources/list") {

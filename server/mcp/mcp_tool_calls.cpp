@@ -1,24 +1,28 @@
 #include "server/mcp/mcp_tool_calls.hpp"
 
-#include <algorithm>
 #include <functional>
 #include <map>
 
 #include "common/base64.hpp"
 #include "common/utf8.hpp"
 #include "server/mcp/mcp_messages.hpp"
+#include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/api_error.hpp"
+#include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server::mcp {
 
 using nlohmann::json;
 
 std::shared_ptr<Sandbox> ToolContext::target(const json& arguments) const {
-    std::string id = string_argument(arguments, "sandbox_id", false);
+    return target_id(string_argument(arguments, "sandbox_id", false));
+}
+
+std::shared_ptr<Sandbox> ToolContext::target_id(std::string id) const {
     if (id.empty()) id = session.sandbox;
     if (id.empty())
-        throw ApiError(400, "invalid_request",
-                       "no sandbox: call create_sandbox first, or give sandbox_id", "sandbox_id");
+        throw bad_request("sandbox_id",
+                          "no sandbox: call create_sandbox first, or give sandbox_id");
     if (!session.access.full && id != session.access.sandbox)
         throw ApiError(403, "forbidden",
                        "this session may only use sandbox " + session.access.sandbox, "sandbox_id");
@@ -55,15 +59,17 @@ json computer(ToolContext& context, const json& arguments) {
 }
 
 json screenshot(ToolContext& context, const json& arguments) {
-    check_arguments(arguments, {"format", "sandbox_id"});
-    auto sandbox = context.target(arguments);
+    RequestReader reader = tool_arguments(arguments);
+    const auto sandbox_id = reader.string("sandbox_id");
+    const auto format = reader.string("format");
+    reader.finish();
+    auto sandbox = context.target_id(sandbox_id.value_or(""));
     streaming::EncodeOptions options;
-    const std::string format = string_argument(arguments, "format", false);
-    if (!format.empty()) {
+    if (format) {
         try {
-            options.format = streaming::parse_image_format(format);
+            options.format = streaming::parse_image_format(*format);
         } catch (const std::invalid_argument&) {
-            throw ApiError(400, "invalid_request", "expected png, jpeg or webp", "format");
+            throw bad_request("format", "expected png, jpeg or webp");
         }
     }
     auto image = sandbox->screenshot(options);
@@ -105,77 +111,78 @@ json screen_tool(ToolContext& context, const json& arguments, const std::string&
 }
 
 json run_command(ToolContext& context, const json& arguments) {
-    check_arguments(arguments, {"command", "timeout_s", "background", "sandbox_id"});
-    auto sandbox = context.target(arguments);
-    json params = {{"cmd", string_argument(arguments, "command")}};
-    double timeout_s = 60;
-    if (arguments.contains("timeout_s")) {
-        if (!arguments["timeout_s"].is_number() || arguments["timeout_s"].get<double>() < 0)
-            throw ApiError(400, "invalid_request", "expected a number of seconds", "timeout_s");
-        timeout_s = std::min(arguments["timeout_s"].get<double>(), 86400.0);
-        params["timeout_s"] = timeout_s;
-    }
-    if (arguments.contains("background")) {
-        if (!arguments["background"].is_boolean())
-            throw ApiError(400, "invalid_request", "expected true or false", "background");
-        params["background"] = arguments["background"];
-    }
-    params = sandbox->with_default_cwd(std::move(params));
-    sandbox->audit("mcp.run_command", params);
-    auto reply =
-        sandbox->call("exec.run", params, {},
-                      std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000) + 15000));
-    const json& r = reply.result;
+    RequestReader reader = tool_arguments(arguments);
+    const auto sandbox_id = reader.string("sandbox_id");
+    CommandRequest command;
+    command.cmd = reader.required_string("command", kAnySize);
+    command.timeout_s = CommandRequest::read_timeout(reader);
+    command.background = reader.boolean("background").value_or(false);
+    reader.finish();
+    auto sandbox = context.target_id(sandbox_id.value_or(""));
+    const CommandResult r = sandbox->agent_client().run_command(std::move(command), Caller::mcp);
     std::string text;
-    if (r.contains("exit_code")) text += "exit code " + r["exit_code"].dump() + "\n";
-    if (r.contains("pid") && !r.contains("exit_code"))
-        text += "started, pid " + r["pid"].dump() + "\n";
-    if (!r.value("stdout", "").empty()) text += "--- stdout ---\n" + r.value("stdout", "") + "\n";
-    if (!r.value("stderr", "").empty()) text += "--- stderr ---\n" + r.value("stderr", "") + "\n";
-    return {{"content", json::array({text_content(text)})},
-            {"structuredContent", r},
-            {"isError", false}};
+    if (r.exit_code) text += "exit code " + std::to_string(*r.exit_code) + "\n";
+    if (r.pid && !r.exit_code) text += "started, pid " + std::to_string(*r.pid) + "\n";
+    if (!r.stdout_text.empty()) text += "--- stdout ---\n" + r.stdout_text + "\n";
+    if (!r.stderr_text.empty()) text += "--- stderr ---\n" + r.stderr_text + "\n";
+    return tool_result(json::array({text_content(text)}), r.json);
+}
+
+// A directory's listing as the model reads it: one entry a line, directories with a slash.
+std::string listing_text(const json& listing) {
+    std::string text;
+    for (const auto& entry : listing.value("entries", json::array()))
+        text += entry.value("name", "") + (entry.value("type", "") == "dir" ? "/" : "") + "\n";
+    if (listing.value("truncated", false)) text += "(more entries not listed)\n";
+    return text.empty() ? "(empty directory)\n" : text;
 }
 
 json read_file(ToolContext& context, const json& arguments) {
-    check_arguments(arguments, {"path", "sandbox_id"});
-    auto sandbox = context.target(arguments);
-    const std::string path = string_argument(arguments, "path");
-    auto reply = sandbox->call("files.read", {{"path", path}}, {}, std::chrono::minutes(5));
-    if (utf8::is_valid(reply.body))
-        return {{"content", json::array({text_content(reply.body)})}, {"isError", false}};
-    return {{"content", json::array({{{"type", "resource"},
-                                      {"resource",
-                                       {{"uri", "file://" + path},
-                                        {"mimeType", "application/octet-stream"},
-                                        {"blob", base64_encode(reply.body)}}}}})},
-            {"isError", false}};
+    RequestReader reader = tool_arguments(arguments);
+    const auto sandbox_id = reader.string("sandbox_id");
+    const std::string path = reader.required_string("path");
+    reader.finish();
+    auto sandbox = context.target_id(sandbox_id.value_or(""));
+    PathContents contents = sandbox->agent_client().read_path(path);
+    if (contents.directory)
+        return tool_result(json::array({text_content(listing_text(contents.listing))}),
+                           contents.listing);
+    if (utf8::is_valid(contents.bytes))
+        return tool_result(json::array({text_content(contents.bytes)}));
+    return tool_result(json::array({{{"type", "resource"},
+                                     {"resource",
+                                      {{"uri", "file://" + path},
+                                       {"mimeType", "application/octet-stream"},
+                                       {"blob", base64_encode(contents.bytes)}}}}}));
 }
 
 json write_file(ToolContext& context, const json& arguments) {
-    check_arguments(arguments, {"path", "content", "encoding", "sandbox_id"});
-    auto sandbox = context.target(arguments);
-    const std::string path = string_argument(arguments, "path");
-    std::string content = string_argument(arguments, "content");
-    const std::string encoding = string_argument(arguments, "encoding", false);
+    RequestReader reader = tool_arguments(arguments);
+    const auto sandbox_id = reader.string("sandbox_id");
+    const std::string path = reader.required_string("path");
+    std::string content = reader.required_string("content", kAnySize);
+    const std::string encoding = reader.string("encoding").value_or("utf-8");
+    reader.finish();
     if (encoding == "base64")
         content = unbase64(content);
-    else if (!encoding.empty() && encoding != "utf-8")
-        throw ApiError(400, "invalid_request", "expected utf-8 or base64", "encoding");
+    else if (encoding != "utf-8")
+        throw bad_request("encoding", "expected utf-8 or base64");
+    auto sandbox = context.target_id(sandbox_id.value_or(""));
     const std::size_t size = content.size();
-    sandbox->audit("files.write", {{"path", path}, {"bytes", size}, {"via", "mcp"}});
-    sandbox->call("files.write", {{"path", path}, {"parents", true}}, std::move(content),
-                  std::chrono::minutes(5));
-    return {{"content",
-             json::array({text_content("wrote " + std::to_string(size) + " bytes to " + path)})},
-            {"isError", false}};
+    sandbox->agent_client().write_file(path, std::move(content), std::nullopt, Caller::mcp);
+    return tool_result(
+        json::array({text_content("wrote " + std::to_string(size) + " bytes to " + path)}));
 }
 
 json create_sandbox(ToolContext& context, const json& arguments) {
     if (!context.session.access.full)
         throw ApiError(403, "forbidden",
                        "a sandbox token cannot create sandboxes (use the API key)");
-    check_arguments(arguments, {"template", "runtime", "resolution", "timeout_s", "network"});
+    // The create request's own parser reads these; the tool offers only some of its fields.
+    RequestReader reader = tool_arguments(arguments);
+    for (const char* name : {"template", "runtime", "resolution", "timeout_s", "network"})
+        reader.raw(name);
+    reader.finish();
     auto sandbox = context.manager.create(arguments);
     context.session.sandbox = sandbox->id();
     json described = sandbox->describe(false);
@@ -186,8 +193,10 @@ json create_sandbox(ToolContext& context, const json& arguments) {
 }
 
 json kill_sandbox(ToolContext& context, const json& arguments) {
-    check_arguments(arguments, {"sandbox_id"});
-    auto sandbox = context.target(arguments);
+    RequestReader reader = tool_arguments(arguments);
+    const auto sandbox_id = reader.string("sandbox_id");
+    reader.finish();
+    auto sandbox = context.target_id(sandbox_id.value_or(""));
     const std::string id = sandbox->id();
     sandbox.reset();
     context.manager.kill(id);
@@ -196,7 +205,7 @@ json kill_sandbox(ToolContext& context, const json& arguments) {
 }
 
 json list_sandboxes(ToolContext& context, const json& arguments) {
-    check_arguments(arguments, {});
+    tool_arguments(arguments).finish();
     json list = json::array();
     for (const auto& s : context.manager.list())
         if (context.session.access.full || s->id() == context.session.access.sandbox)

@@ -17,6 +17,7 @@ struct ToolContext {
     // The sandbox a tool acts on: arguments.sandbox_id, else the session's; checked against
     // the session's access (403), known to the manager (404).
     std::shared_ptr<Sandbox> target(const nlohmann::json& arguments) const;
+    std::shared_ptr<Sandbox> target_id(std::string id) const;  // "": the session's
 };
 
 // Runs tool `name`. Throws RpcFailure (unknown tool, arguments not an object) or ApiError.

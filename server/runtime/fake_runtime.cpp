@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/agent_methods.hpp"
 #include "protocol/rpc.hpp"
 
 namespace deskbox::runtime {
@@ -33,9 +34,11 @@ class FakeAgent {
               if (stopped_) return;
               server_ = std::make_unique<protocol::RpcServer>(std::move(channel));
               // The mirror already holds the blank frame of seq 0 a fake screen shows.
-              server_->handle("screen.sync", [](const protocol::Request&) {
-                  return protocol::Reply{{{"seq", 0}}, {}};
-              });
+              server_->handle(
+                  std::string(protocol::method_name(protocol::AgentMethod::screen_sync)),
+                  [](const protocol::Request&) {
+                      return protocol::Reply{{{"seq", 0}}, {}};
+                  });
               server_->start();
           }) {}
     ~FakeAgent() {

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "server/sandbox/api_error.hpp"
+#include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -98,13 +99,10 @@ void read_switches(const json& request, SandboxConfig& c) {
         if (!r.is_boolean() && !r.is_object())
             throw bad_request("record", "expected true or {\"actions\": bool, \"fps\": n}");
         if (r.is_object()) {
-            for (auto& [k, v] : r.items())
-                if (k != "actions" && k != "fps") throw bad_request("record." + k, "unknown field");
-            if (r.contains("actions") && !r["actions"].is_boolean())
-                throw bad_request("record.actions", "expected true or false");
-            if (r.contains("fps") && (!r["fps"].is_number_integer() || r["fps"].get<int>() < 1 ||
-                                      r["fps"].get<int>() > 60))
-                throw bad_request("record.fps", "expected an integer in 1..60");
+            RequestReader record(r, "record");
+            record.boolean("actions");
+            record.integer("fps", 1, 60);
+            record.finish();
         }
     }
     if (request.contains("fast_start")) {
@@ -137,35 +135,14 @@ void read_ready(const json& request, const json& definition, SandboxConfig& c) {
     }
 }
 
-// An integer field of `limits` in [min, max].
-long long limit_in(const json& v, const std::string& field, long long min, long long max,
-                   const std::string& expected) {
-    if (!v.is_number_integer() || v.get<long long>() < min || v.get<long long>() > max)
-        throw bad_request("limits." + field, expected);
-    return v.get<long long>();
-}
-
 void read_limits(const json& l, SandboxConfig& c) {
-    if (!l.is_object()) throw bad_request("limits", "expected an object");
-    for (auto& [k, v] : l.items()) {
-        if (k == "memory_mb") {
-            c.limits.memory_mb = limit_in(v, k, 128, 65536, "expected an integer in 128..65536");
-        } else if (k == "cpus") {
-            if (!v.is_number() || v.get<double>() < 0.1 || v.get<double>() > 64)
-                throw bad_request("limits.cpus", "expected a number in 0.1..64");
-            c.limits.cpus = v;
-        } else if (k == "egress_kbps") {
-            c.egress_kbps =
-                limit_in(v, k, 8, 100'000'000, "expected an integer in 8..100000000 (kbit/s)");
-        } else if (k == "pids") {
-            c.limits.pids = limit_in(v, k, 32, 65536, "expected an integer in 32..65536");
-        } else if (k == "disk_mb") {
-            c.limits.disk_mb =
-                limit_in(v, k, 64, 1ll << 22, "expected an integer in 64..4194304 (MiB)");
-        } else {
-            throw bad_request("limits." + k, "unknown field");
-        }
-    }
+    RequestReader limits(l, "limits");
+    if (auto v = limits.integer("memory_mb", 128, 65536)) c.limits.memory_mb = *v;
+    if (auto v = limits.number("cpus", 0.1, 64)) c.limits.cpus = *v;
+    if (auto v = limits.integer("egress_kbps", 8, 100'000'000)) c.egress_kbps = *v;  // kbit/s
+    if (auto v = limits.integer("pids", 32, 65536)) c.limits.pids = static_cast<std::uint32_t>(*v);
+    if (auto v = limits.integer("disk_mb", 64, 1ll << 22)) c.limits.disk_mb = *v;  // MiB
+    limits.finish();
 }
 
 }  // namespace
@@ -184,9 +161,12 @@ ReadyCondition template_ready_condition(const json& definition) {
 
 CreateRequest parse_create_request(const json& request, const CreateDefaults& defaults,
                                    const TemplateDefinitionLookup& template_definition) {
-    if (!request.is_object()) throw bad_request("", "request body must be a JSON object");
-    for (auto& [key, value] : request.items())
-        if (!kCreateFields.count(key)) throw bad_request(key, "unknown field");
+    {
+        // The read_* functions below read these fields; anything else is refused first.
+        RequestReader fields(request);
+        for (const auto& name : kCreateFields) fields.raw(name);
+        fields.finish();
+    }
     CreateRequest out;
     SandboxConfig& c = out.config;
     c.template_name = defaults.template_name;

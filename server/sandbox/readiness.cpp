@@ -4,10 +4,11 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
-#include <set>
 #include <thread>
 
+#include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/api_error.hpp"
+#include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server {
 
@@ -15,9 +16,6 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 
 namespace {
-
-const std::set<std::string> kReadyFields = {"windows", "window_title", "port",
-                                            "command", "timeout_s",    "settle_ms"};
 
 // A JSON integer (never a boolean or a float), saturated to long long.
 std::optional<long long> integer_of(const json& v) {
@@ -104,47 +102,41 @@ ReadyCondition default_ready_condition(std::size_t autostart_entries) {
 ReadyCondition parse_ready_condition(const json& ready, const std::string& field,
                                      std::size_t autostart_entries) {
     if (!ready.is_object()) throw bad_request(field, "expected an object");
-    for (auto& [key, value] : ready.items())
-        if (!kReadyFields.count(key))
-            throw bad_request(field + "." + key,
-                              "unknown field (allowed: windows, window_title, port, command, "
-                              "timeout_s, settle_ms)");
+    RequestReader reader(ready, field);
     ReadyCondition c;
-    if (auto it = ready.find("windows"); it != ready.end()) {
-        if (it->is_string() && *it == "autostart") {
+    if (const json* windows = reader.raw("windows")) {
+        if (windows->is_string() && *windows == "autostart") {
             c = default_ready_condition(autostart_entries);
-        } else if (integer_of(*it)) {
-            c.windows = static_cast<int>(integer_in(*it, field + ".windows", 0, kMaxReadyWindows));
+        } else if (integer_of(*windows)) {
+            c.windows =
+                static_cast<int>(integer_in(*windows, reader.path("windows"), 0, kMaxReadyWindows));
         } else {
-            throw bad_request(field + ".windows", "expected \"autostart\" or an integer in 0.." +
-                                                      std::to_string(kMaxReadyWindows));
+            throw bad_request(
+                reader.path("windows"),
+                "expected \"autostart\" or an integer in 0.." + std::to_string(kMaxReadyWindows));
         }
     }
-    if (auto it = ready.find("window_title"); it != ready.end()) {
-        if (!it->is_string() || blank(it->get<std::string>()))
-            throw bad_request(field + ".window_title", "expected a non-empty string");
-        c.window_title = *it;
+    if (auto title = reader.string("window_title")) {
+        if (blank(*title))
+            throw bad_request(reader.path("window_title"), "expected a non-empty string");
+        c.window_title = *title;
     }
-    if (auto it = ready.find("port"); it != ready.end())
-        c.port = static_cast<int>(integer_in(*it, field + ".port", 1, 65535));
-    if (auto it = ready.find("command"); it != ready.end()) {
-        if (!it->is_array() || it->empty())
-            throw bad_request(field + ".command", "expected a non-empty array of strings (argv)");
-        for (std::size_t i = 0; i < it->size(); ++i) {
-            const std::string at = field + ".command[" + std::to_string(i) + "]";
-            if (!(*it)[i].is_string()) throw bad_request(at, "expected a string");
-            c.command.push_back((*it)[i]);
-        }
-        if (c.command[0].empty())
-            throw bad_request(field + ".command[0]", "program must not be empty");
+    if (auto port = reader.integer("port", 1, 65535)) c.port = static_cast<int>(*port);
+    if (auto argv = reader.string_list("command", 256)) {
+        if (argv->empty())
+            throw bad_request(reader.path("command"),
+                              "expected a non-empty array of strings (argv)");
+        if (argv->front().empty())
+            throw bad_request(reader.path("command") + "[0]", "program must not be empty");
+        c.command = std::move(*argv);
     }
-    if (auto it = ready.find("timeout_s"); it != ready.end())
-        c.timeout =
-            std::chrono::seconds(integer_in(*it, field + ".timeout_s", 1, kMaxReadyTimeoutS));
-    if (auto it = ready.find("settle_ms"); it != ready.end()) {
-        c.settle = milliseconds(integer_in(*it, field + ".settle_ms", 0, kMaxReadySettleMs));
+    if (auto timeout = reader.integer("timeout_s", 1, kMaxReadyTimeoutS))
+        c.timeout = std::chrono::seconds(*timeout);
+    if (auto settle = reader.integer("settle_ms", 0, kMaxReadySettleMs)) {
+        c.settle = milliseconds(*settle);
         c.settle_named = true;
     }
+    reader.finish();
     return c;
 }
 
@@ -252,9 +244,19 @@ void AgentReadinessProbe::sleep_until(Clock::time_point when) {
     std::this_thread::sleep_until(when);
 }
 
+template <typename Ask>
+auto AgentReadinessProbe::asked(Ask ask) {
+    try {
+        return ask();
+    } catch (const ApiError& e) {
+        if (e.status() == 503 || (running_ && !running_())) throw;
+        throw ProbeError(e.what());
+    }
+}
+
 std::vector<ReadinessProbe::Window> AgentReadinessProbe::mapped_windows() {
     // The guest answers: read it as untrusted.
-    const json r = call_("windows.list", json::object(), milliseconds(10'000));
+    const json r = asked([this] { return agent_.windows(); });
     if (!r.is_object() || !r.contains("windows") || !r["windows"].is_array())
         throw ProbeError("windows.list answered without a windows list");
     std::vector<Window> out;
@@ -272,7 +274,7 @@ std::vector<ReadinessProbe::Window> AgentReadinessProbe::mapped_windows() {
 }
 
 std::vector<int> AgentReadinessProbe::listening_ports() {
-    const json r = call_("net.listening", json::object(), milliseconds(10'000));
+    const json r = asked([this] { return agent_.listening_ports(); });
     if (!r.is_object() || !r.contains("ports") || !r["ports"].is_array())
         throw ProbeError("net.listening answered without a ports list");
     std::vector<int> out;
@@ -284,14 +286,15 @@ std::vector<int> AgentReadinessProbe::listening_ports() {
 
 ReadinessProbe::CommandResult AgentReadinessProbe::run(const std::vector<std::string>& argv,
                                                        milliseconds limit) {
-    const json r = call_("exec.run", {{"argv", argv}, {"timeout_s", limit.count() / 1000.0}},
-                         limit + milliseconds(10'000));
-    if (!r.is_object() || !r.contains("exit_code") || !r["exit_code"].is_number_integer())
-        throw ProbeError("exec.run answered without an exit code");
+    CommandRequest command;
+    command.argv = argv;
+    command.timeout_s = static_cast<double>(limit.count()) / 1000.0;
+    const auto r = asked([&] { return agent_.run_command(std::move(command), Caller::server); });
+    if (!r.exit_code) throw ProbeError("exec.run answered without an exit code");
     CommandResult result;
-    result.exit_code = r["exit_code"].get<int>();
-    result.timed_out = flag(r, "timed_out");
-    if (auto it = r.find("stderr"); it != r.end() && it->is_string()) result.stderr_text = *it;
+    result.exit_code = *r.exit_code;
+    result.timed_out = flag(r.json, "timed_out");
+    result.stderr_text = r.stderr_text;
     return result;
 }
 
@@ -302,10 +305,11 @@ bool AgentReadinessProbe::settle(milliseconds quiet, milliseconds limit) {
     while (true) {
         const auto chunk = std::clamp(std::chrono::duration_cast<milliseconds>(end - Clock::now()),
                                       milliseconds(0), milliseconds(30'000));
-        const json r =
-            call_("screen.sync", {{"settle_ms", quiet.count()}, {"max_ms", chunk.count()}},
-                  chunk + milliseconds(10'000));
-        if (r.is_object() && flag(r, "settled")) return true;
+        const auto synced = asked([&] {
+            return agent_.sync_screen(static_cast<int>(quiet.count()),
+                                      static_cast<int>(chunk.count()));
+        });
+        if (synced.settled) return true;
         if (Clock::now() >= end) return false;
     }
 }

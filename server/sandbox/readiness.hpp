@@ -21,6 +21,8 @@
 
 namespace deskbox::server {
 
+class AgentClient;
+
 // What "ready" means for one sandbox.
 struct ReadyCondition {
     bool wait = true;  // false: the request said "ready": false (answer after the first frame)
@@ -103,14 +105,13 @@ struct ReadyOutcome {
 // holds in one round, then waits for the screen to settle, all within condition.timeout.
 ReadyOutcome wait_until_ready(const ReadyCondition& condition, ReadinessProbe& probe);
 
-// A probe on a real agent: `call` sends one request and returns its result, throwing
-// ProbeError for an answer that may change (an agent error, a timeout) and anything else
-// when the agent is gone. Time is the steady clock.
+// A probe on a real agent. An agent error or a late answer may change (ProbeError); an agent
+// that is gone (ApiError 503), or a sandbox `running` says is no longer running, never will:
+// those ApiErrors end the wait. Time is the steady clock.
 class AgentReadinessProbe : public ReadinessProbe {
   public:
-    using Call = std::function<nlohmann::json(
-        const std::string& method, const nlohmann::json& params, std::chrono::milliseconds)>;
-    explicit AgentReadinessProbe(Call call) : call_(std::move(call)) {}
+    explicit AgentReadinessProbe(AgentClient& agent, std::function<bool()> running = {})
+        : agent_(agent), running_(std::move(running)) {}
     Clock::time_point now() override { return Clock::now(); }
     void sleep_until(Clock::time_point when) override;
     std::vector<Window> mapped_windows() override;
@@ -120,7 +121,12 @@ class AgentReadinessProbe : public ReadinessProbe {
     bool settle(std::chrono::milliseconds quiet, std::chrono::milliseconds limit) override;
 
   private:
-    Call call_;
+    // `ask`'s answer; its ApiError as ProbeError unless the wait must end.
+    template <typename Ask>
+    auto asked(Ask ask);
+
+    AgentClient& agent_;
+    std::function<bool()> running_;
 };
 
 }  // namespace deskbox::server

@@ -20,26 +20,6 @@ std::string iso8601(SystemClock::time_point t) {
     return utc_rfc3339(t);
 }
 
-// The agent's error codes become HTTP statuses: its input errors are the client's fault.
-ApiError from_agent_error(const protocol::RpcError& e) {
-    const std::string& c = e.code();
-    unsigned status = 502;
-    if (c == "invalid_action" || c == "bad_request")
-        status = 400;
-    else if (c == "not_found")
-        status = 404;
-    else if (c == "permission_denied")
-        status = 403;
-    else if (c == "is_a_directory" || c == "not_a_directory" || c == "already_exists" ||
-             c == "not_empty")
-        status = 409;
-    else if (c == "too_large")
-        status = 413;
-    else if (c == "timeout")
-        status = 504;
-    return ApiError(status, c, e.what(), e.field());
-}
-
 }  // namespace
 
 const char* to_string(SandboxStatus status) {
@@ -150,17 +130,9 @@ void Sandbox::wait_ready(const ReadyCondition& condition) {
         ready_ms_.reset();  // a pooled one's was the pool's wait
         return;
     }
-    AgentReadinessProbe probe([this](const std::string& method, const nlohmann::json& params,
-                                     std::chrono::milliseconds timeout) {
-        try {
-            return call(method, params, {}, timeout).result;
-        } catch (const ApiError& e) {
-            // An agent that answers "no" (or late) may answer "yes" later; one that is gone, or
-            // a sandbox that is no longer running, never will.
-            if (e.status() == 503 || status() != SandboxStatus::running) throw;
-            throw ProbeError(e.what());
-        }
-    });
+    // An agent that answers "no" (or late) may answer "yes" later; one that is gone, or a
+    // sandbox that is no longer running, never will.
+    AgentReadinessProbe probe(agent_client_, [this] { return status() == SandboxStatus::running; });
     const ReadyOutcome outcome = wait_until_ready(condition, probe);
     nlohmann::json detail = {{"condition", condition.to_json()},
                              {"ready", outcome.ready},
@@ -209,8 +181,7 @@ void Sandbox::attach_agent(std::chrono::milliseconds timeout) {
     client->on_close([this, self](const std::string& reason) { on_close(*self, reason); });
     client->start();
     // The agent sends a full frame first; a sync makes sure the mirror has it.
-    auto reply = client->call("screen.sync", {}, {}, std::chrono::seconds(10));
-    mirror_.wait_for_seq(reply.result.value("seq", 0ull), std::chrono::seconds(5));
+    mirror_.wait_for_seq(AgentClient::over(client).sync_screen().seq, std::chrono::seconds(5));
     std::lock_guard lock(mutex_);
     agent_ = std::move(client);
     attached_once_ = true;
@@ -233,17 +204,16 @@ void Sandbox::sync_guest(bool new_identity) {
     auto now_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(SystemClock::now().time_since_epoch())
             .count();
-    nlohmann::json params = {{"unix_time_ns", now_ns}, {"seed", base64_encode(seed)}};
-    if (new_identity) params["hostname"] = config_.id;
-    std::shared_ptr<protocol::RpcClient> client;
+    GuestIdentity identity{now_ns, base64_encode(seed), std::nullopt};
+    if (new_identity) identity.hostname = config_.id;
+    std::shared_ptr<protocol::RpcClient> client;  // set before the sandbox counts as running
     {
         std::lock_guard lock(mutex_);
         client = agent_;
     }
     try {
         if (!client) throw std::runtime_error("no agent connection");
-        auto reply = client->call("system.identity", params, {}, std::chrono::seconds(20));
-        audit("identity", reply.result);
+        audit("identity", AgentClient::over(client).set_identity(identity));
     } catch (const std::exception& e) {
         if (new_identity)
             throw ApiError(502, "sandbox_start_failed",
@@ -503,7 +473,7 @@ SandboxStatus Sandbox::check_health() {
     return status();
 }
 
-std::shared_ptr<protocol::RpcClient> Sandbox::agent() {
+std::shared_ptr<protocol::RpcClient> Sandbox::connection() {
     std::lock_guard lock(mutex_);
     switch (status_) {
         case SandboxStatus::running:
@@ -520,28 +490,20 @@ std::shared_ptr<protocol::RpcClient> Sandbox::agent() {
     }
 }
 
-protocol::Reply Sandbox::call(const std::string& method, nlohmann::json params, std::string body,
-                              std::chrono::milliseconds timeout) {
-    auto client = agent();
-    try {
-        return client->call(method, std::move(params), std::move(body), timeout);
-    } catch (const protocol::RpcError& e) {
-        // A command that cannot start, or an agent that cannot make a thread, is most
-        // often a sandbox at its limits: say which, and the way back.
-        if (e.code() == "resource_exhausted" || e.code() == "io_error" || e.code() == "internal")
-            if (auto exhausted = exhaustion(e.what())) throw *exhausted;
-        if (e.code() == "resource_exhausted")  // a microVM: only its guest sees its limits
-            throw ApiError(409, "sandbox_exhausted", std::string(e.what()) + way_back(), "limits");
-        throw from_agent_error(e);
-    } catch (const protocol::TimeoutError& e) {
-        if (auto exhausted = exhaustion(std::string(method) + ": " + e.what())) throw *exhausted;
-        throw ApiError(504, "agent_timeout", std::string(method) + ": " + e.what());
-    } catch (const protocol::ProtocolError& e) {
+AgentLink Sandbox::agent_link() {
+    AgentLink link;
+    link.connection = [this] { return connection(); };
+    link.exhaustion = [this](const std::string& what) { return exhaustion(what); };
+    link.lost = [this] {
         check_health();
-        throw ApiError(503, "agent_unavailable",
-                       "the sandbox's agent is gone (" + std::string(e.what()) + ")" +
-                           (error_reason().empty() ? "" : ": " + error_reason()));
-    }
+        return error_reason();
+    };
+    link.audit = [this](const std::string& kind, const nlohmann::json& detail) {
+        audit(kind, detail);
+    };
+    link.way_back = way_back();
+    link.default_cwd = [this] { return config_.workdir; };
+    return link;
 }
 
 runtime::ResourceUsage Sandbox::usage() const {
@@ -570,12 +532,6 @@ std::optional<ApiError> Sandbox::exhaustion(const std::string& what_failed) cons
                             way_back(),
                         "limits.memory_mb");
     return std::nullopt;
-}
-
-nlohmann::json Sandbox::kill_processes() {
-    auto reply = call("processes.kill", nlohmann::json::object(), {}, std::chrono::seconds(30));
-    audit("processes.kill", reply.result);
-    return reply.result;
 }
 
 }  // namespace deskbox::server

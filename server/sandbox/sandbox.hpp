@@ -22,6 +22,7 @@
 #include "server/network/sandbox_network.hpp"
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/runtime.hpp"
+#include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_config.hpp"
 #include "server/stream/pointer_input.hpp"
@@ -102,12 +103,6 @@ class Sandbox {
     void shutdown(bool keep_running = false);
 
     const SandboxConfig& config() const { return config_; }
-    // An exec.run request's params with the template's WORKDIR as cwd when they name none.
-    nlohmann::json with_default_cwd(nlohmann::json params) const {
-        if (!config_.workdir.empty() && params.is_object() && !params.contains("cwd"))
-            params["cwd"] = config_.workdir;
-        return params;
-    }
     const std::string& id() const { return config_.id; }
     SandboxStatus status() const;
     std::string error_reason() const;
@@ -137,13 +132,9 @@ class Sandbox {
     // computer_call_output item that carries it.
     nlohmann::json actions(const nlohmann::json& body, input::Dialect dialect,
                            bool with_screenshot = false);
-    protocol::Reply call(const std::string& method,
-                         nlohmann::json params = nlohmann::json::object(), std::string body = {},
-                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    // The agent's methods, typed (each throws ApiError); what the routes and MCP tools call.
+    AgentClient& agent_client() { return agent_client_; }
     streaming::FrameMirror& mirror() { return mirror_; }
-    // Ends every process but the desktop session (agent, X server, window manager): the way
-    // back for a sandbox at its process or memory limit. {"killed","refused","rounds"}.
-    nlohmann::json kill_processes();
     runtime::ResourceUsage usage() const;
     // Live encoders of this sandbox's screen, shared by its viewers.
     streaming::StreamHub& streams() { return streams_; }
@@ -218,7 +209,8 @@ class Sandbox {
     void on_event(protocol::RpcClient& client, protocol::Message&& message);
     void on_close(protocol::RpcClient& client, const std::string& reason);
     void fail(const std::string& reason);
-    std::shared_ptr<protocol::RpcClient> agent();  // throws ApiError unless running
+    std::shared_ptr<protocol::RpcClient> connection();  // throws ApiError unless running
+    AgentLink agent_link();                             // agent_client_'s view of this
     nlohmann::json run_segment(const std::vector<input::Action>& actions, std::size_t offset);
     void start_vnc();     // after boot: the mirror has a frame
     void stop_streams();  // VNC and recording, first thing on kill
@@ -251,6 +243,7 @@ class Sandbox {
     std::shared_ptr<network::SandboxNetwork> network_;        // kill() ends it after the instance
     std::unique_ptr<runtime::SandboxNamespaces> namespaces_;  // and these after the network
     std::shared_ptr<protocol::RpcClient> agent_;
+    AgentClient agent_client_{agent_link()};
     streaming::FrameMirror mirror_;
     std::optional<input::CoordinateScaler> scaler_;
 

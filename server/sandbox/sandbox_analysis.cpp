@@ -10,6 +10,7 @@
 #include <set>
 
 #include "common/base64.hpp"
+#include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/sandbox.hpp"
 #include "streaming/analysis/image_search.hpp"
 #include "streaming/analysis/screen_compare.hpp"
@@ -43,8 +44,9 @@ class Body {
         if (!body_.is_object())
             throw bad_request(prefix_,
                               "expected a JSON object, got " + std::string(body_.type_name()));
-        for (auto& [key, value] : body_.items())
-            if (!allowed.count(key)) throw bad_request(field(key), "unknown field");
+        RequestReader fields(body_, prefix_);  // the one unknown-field rule
+        for (const auto& name : allowed) fields.raw(name);
+        fields.finish();
     }
     std::string field(const std::string& name) const { return join_field(prefix_, name); }
     const std::string& prefix() const { return prefix_; }
@@ -242,13 +244,7 @@ void read_seek(const Body& b, Sandbox::TargetSpec& spec, bool need) {
 }  // namespace
 
 Sandbox::ScreenView Sandbox::screen_view(bool sync) {
-    if (sync) {
-        auto reply = call("screen.sync", {{"settle_ms", 0}, {"max_ms", 500}});
-        std::uint64_t seq = reply.result.value("seq", 0ull);
-        if (!mirror_.wait_for_seq(seq, std::chrono::seconds(5)))
-            throw ApiError(504, "agent_timeout",
-                           "the screen did not arrive from the agent in time");
-    }
+    if (sync) sync_screen(0);
     ScreenView v;
     v.snapshot = mirror_.snapshot();
     if (!v.snapshot.frame) throw ApiError(409, "conflict", "the sandbox has no screen yet");

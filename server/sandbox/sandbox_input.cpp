@@ -10,8 +10,7 @@
 namespace deskbox::server {
 
 void Sandbox::sync_screen(int settle_ms) {
-    auto reply = call("screen.sync", {{"settle_ms", settle_ms}, {"max_ms", 500}});
-    std::uint64_t seq = reply.result.value("seq", 0ull);
+    const std::uint64_t seq = agent_client_.sync_screen(settle_ms, 500).seq;
     if (!mirror_.wait_for_seq(seq, std::chrono::seconds(5)))
         throw ApiError(504, "agent_timeout", "the screen did not arrive from the agent in time");
 }
@@ -30,13 +29,8 @@ streaming::EncodedImage Sandbox::screenshot(const streaming::EncodeOptions& opti
 nlohmann::json Sandbox::run_segment(const std::vector<input::Action>& actions, std::size_t offset) {
     nlohmann::json native = nlohmann::json::array();
     for (const auto& a : actions) native.push_back(input::to_native_json(a));
-    // Long holds and waits are allowed; the call must outlast them.
-    auto reply_timeout = std::chrono::seconds(30) +
-                         std::chrono::milliseconds(static_cast<long>(actions.size()) * 61'000);
     try {
-        return call("input.actions", {{"actions", native}}, {},
-                    std::min<std::chrono::milliseconds>(reply_timeout, std::chrono::minutes(30)))
-            .result["results"];
+        return agent_client_.run_actions(native);
     } catch (const ApiError& e) {
         // Re-base "actions[i]" on the whole request.
         std::string field = e.field();

@@ -16,6 +16,7 @@
 #include "common/child_process.hpp"
 #include "common/random.hpp"
 #include "server/sandbox/disk_commitment.hpp"
+#include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -30,25 +31,16 @@ void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::millisecon
     int raw = fd.release();
     auto channel = std::make_unique<protocol::Channel>(raw, raw);
     protocol::handshake(*channel, "host");
-    protocol::RpcClient client(std::move(channel));
-    client.start();
-    client.call("screen.sync", {{"settle_ms", 500}, {"max_ms", 5000}}, {},
-                std::chrono::seconds(60));
-    AgentReadinessProbe probe([&client](const std::string& method, const nlohmann::json& params,
-                                        std::chrono::milliseconds call_timeout) {
-        try {
-            return client.call(method, params, {}, call_timeout).result;
-        } catch (const protocol::RpcError& e) {
-            throw ProbeError(e.what());
-        } catch (const protocol::TimeoutError& e) {
-            throw ProbeError(e.what());
-        }
-    });
+    auto client = std::make_shared<protocol::RpcClient>(std::move(channel));
+    client->start();
+    AgentClient agent = AgentClient::over(client);
+    agent.sync_screen(500, 5000);
+    AgentReadinessProbe probe(agent);
     const ReadyOutcome outcome = wait_until_ready(ready, probe);
     if (!outcome.ready)
         std::fprintf(stderr, "deskboxd: template VM saved before it was ready: %s\n",
                      outcome.unmet.c_str());
-    client.close();
+    client->close();
 }
 
 // Waits for the sandbox's ready condition; a sandbox that does not get ready is killed.
@@ -604,15 +596,11 @@ void SandboxManager::kill(const std::string& id) {
 
 void SandboxManager::set_timeout(const std::string& id, const nlohmann::json& body) {
     auto sandbox = find(id);
-    if (!body.is_object() || !body.contains("timeout_s") || !body["timeout_s"].is_number_integer())
-        throw bad_request("timeout_s", "expected an integer number of seconds");
-    long long s = body["timeout_s"];
-    if (s < 1 || s > options_.max_timeout.count())
-        throw bad_request("timeout_s",
-                          "must be in 1.." + std::to_string(options_.max_timeout.count()));
-    for (auto& [k, v] : body.items())
-        if (k != "timeout_s") throw bad_request(k, "unknown field");
-    sandbox->set_timeout(std::chrono::seconds(s));
+    RequestReader reader(body);
+    const auto s = reader.integer("timeout_s", 1, options_.max_timeout.count());
+    if (!s) throw bad_request("timeout_s", "expected an integer number of seconds");
+    reader.finish();
+    sandbox->set_timeout(std::chrono::seconds(*s));
     sandbox->audit("timeout", body);
 }
 

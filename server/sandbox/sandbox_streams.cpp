@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/random.hpp"
+#include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/sandbox.hpp"
 
 namespace deskbox::server {
@@ -49,7 +50,7 @@ void Sandbox::start_vnc() {
         if (text.size() > 256 * 1024 || status() != SandboxStatus::running) return;
         input_worker_.post([this, text = std::move(text)] {
             try {
-                call("clipboard.set", {{"text", text}});
+                agent_client_.set_clipboard(text);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "deskboxd: %s: VNC clipboard: %s\n", config_.id.c_str(),
                              e.what());
@@ -84,21 +85,10 @@ nlohmann::json Sandbox::start_recording(const nlohmann::json& options) {
 }
 
 nlohmann::json Sandbox::begin_recording(const nlohmann::json& options) {
-    if (!options.is_object()) throw bad_request("", "expected a JSON object");
-    bool actions = false;
-    int fps = 30;
-    for (auto& [k, v] : options.items()) {
-        if (k == "actions") {
-            if (!v.is_boolean()) throw bad_request("actions", "expected true or false");
-            actions = v;
-        } else if (k == "fps") {
-            if (!v.is_number_integer() || v.get<int>() < 1 || v.get<int>() > 60)
-                throw bad_request("fps", "expected an integer in 1..60");
-            fps = v;
-        } else {
-            throw bad_request(k, "unknown field");
-        }
-    }
+    RequestReader reader(options);
+    const bool actions = reader.boolean("actions").value_or(false);
+    const int fps = static_cast<int>(reader.integer("fps", 1, 60).value_or(30));
+    reader.finish();
     if (status() != SandboxStatus::running && status() != SandboxStatus::paused)
         throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status()));
     std::lock_guard lock(streams_mutex_);

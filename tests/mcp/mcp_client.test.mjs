@@ -122,6 +122,11 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
     assert.equal(wrote.isError, false, textOf(wrote));
     const read = await client.callTool({ name: 'read_file', arguments: { path: '/tmp/mcp.txt' } });
     assert.equal(textOf(read), 'héllo from mcp\n');
+    // A directory lists, as GET /files answers it.
+    const dir = await client.callTool({ name: 'read_file', arguments: { path: '/tmp' } });
+    assert.equal(dir.isError, false, textOf(dir));
+    assert.match(textOf(dir), /^mcp\.txt$/m);
+    assert.ok(dir.structuredContent.entries.some((e) => e.name === 'mcp.txt'));
     const ran = await client.callTool({ name: 'run_command', arguments: { command: 'wc -c </tmp/mcp.txt; exit 4' } });
     assert.equal(ran.structuredContent.exit_code, 4);
     assert.equal(ran.structuredContent.stdout.trim(), '16');

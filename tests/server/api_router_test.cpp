@@ -685,8 +685,14 @@ TEST_F(HostileHttp, BodyBytesInFlightAreCappedServerWide) {
     options.max_body_in_flight = 1u << 20;
     serve(options);
     const std::string upload = "/v1/sandboxes/" + id + "/files?path=/tmp/x";
-    // The first upload holds 900 KiB of the budget while its body is on the way.
-    auto first = send_header(http::verb::put, upload, 900u << 10, key_header());
+    // The first upload holds 900 KiB of the budget while its body is on the way: its 100
+    // Continue says it was admitted (else the second header may be read first and win).
+    auto expect_continue = key_header();
+    expect_continue.emplace_back("Expect", "100-continue");
+    auto first = send_header(http::verb::put, upload, 900u << 10, expect_continue);
+    auto admitted = answer(*first);
+    ASSERT_TRUE(admitted);
+    ASSERT_EQ(admitted->result_int(), 100u) << admitted->body();
     auto second = send_header(http::verb::put, upload, 900u << 10, key_header());
     auto res = answer(*second);
     ASSERT_TRUE(res);

@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "common/temp_dir.hpp"
-#include "server/api/request_reader.hpp"
 #include "server/sandbox/api_error.hpp"
+#include "server/sandbox/request_reader.hpp"
 #include "server/templates/buildah.hpp"
 #include "server/templates/deskbox_layer.hpp"
 #include "server/templates/dockerfile_check.hpp"

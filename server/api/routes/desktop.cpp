@@ -1,43 +1,40 @@
 #include "server/api/routes/desktop.hpp"
 
+#include <limits>
+
 #include "server/api/http_util.hpp"
+#include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server::routes {
 
 using nlohmann::json;
 
-namespace {
-// Asks the agent `method` for a route that takes no query parameters.
-HttpResponse agent_state(RouteContext& context, const char* method) {
-    allow_only(context.query, {});
-    return json_response(200, context.sandbox->call(method).result);
-}
-}  // namespace
-
-void check_clipboard_body(const json& body) {
-    if (!body.is_object() || !body.contains("text") || !body["text"].is_string())
-        throw bad_request("text", "expected a string");
-    for (auto& [k, v] : body.items())
-        if (k != "text") throw bad_request(k, "unknown field");
+std::string parse_clipboard_body(const json& body) {
+    RequestReader reader(body);
+    std::string text = reader.required_string("text", std::numeric_limits<std::size_t>::max());
+    reader.finish();
+    return text;
 }
 
 HttpResponse list_windows(RouteContext& context) {
-    return agent_state(context, "windows.list");
+    allow_only(context.query, {});
+    return json_response(200, context.sandbox->agent_client().windows());
 }
 
 HttpResponse cursor_position(RouteContext& context) {
-    return agent_state(context, "cursor.get");
+    allow_only(context.query, {});
+    return json_response(200, context.sandbox->agent_client().cursor());
 }
 
 HttpResponse read_clipboard(RouteContext& context) {
-    return agent_state(context, "clipboard.get");
+    allow_only(context.query, {});
+    return json_response(200, context.sandbox->agent_client().clipboard());
 }
 
 HttpResponse write_clipboard(RouteContext& context) {
     allow_only(context.query, {});
-    json body = parse_body(context.request());
-    check_clipboard_body(body);
-    return json_response(200, context.sandbox->call("clipboard.set", body).result);
+    const std::string text = parse_clipboard_body(parse_body(context.request()));
+    return json_response(200, context.sandbox->agent_client().set_clipboard(text));
 }
 
 }  // namespace deskbox::server::routes

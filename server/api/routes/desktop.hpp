@@ -1,6 +1,8 @@
 // The desktop's state, from the agent: its windows, the pointer, the clipboard.
 #pragma once
 
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "server/api/route_context.hpp"
@@ -12,8 +14,8 @@ HttpResponse cursor_position(RouteContext& context);  // GET /v1/sandboxes/{id}/
 HttpResponse read_clipboard(RouteContext& context);   // GET /v1/sandboxes/{id}/clipboard
 HttpResponse write_clipboard(RouteContext& context);  // PUT|POST, {"text": "..."}
 
-// The clipboard body is {"text": string} and nothing else; throws ApiError 400 bad_request
-// naming the field.
-void check_clipboard_body(const nlohmann::json& body);
+// The clipboard body is {"text": string} and nothing else: its text. Throws ApiError 400
+// bad_request naming the field (the agent refuses more than it holds: 413 too_large).
+std::string parse_clipboard_body(const nlohmann::json& body);
 
 }  // namespace deskbox::server::routes

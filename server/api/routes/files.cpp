@@ -4,8 +4,6 @@
 
 namespace deskbox::server::routes {
 
-using nlohmann::json;
-
 std::string parse_files_path(const Query& query) {
     allow_only(query, {"path", "recursive", "mode"});
     return required_query(query, "path");
@@ -13,35 +11,26 @@ std::string parse_files_path(const Query& query) {
 
 HttpResponse read_file(RouteContext& context) {
     const std::string path = parse_files_path(context.query);
-    Sandbox& sandbox = *context.sandbox;
-    auto stat = sandbox.call("files.stat", {{"path", path}}).result;
-    if (stat.value("type", "") == "dir")
-        return json_response(200, sandbox.call("files.list", {{"path", path}}).result);
-    auto reply = sandbox.call("files.read", {{"path", path}}, {}, std::chrono::minutes(5));
+    PathContents contents = context.sandbox->agent_client().read_path(path);
+    if (contents.directory) return json_response(200, contents.listing);
     HttpResponse res{http::status::ok, 11};
     res.set(http::field::content_type, "application/octet-stream");
-    res.body() = std::move(reply.body);
+    res.body() = std::move(contents.bytes);
     return res;
 }
 
 HttpResponse write_file(RouteContext& context) {
     const std::string path = parse_files_path(context.query);
-    HttpRequest& request = context.request();
-    json params = {{"path", path}, {"parents", true}};
-    if (context.query.count("mode")) params["mode"] = context.query.at("mode");
-    context.sandbox->audit("files.write", {{"path", path}, {"bytes", request.body().size()}});
-    auto reply = context.sandbox->call("files.write", params, std::move(request.body()),
-                                       std::chrono::minutes(5));
-    return json_response(200, reply.result);
+    std::optional<std::string> mode;
+    if (auto it = context.query.find("mode"); it != context.query.end()) mode = it->second;
+    return json_response(200, context.sandbox->agent_client().write_file(
+                                  path, std::move(context.request().body()), mode));
 }
 
 HttpResponse remove_file(RouteContext& context) {
     const std::string path = parse_files_path(context.query);
     const bool recursive = bool_query(context.query, "recursive");
-    context.sandbox->audit("files.remove", {{"path", path}, {"recursive", recursive}});
-    return json_response(
-        200,
-        context.sandbox->call("files.remove", {{"path", path}, {"recursive", recursive}}).result);
+    return json_response(200, context.sandbox->agent_client().remove_file(path, recursive));
 }
 
 }  // namespace deskbox::server::routes

@@ -1,34 +1,23 @@
 #include "server/api/routes/lifecycle.hpp"
 
 #include "server/api/http_util.hpp"
+#include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server::routes {
 
 using nlohmann::json;
 
-namespace {
-void require_object(const json& body) {
-    if (!body.is_object()) throw bad_request("", "request body must be a JSON object");
-}
-}  // namespace
-
 bool parse_pause_body(const json& body) {
-    bool snapshot = false;
-    if (body.is_null()) return snapshot;
-    require_object(body);
-    for (auto& [key, value] : body.items()) {
-        if (key != "snapshot") throw bad_request(key, "unknown field");
-        if (!value.is_boolean()) throw bad_request("snapshot", "expected true or false");
-        snapshot = value;
-    }
+    if (body.is_null()) return false;
+    RequestReader reader(body);
+    const bool snapshot = reader.boolean("snapshot").value_or(false);
+    reader.finish();
     return snapshot;
 }
 
 void check_resume_body(const json& body) {
-    if (body.is_null()) return;
-    require_object(body);
-    if (!body.empty()) throw bad_request(body.begin().key(), "unknown field");
+    if (!body.is_null()) RequestReader(body).finish();
 }
 
 HttpResponse set_timeout(RouteContext& context) {

@@ -143,14 +143,14 @@ HttpResponse list_ports(RouteContext& context) {
 nlohmann::json listening_ports(Sandbox& sandbox, const std::string& ports_domain) {
     nlohmann::json out = nlohmann::json::array();
     try {
-        auto reply =
-            sandbox.call("net.listening", nlohmann::json::object(), {}, std::chrono::seconds(2));
+        const nlohmann::json listening =
+            sandbox.agent_client().listening_ports(std::chrono::seconds(2));
         // A sandbox in a network namespace of ours (a container) is reached on its loopback
         // too; one behind a NIC (a microVM) only on its link.
         const auto net = sandbox.network();
         const bool loopback_reached =
             net && net->kind() == network::SandboxNetwork::Kind::container;
-        for (auto& p : reply.result.value("ports", nlohmann::json::array())) {
+        for (auto& p : listening.value("ports", nlohmann::json::array())) {
             int port = p.value("port", 0);
             bool reachable = false;
             for (auto& a : p.value("addresses", nlohmann::json::array())) {

@@ -1,7 +1,7 @@
 #include "server/api/routes/templates.hpp"
 
 #include "server/api/http_util.hpp"
-#include "server/api/request_reader.hpp"
+#include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 #include "server/templates/template_ref.hpp"
 

@@ -26,6 +26,10 @@ class RequestReader {
     // {"K": "V", ...}, at most `max_entries`.
     std::optional<std::map<std::string, std::string>> string_map(const std::string& name,
                                                                  std::size_t max_entries);
+    // [string, ...]: at most `max_entries`, each at most `max_bytes`.
+    std::optional<std::vector<std::string>> string_list(const std::string& name,
+                                                        std::size_t max_entries,
+                                                        std::size_t max_bytes = 4096);
     // A command: a string (run by sh -c) or a non-empty array of strings (argv).
     std::optional<std::vector<std::string>> command(const std::string& name);
     // The value as it is (read elsewhere, e.g. a network policy), or nullptr.

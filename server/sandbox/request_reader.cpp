@@ -1,4 +1,4 @@
-#include "server/api/request_reader.hpp"
+#include "server/sandbox/request_reader.hpp"
 
 #include "server/sandbox/api_error.hpp"
 
@@ -85,6 +85,26 @@ std::optional<std::map<std::string, std::string>> RequestReader::string_map(
         if (k.empty() || k.find_first_of("=\0", 0, 2) != std::string::npos)
             throw bad_request(path(name), "invalid name '" + k + "'");
         out[k] = value.get<std::string>();
+    }
+    return out;
+}
+
+std::optional<std::vector<std::string>> RequestReader::string_list(const std::string& name,
+                                                                   std::size_t max_entries,
+                                                                   std::size_t max_bytes) {
+    const json* v = find(name);
+    if (!v) return std::nullopt;
+    if (!v->is_array()) throw bad_request(path(name), "expected an array of strings");
+    if (v->size() > max_entries)
+        throw bad_request(path(name), "more than " + std::to_string(max_entries) + " entries");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+        const json& s = (*v)[i];
+        const std::string at = path(name) + "[" + std::to_string(i) + "]";
+        if (!s.is_string()) throw bad_request(at, "expected a string");
+        if (s.get_ref<const std::string&>().size() > max_bytes)
+            throw bad_request(at, "longer than " + std::to_string(max_bytes) + " bytes");
+        out.push_back(s.get<std::string>());
     }
     return out;
 }
