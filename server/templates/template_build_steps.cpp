@@ -31,7 +31,7 @@ class TemplateService::StepFailed : public std::runtime_error {
 namespace {
 
 // <image dir>/bases.json (template_store.hpp): the shipped templates' rootfs an image was built
-// FROM, for a runtime to take what it needs of theirs (a microVM's kernel).
+// FROM, for a runtime to take what it needs of theirs (the kernel a VM boots).
 void write_bases(const TemplateService::Hooks& hooks, const std::vector<std::string>& shipped,
                  const fs::path& image_dir) {
     json rootfs = json::array();
