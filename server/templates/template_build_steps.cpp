@@ -30,6 +30,21 @@ class TemplateService::StepFailed : public std::runtime_error {
 
 namespace {
 
+// <image dir>/bases.json (template_store.hpp): the shipped templates' rootfs an image was built
+// FROM, for a runtime to take what it needs of theirs (the kernel a VM boots).
+void write_bases(const TemplateService::Hooks& hooks, const std::vector<std::string>& shipped,
+                 const fs::path& image_dir) {
+    json rootfs = json::array();
+    for (const auto& name : shipped) {
+        try {
+            rootfs.push_back(hooks.shipped_rootfs(name).string());
+        } catch (const std::exception&) {
+        }
+    }
+    atomic_file::write(image_dir / "bases.json", json{{"shipped_rootfs", rootfs}}.dump(2) + "\n",
+                       {0644, atomic_file::Durability::power_loss});
+}
+
 std::string trim_newlines(std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
     return s;
@@ -440,6 +455,8 @@ void TemplateService::export_rootfs(Job& j, const std::string& final_image) {
     }
     if (fs::exists(store_.rootfs_of(id) / "usr") || fs::exists(store_.rootfs_of(id) / "etc")) {
         log_line(j, "deskbox: rootfs of image " + id.substr(0, 12) + " is already here");
+        if (!fs::exists(store_.image_dir(id) / "bases.json"))  // exported before there was one
+            write_bases(hooks_, j.shipped_bases, store_.image_dir(id));
         return;
     }
     log_line(j, "deskbox: writing the rootfs of image " + id.substr(0, 12));
@@ -466,6 +483,7 @@ void TemplateService::export_rootfs(Job& j, const std::string& final_image) {
         throw StepFailed(BuildFailure{"engine", "cannot write the rootfs: " + copied.err, 0, "",
                                       std::nullopt, ""});
     }
+    write_bases(hooks_, j.shipped_bases, temp);
     fs::rename(temp, store_.image_dir(id), ec);
     if (ec) {
         fs::remove_all(temp, ec);

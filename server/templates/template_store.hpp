@@ -2,6 +2,9 @@
 //   store/<name>/<tag>.json   one record per tag (what the server reads to create from it)
 //   images/<image>/rootfs     the root filesystem both runtimes start from, one per image, so
 //                             tags of the same image share it
+//   images/<image>/bases.json {"shipped_rootfs": [...]}: the shipped templates' rootfs it was
+//                             built FROM; runtimes keep what they make of the image (a disk
+//                             image, its snapshots) beside these, and it all goes with the folder
 // Records are replaced atomically; a rootfs appears only complete (built beside, renamed).
 #pragma once
 

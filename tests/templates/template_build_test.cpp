@@ -23,9 +23,8 @@
 #include "common/temp_dir.hpp"
 #include "common/unique_fd.hpp"
 #include "server/client/api_client.hpp"
-#include "tests/support/debian_mirror.hpp"
-#include "tests/support/deskboxd_process.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/templates/template_api.hpp"
 
 namespace fs = std::filesystem;
 using deskbox::ChildProcess;
@@ -33,25 +32,31 @@ using deskbox::run_process;
 using deskbox::TempDir;
 using deskbox::client::ApiClient;
 using deskbox::client::Method;
+using deskbox::test::tar_of;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::string tar_of(const fs::path& dir) {
-    auto r = run_process({"tar", "-C", dir.string(), "-cf", "-", "."}, 60s);
-    EXPECT_EQ(r.status.exit_code, 0) << r.err;
-    return r.out;
+using Server = deskbox::test::TemplateServer;
+
+// The seconds of this test process's long RUN step: 300 and a fraction of its own, so another
+// run of these tests on the machine never passes for ours.
+const std::string& sleeper_seconds() {
+    static const std::string seconds = "300." + std::to_string(::getpid());
+    return seconds;
+}
+
+std::string sleeper_dockerfile() {
+    return "FROM deskbox/minimal\nRUN sleep " + sleeper_seconds() + "\n";
 }
 
 bool sleep_300_running() {
+    const std::string wanted = std::string("sleep") + '\0' + sleeper_seconds() + '\0';
     for (const auto& entry : fs::directory_iterator("/proc")) {
         std::ifstream in(entry.path() / "cmdline", std::ios::binary);
         std::string cmdline((std::istreambuf_iterator<char>(in)), {});
-        if (cmdline == std::string("sleep\0"
-                                   "300\0",
-                                   10))
-            return true;
+        if (cmdline == wanted) return true;
     }
     return false;
 }
@@ -71,57 +76,6 @@ std::size_t mounts_under(const fs::path& dir) {
         if (line.find(" " + dir.string() + "/") != std::string::npos) ++n;
     return n;
 }
-
-struct Server {
-    TempDir dir{"deskbox-templates-test"};
-    std::unique_ptr<deskbox::test::DeskboxdProcess> process;
-    std::unique_ptr<ApiClient> api;
-
-    Server() { start(); }
-    void start() {
-        auto flags = deskbox::test::debian_mirror_flags();
-        process = std::make_unique<deskbox::test::DeskboxdProcess>(
-            DESKBOXD_PATH, dir.path() / "state", dir.path() / "deskboxd.log", flags);
-        deskbox::client::ClientOptions o;
-        o.server = process->url();
-        api = std::make_unique<ApiClient>(o);
-    }
-    fs::path state() const { return dir.path() / "state"; }
-
-    json upload(const std::string& bytes) {
-        auto r = api->send(Method::post, "/v1/templates/uploads", bytes, "application/x-tar");
-        EXPECT_EQ(r.status, 201u) << r.body;
-        return r.json();
-    }
-    deskbox::client::Response start_build(const json& body, const char* route = "builds") {
-        return api->send(Method::post, std::string("/v1/templates/") + route, body.dump(),
-                         "application/json");
-    }
-    json wait_build(const std::string& id) {
-        // Follows the log the way a client does, from each answer's next_offset.
-        std::uint64_t offset = 0;
-        for (int i = 0; i < 200; ++i) {
-            auto chunk = api->get_json("/v1/templates/builds/" + id +
-                                       "/log?wait_s=10&offset=" + std::to_string(offset));
-            offset = chunk["next_offset"];
-            if (chunk["complete"] == true) break;
-        }
-        return api->get_json("/v1/templates/builds/" + id);
-    }
-    json build(const json& body, const char* route = "builds") {
-        auto r = start_build(body, route);
-        EXPECT_EQ(r.status, 202u) << r.body;
-        if (r.status != 202) return r.json();
-        return wait_build(r.json()["build_id"]);
-    }
-    std::string log_of(const json& build) {
-        return api->get_json("/v1/templates/builds/" + build["build_id"].get<std::string>() +
-                             "/log")["text"];
-    }
-    json exec(const std::string& sandbox, const std::string& cmd) {
-        return api->post_json("/v1/sandboxes/" + sandbox + "/commands", {{"cmd", cmd}});
-    }
-};
 
 class TemplateBuild : public ::testing::Test {
   protected:
@@ -145,19 +99,7 @@ std::unique_ptr<Server> TemplateBuild::server_;
 // sandbox shows the xclock window as soon as it is created, runs the script, sees the env.
 TEST_F(TemplateBuild, DockerfileBecomesADesktopWithItsAppRunning) {
     TempDir context("deskbox-ctx");
-    std::ofstream(context.path() / "Dockerfile")
-        << "FROM deskbox/minimal\n"
-           "ARG GREETING=hello\n"
-           "RUN apt-get update -q && apt-get install -y -q "
-           "--no-install-recommends x11-apps && "
-           "rm -rf /var/lib/apt/lists/*\n"
-           "COPY greet.sh /usr/local/bin/greet\n"
-           "ENV GREETING=$GREETING\n"
-           "USER user\n"
-           "WORKDIR /home/user\n"
-           "CMD [\"xclock\"]\n";
-    std::ofstream(context.path() / "greet.sh") << "#!/bin/sh\necho \"$GREETING from $(pwd)\"\n";
-    fs::permissions(context.path() / "greet.sh", fs::perms(0755));
+    deskbox::test::write_clock_context(context.path());
     auto upload = s().upload(tar_of(context.path()));
     auto built = s().build({{"name", "clock"},
                             {"upload_id", upload["upload_id"]},
@@ -168,16 +110,16 @@ TEST_F(TemplateBuild, DockerfileBecomesADesktopWithItsAppRunning) {
     EXPECT_EQ(listed["kind"], "user");
     EXPECT_EQ(listed["base"], "deskbox/minimal");
     EXPECT_GT(listed["bytes"].get<std::uint64_t>(), 100u << 20);
-    EXPECT_EQ(listed["runtimes"], json::array({"container"}));
+    EXPECT_EQ(listed["runtimes"][0], "container") << listed.dump();
 
     auto created = s().api->post_json("/v1/sandboxes", {{"template", "clock"}, {"network", false}});
     ASSERT_TRUE(created.contains("id")) << created.dump();
     const std::string id = created["id"];
     // Create answers once the template's autostart window is mapped: no waiting here.
-    bool clock = false;
     auto windows = s().api->get_json("/v1/sandboxes/" + id + "/windows");
-    for (const auto& w : windows["windows"]) clock = clock || w.value("class", "") == "XClock";
-    EXPECT_TRUE(clock) << "no xclock window: " << windows.dump() << "\n" << created.dump();
+    EXPECT_TRUE(deskbox::test::has_window(windows, "XClock"))
+        << "no xclock window: " << windows.dump() << "\n"
+        << created.dump();
     auto greeted = s().exec(id, "greet; stat -c %U /usr/local/bin/greet");
     EXPECT_EQ(greeted["stdout"], "bonjour from /home/user\nroot\n") << greeted.dump();
     EXPECT_EQ(s().api->send(Method::del, "/v1/templates/clock").status, 409u)
@@ -346,9 +288,8 @@ TEST_F(TemplateBuild, RunStepsCannotReachTheHost) {
 // Cancelling a running build stops its RUN step's processes and leaves no container, mount or
 // cgroup; so does a deskboxd SIGKILLed mid-build, once the next one starts.
 TEST_F(TemplateBuild, CancelAndAKilledServerLeaveNothing) {
-    auto started = s().start_build({{"name", "sleeper"},
-                                    {"no_cache", true},
-                                    {"dockerfile", "FROM deskbox/minimal\nRUN sleep 300\n"}});
+    auto started = s().start_build(
+        {{"name", "sleeper"}, {"no_cache", true}, {"dockerfile", sleeper_dockerfile()}});
     ASSERT_EQ(started.status, 202u) << started.body;
     const std::string id = started.json()["build_id"];
     // A fresh server's first build first imports deskbox/minimal into the engine (a minute
@@ -366,9 +307,8 @@ TEST_F(TemplateBuild, CancelAndAKilledServerLeaveNothing) {
     EXPECT_FALSE(build_cgroup_exists(id));
     EXPECT_EQ(mounts_under(s().state() / "templates"), 0u);
 
-    auto again = s().start_build({{"name", "sleeper"},
-                                  {"no_cache", true},
-                                  {"dockerfile", "FROM deskbox/minimal\nRUN sleep 300\n"}});
+    auto again = s().start_build(
+        {{"name", "sleeper"}, {"no_cache", true}, {"dockerfile", sleeper_dockerfile()}});
     ASSERT_EQ(again.status, 202u) << again.body;
     const std::string second = again.json()["build_id"];
     ASSERT_TRUE(deskbox::test::eventually(sleep_300_running, 300s));

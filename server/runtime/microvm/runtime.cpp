@@ -2,10 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "server/runtime/microvm/derived_image.hpp"
 #include "server/runtime/microvm/runtime_state.hpp"
 #include "server/runtime/runtime_util.hpp"
 
@@ -88,14 +90,35 @@ MicrovmImage MicrovmRuntime::image_for(const fs::path& template_rootfs) const {
     for (const auto& file : {image.kernel, image.initramfs, image.rootfs})
         if (!fs::is_regular_file(file, ec))
             missing += (missing.empty() ? "" : ", ") + file.filename().string();
-    if (!missing.empty()) {
-        std::string name = template_name(template_rootfs);
-        std::string command = kMicrovmBuildCommand;
-        command.replace(command.find("TEMPLATE"), 8, name);
-        throw RuntimeError("the microVM image of template '" + name + "' is not built (" + missing +
-                           " missing in " + image.dir.string() + "); build it with: " + command);
-    }
-    return image;
+    if (missing.empty()) return image;
+    const bool derived = shared_->options.image_dir.empty() && is_derived_template(template_rootfs);
+    // A derived image is made from the rootfs at its first start (made_image_for), with its
+    // base's kernel.
+    if (derived && derived_boot_dir(template_rootfs)) return image;
+    std::string name = template_name(template_rootfs);
+    std::string command = kMicrovmBuildCommand;
+    command.replace(command.find("TEMPLATE"), 8, derived ? "minimal" : name);
+    if (derived)
+        throw RuntimeError("template '" + name +
+                           "' stands on no deskbox template whose microVM image is built (that "
+                           "kernel boots it); build its base's image, e.g.: " +
+                           command);
+    throw RuntimeError("the microVM image of template '" + name + "' is not built (" + missing +
+                       " missing in " + image.dir.string() + "); build it with: " + command);
+}
+
+MicrovmImage MicrovmRuntime::made_image_for(const fs::path& template_rootfs) {
+    MicrovmImage image = image_for(template_rootfs);
+    std::error_code ec;
+    if (fs::is_regular_file(image.rootfs, ec)) return image;
+    std::lock_guard making(shared_->image_making);
+    if (fs::is_regular_file(image.rootfs, ec)) return image;
+    auto boot = derived_boot_dir(template_rootfs);
+    if (!boot) return image_for(template_rootfs);  // its base went meanwhile: throws
+    auto made = make_derived_image(template_rootfs, *boot, shared_->options.mkfs_ext4);
+    std::fprintf(stderr, "deskboxd: made the microVM image %s in %.1f s\n", made.dir.c_str(),
+                 made.seconds);
+    return image_for(template_rootfs);
 }
 
 std::unique_ptr<SandboxInstance> MicrovmRuntime::start(const SandboxSpec& spec) {
@@ -125,7 +148,7 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::prepare(const SandboxSpec& spec)
     // without '=' as the program.
     if (spec.entry[0].find('=') != std::string::npos)
         throw SpecError("entry[0]", "must not contain '=' in a microVM");
-    MicrovmImage image = image_for(spec.template_rootfs);
+    MicrovmImage image = made_image_for(spec.template_rootfs);
     Accelerator accel = accelerator().accelerator;
 
     if (shared_->live.contains(spec.state_root, spec.id))

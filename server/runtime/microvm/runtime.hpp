@@ -27,6 +27,8 @@
 //
 // Template snapshots (fast start), per state root:
 //   <state_root>/microvm/templates/<key>/{memory, disk.qcow2, agent.img, snapshot.json}
+// except those of a template the server's store holds, which live with its image (removed
+// with it): <image dir>/microvm/snapshots/<key>/ (derived_image.hpp).
 // A throwaway VM of the template is booted once, the caller's `ready` check runs (the desktop
 // is up, the host's agent connection closed again), and it is saved like a sandbox snapshot.
 // Creates then restore from it instead of booting: their own disk.qcow2 is a qcow2 layer over
@@ -109,8 +111,12 @@ class MicrovmRuntime : public Runtime,
     std::vector<std::string> residue(const std::filesystem::path& state_root,
                                      const std::string& id) const;
     // The boot files for a template, checked: RuntimeError naming the build command if any
-    // is missing.
+    // is missing. A template of the store (derived_image.hpp) passes once its base's kernel
+    // is built; its rootfs.ext4 may not be made yet.
     MicrovmImage image_for(const std::filesystem::path& template_rootfs) const;
+    // image_for, making a store template's image first if it has none (once per rootfs; a
+    // few seconds). Throws RuntimeError.
+    MicrovmImage made_image_for(const std::filesystem::path& template_rootfs);
     // Resolves `auto` (probing once per runtime; later calls return the cached answer).
     AcceleratorChoice accelerator();
     const MicrovmRuntimeOptions& options() const;
@@ -187,6 +193,10 @@ class MicrovmRuntime : public Runtime,
     // Checks `spec`, makes its directory and returns the (not yet started) sandbox.
     std::unique_ptr<MicrovmSandbox> prepare(const SandboxSpec& spec);
     std::string template_key(const SandboxSpec& spec, const MicrovmImage& image, Accelerator accel);
+    // Where the template snapshots of `template_rootfs` are kept (see the layout above).
+    std::filesystem::path template_snapshots_root(const std::filesystem::path& state_root,
+                                                  const std::filesystem::path& template_rootfs,
+                                                  const MicrovmImage& image) const;
     // What outdates every snapshot of a template: its image files, QEMU, the agent image.
     std::string template_generation(const SandboxSpec& spec, const MicrovmImage& image);
     void prune_template_snapshots(const std::filesystem::path& made, const nlohmann::json& record);

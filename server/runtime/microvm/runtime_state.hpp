@@ -23,7 +23,8 @@ struct MicrovmSandbox::Shared {
     AgentImages agent_images;
     // template snapshot key -> the lock its maker holds, so a key is made once.
     std::map<std::string, std::shared_ptr<std::mutex>> template_makers;
-    std::string qemu_path;  // options.qemu resolved on PATH, once
+    std::string qemu_path;    // options.qemu resolved on PATH, once
+    std::mutex image_making;  // held while a store template's microVM image is made
 
     std::uint64_t tsc_khz_cached() {
         std::lock_guard lock(mutex);

@@ -9,6 +9,7 @@
 #include "common/random.hpp"
 #include "server/runtime/content_hash.hpp"
 #include "server/runtime/guest_env.hpp"
+#include "server/runtime/microvm/derived_image.hpp"
 #include "server/runtime/microvm/guest_config.hpp"
 #include "server/runtime/microvm/qemu_command.hpp"
 #include "server/runtime/microvm/runtime.hpp"
@@ -96,11 +97,20 @@ std::string MicrovmRuntime::template_key(const SandboxSpec& spec, const MicrovmI
     return hash.hex();
 }
 
+fs::path MicrovmRuntime::template_snapshots_root(const fs::path& state_root,
+                                                 const fs::path& template_rootfs,
+                                                 const MicrovmImage& image) const {
+    if (shared_->options.image_dir.empty() && is_derived_template(template_rootfs))
+        return image.dir / "snapshots";
+    return state_root / "microvm" / "templates";
+}
+
 fs::path MicrovmRuntime::template_snapshot_dir(const SandboxSpec& spec) {
     validate_spec(spec);
-    MicrovmImage image = image_for(spec.template_rootfs);
+    MicrovmImage image = made_image_for(spec.template_rootfs);
     Accelerator accel = accelerator().accelerator;
-    return spec.state_root / "microvm" / "templates" / template_key(spec, image, accel);
+    return template_snapshots_root(spec.state_root, spec.template_rootfs, image) /
+           template_key(spec, image, accel);
 }
 
 bool MicrovmRuntime::template_snapshot_complete(const fs::path& dir) {
@@ -112,8 +122,14 @@ bool MicrovmRuntime::template_snapshot_complete(const fs::path& dir) {
 
 bool MicrovmRuntime::has_template_snapshot(const fs::path& state_root,
                                            const fs::path& template_rootfs) {
+    fs::path root = state_root / "microvm" / "templates";
+    try {
+        root = template_snapshots_root(state_root, template_rootfs, image_for(template_rootfs));
+    } catch (const RuntimeError&) {
+        return false;  // no image, so no snapshot either
+    }
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(state_root / "microvm" / "templates", ec)) {
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
         if (!template_snapshot_complete(entry.path())) continue;
         try {
             std::ifstream in(entry.path() / "snapshot.json");
