@@ -17,8 +17,9 @@ TEST(AgentMethods, EachMethodHasOneNameOfItsOwn) {
     std::set<std::string_view> names;
     for (const auto& [method, name] : agent_methods()) {
         EXPECT_EQ(method_name(method), name);
-        if (method != AgentMethod::ping)
+        if (method != AgentMethod::ping) {
             EXPECT_NE(name.find('.'), std::string_view::npos) << name << ": area.verb";
+        }
         EXPECT_TRUE(names.insert(name).second) << name << " twice";
     }
     EXPECT_EQ(names.size(), static_cast<std::size_t>(AgentMethod::system_identity) + 1);
