@@ -168,8 +168,9 @@ int command_timeout(Context& context, const std::vector<std::string>& tokens) {
 }
 
 json create_request(const ParsedArgs& args) {
-    json body = {{"template", args.get("--template").value_or("minimal")},
-                 {"runtime", args.get("--runtime").value_or("container")}};
+    json body = {{"template", args.get("--template").value_or("minimal")}};
+    // No --runtime: the server's default (--default-runtime).
+    if (auto runtime = args.get("--runtime")) body["runtime"] = *runtime;
     auto [width, height] = parse_size(args.get("--size").value_or("1280x800"), "--size");
     body["resolution"] = {width, height};
     body["timeout_s"] =

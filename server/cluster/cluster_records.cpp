@@ -11,6 +11,7 @@ json TemplateOffer::to_json() const {
               {"template_snapshot", template_snapshot},
               {"pool_ready", pool_ready}};
     if (!image_id.empty()) j["image_id"] = image_id;
+    if (!fast_start_runtime.empty()) j["fast_start_runtime"] = fast_start_runtime;
     return j;
 }
 
@@ -47,6 +48,7 @@ NodeRecord NodeRecord::from_json(const json& j) {
         t.template_snapshot = offer.value("template_snapshot", false);
         t.pool_ready = offer.value("pool_ready", std::size_t{0});
         t.image_id = offer.value("image_id", "");
+        t.fast_start_runtime = offer.value("fast_start_runtime", "");
         n.templates[name] = std::move(t);
     }
     n.started_at_ms = j.value("started_at_ms", std::int64_t{0});

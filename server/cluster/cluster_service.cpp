@@ -69,7 +69,7 @@ class ManagerFacts : public cluster::LocalNode {
         record.runtimes = manager_.runtime_names();
         for (const auto& [name, offer] : manager_.template_offers())
             record.templates[name] = {offer.runtimes, offer.template_snapshot, offer.pool_ready,
-                                      offer.image_id};
+                                      offer.image_id, offer.fast_start_runtime};
         return record;
     }
 

@@ -55,7 +55,7 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
             1.0 - static_cast<double>(used) / static_cast<double>(node.capacity_sandboxes);
         if (!ready) {
             score -= 0.5;  // the image comes over the network first
-        } else if (request.runtime == "microvm") {
+        } else if (request.runtime == offer->second.fast_start_runtime) {
             if (offer->second.pool_ready > 0)
                 score += 0.5;
             else if (offer->second.template_snapshot)

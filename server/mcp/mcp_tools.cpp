@@ -124,7 +124,11 @@ const json& mcp_tools() {
               {{"type", "object"},
                {"properties",
                 {{"template", {{"type", "string"}}},
-                 {"runtime", {{"type", "string"}, {"enum", {"container", "microvm"}}}},
+                 {"runtime",
+                  {{"type", "string"},
+                   {"description",
+                    "A runtime this server has (GET /v1/templates lists each template's); "
+                    "default: the server's."}}},
                  {"resolution",
                   {{"type", "array"},
                    {"items", {{"type", "integer"}}},

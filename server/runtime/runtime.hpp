@@ -283,6 +283,9 @@ class Runtime {
     virtual void check_template(const std::filesystem::path& template_rootfs) {
         (void)template_rootfs;
     }
+    // False: a sandbox's writable disk cannot be capped (limits.disk_mb is refused, not
+    // silently ignored).
+    virtual bool caps_disk() const { return true; }
     // True: the server gives each sandbox a user namespace with host ids of its own
     // (SandboxSpec::user_namespace); its processes run on the host's kernel.
     virtual bool needs_user_namespace() const { return false; }

@@ -197,15 +197,6 @@ CreateRequest parse_create_request(const json& request, const CreateDefaults& de
         }
     }
     if (request.contains("limits")) read_limits(request["limits"], c);
-    // A microVM's writable disk is its own qcow2 overlay, not the capped ext4 image a container
-    // gets, so disk_mb would be accepted and not enforced: refuse it, and report no cap.
-    if (c.runtime_name == "microvm") {
-        if (request.contains("limits") && request["limits"].is_object() &&
-            request["limits"].contains("disk_mb"))
-            throw bad_request("limits.disk_mb",
-                              "is not enforced for the microvm runtime; leave it out");
-        c.limits.disk_mb = 0;
-    }
     return out;
 }
 

@@ -137,12 +137,12 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
             throw std::runtime_error("cannot give sandboxes their own host ids: " + problem);
         runtime::open_the_way_to_sandboxes(options_.state_dir);
     }
-    if (!options_.microvm_pool.empty()) {
-        auto* pool_runtime = runtimes_.find(kPoolRuntime);
-        if (!pool_runtime || !pool_runtime->template_snapshots())
-            throw std::runtime_error(std::string("a pool needs the ") + kPoolRuntime +
-                                     " runtime with template snapshots");
-    }
+    for (auto* runtime : runtimes_.all())
+        if (runtime->template_snapshots() && pool_runtime_.empty()) pool_runtime_ = runtime->name();
+    if (!options_.microvm_pool.empty() && pool_runtime_.empty())
+        throw std::runtime_error(
+            "a pool needs a runtime with template snapshots (this server has " + runtimes_.names() +
+            ")");
     // Sandboxes get a copy of the agent, so rebuilding it never disturbs running ones.
     agent_dir_ = options_.state_dir / "agent";
     if (!options_.agent_binary.empty()) {
@@ -312,8 +312,21 @@ CreateRequest SandboxManager::parse_create(const nlohmann::json& request) const 
     defaults.max_timeout = options_.max_timeout;
     defaults.disk_mb = options_.default_disk_mb;
     defaults.network = options_.default_network;
-    return parse_create_request(
+    auto parsed = parse_create_request(
         request, defaults, [this](const std::string& name) { return template_definition(name); });
+    // A runtime that cannot cap a sandbox's disk would accept disk_mb and not enforce it:
+    // refused when asked for, and no cap reported. (An unknown runtime is refused later.)
+    auto& config = parsed.config;
+    if (auto* runtime = runtimes_.find(config.runtime_name); runtime && !runtime->caps_disk()) {
+        if (request.contains("limits") && request["limits"].is_object() &&
+            request["limits"].contains("disk_mb"))
+            throw ApiError(400, "bad_request",
+                           "limits.disk_mb is not enforced for the " + config.runtime_name +
+                               " runtime; leave it out",
+                           "limits.disk_mb");
+        config.limits.disk_mb = 0;
+    }
+    return parsed;
 }
 
 SandboxManager::Placement SandboxManager::placement_of(const nlohmann::json& request) const {
@@ -353,9 +366,12 @@ std::map<std::string, SandboxManager::TemplateOffer> SandboxManager::template_of
                         continue;
                     }
                     offer.runtimes.emplace_back(runtime->name());
-                    if (auto* snapshots = runtime->template_snapshots())
-                        offer.template_snapshot |=
+                    if (auto* snapshots = runtime->template_snapshots();
+                        snapshots && runtime->name() == pool_runtime_) {
+                        offer.template_snapshot =
                             snapshots->has_template_snapshot(options_.state_dir, rootfs);
+                        offer.fast_start_runtime = pool_runtime_;
+                    }
                 }
                 if (auto user = user_template(name)) offer.image_id = user->image_id;
                 built_offers_[name] = std::move(offer);

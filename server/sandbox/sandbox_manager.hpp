@@ -116,7 +116,8 @@ class SandboxManager {
         std::vector<std::string> runtimes;
         bool template_snapshot = false;
         std::size_t pool_ready = 0;
-        std::string image_id;  // a template users built: its store image
+        std::string fast_start_runtime;  // the runtime the two above are about
+        std::string image_id;            // a template users built: its store image
     };
     std::map<std::string, TemplateOffer> template_offers() const;
     network::NetworkService& network_service() { return *network_; }
@@ -192,7 +193,8 @@ class SandboxManager {
     std::atomic<bool> keep_on_exit_{false};
     std::thread reaper_;
     // The runtime whose sandboxes ManagerOptions::microvm_pool keeps ready.
-    static constexpr const char* kPoolRuntime = "microvm";
+    // The runtime the pool fills: the first with template snapshots (empty: none has them).
+    std::string pool_runtime_;
     // (runtime, template) -> ready sandboxes
     std::map<std::pair<std::string, std::string>, std::vector<std::shared_ptr<Sandbox>>> pool_;
     std::condition_variable pool_wake_;

@@ -49,7 +49,7 @@ void SandboxManager::pool_loop() {
     while (!stopping_) {
         std::string wanted;
         for (const auto& [name, size] : options_.microvm_pool)
-            if (pool_[{kPoolRuntime, name}].size() < size &&
+            if (pool_[{pool_runtime_, name}].size() < size &&
                 sandboxes_.size() + starting_ + pooled_count_locked() < options_.max_sandboxes) {
                 wanted = name;
                 break;
@@ -62,7 +62,7 @@ void SandboxManager::pool_loop() {
         lock.unlock();
         std::shared_ptr<Sandbox> sandbox;
         try {
-            nlohmann::json request = {{"template", wanted}, {"runtime", kPoolRuntime}};
+            nlohmann::json request = {{"template", wanted}, {"runtime", pool_runtime_}};
             auto [config, definition] = parse_create(request);
             config.pooled = true;
             const ReadyCondition ready = config.ready;  // the template's
@@ -86,7 +86,7 @@ void SandboxManager::pool_loop() {
             sandbox->kill();
             lock.lock();
         } else {
-            pool_[{kPoolRuntime, wanted}].push_back(std::move(sandbox));
+            pool_[{pool_runtime_, wanted}].push_back(std::move(sandbox));
         }
     }
 }

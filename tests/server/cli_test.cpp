@@ -304,10 +304,9 @@ TEST_F(CliTest, CreateSendsTheDefaultsAndPrintsTheId) {
     EXPECT_EQ(request.line(), "POST /v1/sandboxes");
     EXPECT_EQ(request.header("content-type"), "application/json");
     EXPECT_EQ(request.header("authorization"), "<none>");
-    EXPECT_EQ(request.json_body(), json({{"template", "minimal"},
-                                         {"runtime", "container"},
-                                         {"resolution", {1280, 800}},
-                                         {"timeout_s", 300}}));
+    // No --runtime: none sent, so the server's --default-runtime decides.
+    EXPECT_EQ(request.json_body(),
+              json({{"template", "minimal"}, {"resolution", {1280, 800}}, {"timeout_s", 300}}));
 }
 
 TEST_F(CliTest, CreateWithEveryOptionAndJsonOutput) {

@@ -177,15 +177,6 @@ TEST(SandboxCreateRequest, UnknownFieldsAreRefusedBeforeTheTemplateIsLookedUp) {
     EXPECT_EQ(lookups, 1) << "one lookup per request";
 }
 
-// Issue 26 (Also): a microVM cannot enforce limits.disk_mb, so asking for it is a 400 naming
-// the field, and a microVM's limits say it has no disk cap rather than the container default.
-TEST(SandboxCreateRequest, AMicrovmRefusesDiskMbNamingTheField) {
-    auto e = error_of({{"runtime", "microvm"}, {"limits", {{"disk_mb", 512}}}});
-    EXPECT_EQ(e.field(), "limits.disk_mb");
-    EXPECT_EQ(parse({{"runtime", "microvm"}}).config.limits.disk_mb, 0u);
-    EXPECT_EQ(parse({{"limits", {{"disk_mb", 512}}}}).config.limits.disk_mb, 512u);
-}
-
 }  // namespace
 }  // namespace deskbox::server
 

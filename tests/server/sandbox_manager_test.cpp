@@ -276,5 +276,31 @@ TEST_F(SandboxManagerTest, ADefaultRuntimeTheRegistryLacksIsRefusedNamingWhatItH
     }
 }
 
+// Issue 26 (Also): a runtime that cannot cap a sandbox's disk (a microVM's is its own qcow2
+// overlay) refuses limits.disk_mb with a 400 naming the field, and its sandboxes report no cap
+// rather than the server's default. The manager asks the runtime, not its name.
+class UncappedDiskRuntime final : public runtime::FakeRuntime {
+  public:
+    const char* name() const override { return "uncapped"; }
+    bool caps_disk() const override { return false; }
+};
+
+TEST_F(SandboxManagerTest, ARuntimeThatCannotCapTheDiskRefusesDiskMbNamingTheField) {
+    runtime::RuntimeRegistry runtimes = runtime::fake_runtimes();
+    runtimes.add(std::make_unique<UncappedDiskRuntime>());
+    SandboxManager manager(options(), std::move(runtimes));
+    auto refused = error_of([&] {
+        manager.create({{"runtime", "uncapped"}, {"limits", {{"disk_mb", 512}}}});
+    });
+    EXPECT_EQ(refused.status(), 400u);
+    EXPECT_EQ(refused.field(), "limits.disk_mb");
+    EXPECT_NE(std::string(refused.what()).find("uncapped runtime"), std::string::npos)
+        << refused.what();
+    EXPECT_TRUE(manager.list().empty());
+    EXPECT_EQ(manager.create({{"runtime", "uncapped"}})->config().limits.disk_mb, 0u);
+    EXPECT_EQ(manager.create({{"limits", {{"disk_mb", 512}}}})->config().limits.disk_mb, 512u)
+        << "fake caps its disk";
+}
+
 }  // namespace
 }  // namespace deskbox::server

@@ -95,6 +95,8 @@ class MicrovmRuntime : public Runtime,
     std::vector<std::string> list_leftovers(const std::filesystem::path& state_root) override;
     void cleanup_leftover(const std::filesystem::path& state_root, const std::string& id) override;
     NetworkAttach network_attach() const override { return NetworkAttach::tap; }
+    // A VM's writable disk is its own qcow2 overlay, not a capped ext4 image.
+    bool caps_disk() const override { return false; }
     std::string agent_channel_arg() const override { return kAgentChannelArg; }
     // RuntimeError naming the build command if the template's microVM image is missing.
     void check_template(const std::filesystem::path& template_rootfs) override {
