@@ -65,9 +65,10 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
                           that may send POST/PUT/PATCH/DELETE and use /mcp (repeatable)
   --userns-range FIRST:N  container sandboxes run in user namespaces; each gets one of N
                           ranges of 65536 host ids from FIRST, which no account, group or
-                          /etc/subuid range may use (default 1073741824:4096)
+                          /etc/subuid range may use (default 1073741824:4096); the last
+                          range is the template build engine's (RUN steps' root)
   --userns true|false     false: guest ids are host ids (weaker; for kernels without
-                          idmapped mounts; default true)
+                          idmapped mounts; default true); template builds are then refused
   --cluster etcd=URL,...  join a cluster coordinated by etcd (docs/CLUSTER.md); then also:
   --node-name N           this node's name (default: the host name)
   --advertise URL         where the other nodes reach this API (default: http://LISTEN)

@@ -193,67 +193,6 @@ runtime::Runtime& SandboxManager::runtime_for(const std::string& name) const {
     throw bad_request("runtime", "unknown runtime '" + name + "' (" + runtimes_.names() + ")");
 }
 
-void SandboxManager::start_template_service() {
-    templates::TemplateService::Options o;
-    o.dir = options_.state_dir / "templates";
-    // One run dir per state dir: two servers on one host keep their engines apart.
-    o.run_dir = options_.templates_run_dir /
-                std::to_string(std::hash<std::string>{}(options_.state_dir.string()) % 1000000007);
-    // RUN steps get no user namespace (host_id_base stays 0): buildah 1.28 on overlay commits
-    // the files a step in one writes with their host ids, so the next step sees its own /etc
-    // as nobody's (docs/ARCHITECTURE.md, "Templates users build").
-    o.max_upload_bytes = options_.max_template_upload_bytes;
-    templates::TemplateService::Hooks hooks;
-    hooks.is_shipped = [this](const std::string& name) {
-        const auto names = shipped_template_names();
-        return std::find(names.begin(), names.end(), name) != names.end();
-    };
-    hooks.shipped_rootfs = [this](const std::string& name) { return template_rootfs(name); };
-    hooks.shipped_definition = [this](const std::string& name) {
-        return template_definition(name);
-    };
-    hooks.network = [this](const std::string& id, const network::NetworkPolicy& policy) {
-        network::SandboxNetwork::Options n;
-        n.sandbox_id = id;
-        n.policy = policy;
-        n.kind = network::SandboxNetwork::Kind::container;
-        return network_->create(std::move(n));
-    };
-    hooks.in_use = [this](const templates::TemplateRef& ref) { return template_in_use(ref); };
-    templates_ = std::make_unique<templates::TemplateService>(std::move(o), std::move(hooks));
-}
-
-bool SandboxManager::template_in_use(const templates::TemplateRef& ref) const {
-    std::lock_guard lock(mutex_);
-    auto uses = [&](const std::shared_ptr<Sandbox>& sandbox) {
-        const auto& name = sandbox->config().template_name;
-        return name == ref.str() || (ref.tag == "latest" && name == ref.name);
-    };
-    for (const auto& [id, sandbox] : sandboxes_)
-        if (uses(sandbox)) return true;
-    for (const auto& [key, ready] : pool_)
-        for (const auto& sandbox : ready)
-            if (uses(sandbox)) return true;
-    return starting_ > 0;  // one starting may be of it: ask again in a moment
-}
-
-std::optional<templates::StoredTemplate> SandboxManager::user_template(
-    const std::string& name) const {
-    if (!templates_) return std::nullopt;
-    try {
-        return templates_->find(templates::parse_ref(name));
-    } catch (const std::invalid_argument&) {
-        return std::nullopt;
-    }
-}
-
-std::vector<std::string> SandboxManager::template_names() const {
-    auto names = shipped_template_names();
-    if (templates_)
-        for (const auto& t : templates_->templates()) names.push_back(t.ref.str());
-    return names;
-}
-
 std::vector<std::string> SandboxManager::shipped_template_names() const {
     std::vector<std::string> names;
     std::error_code ec;

@@ -146,6 +146,8 @@ class SandboxManager {
     // A template users built ("name" or "name:tag"), when `name` is one.
     std::optional<templates::StoredTemplate> user_template(const std::string& name) const;
     void start_template_service();
+    // Why the template engine cannot have a user namespace of its own here (empty: it can).
+    std::string engine_ids_problem() const;
     nlohmann::json template_definition(const std::string& name) const;
     void reaper_loop();
     // Builds and boots a sandbox (not registered). `pooled`: made ahead for the pool.
@@ -173,6 +175,7 @@ class SandboxManager {
     ManagerOptions options_;
     UniqueFd state_lock_;  // flock of <state>/deskboxd.lock: one server per state dir
     runtime::HostIdSlots host_id_slots_{options_.host_ids};
+    runtime::HostIdSlots::Lease engine_ids_;  // the template engine's: the range's last slot
     std::filesystem::path agent_dir_;
     // Before the runtimes and sandboxes: it outlives every sandbox network.
     std::unique_ptr<network::NetworkService> network_;

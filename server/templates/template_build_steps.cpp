@@ -108,12 +108,9 @@ void TemplateService::kill_build_processes(const Job& j) {
 
 TemplateService::StepResult TemplateService::run_engine(Job& j, std::vector<std::string> args,
                                                         bool progress) {
-    SpawnOptions spawn;
     // The engine's stderr joins its stdout in order: one log, as a terminal would show it.
-    spawn.argv = {"sh", "-c", "exec \"$@\" 2>&1", "sh"};
-    for (auto& a : engine_command(engine_, std::move(args))) spawn.argv.push_back(std::move(a));
+    SpawnOptions spawn = engine_spawn(std::move(args), &j, true);
     spawn.pipe_stdout = true;
-    spawn.env_overrides = {{"TMPDIR", engine_.tmp.string()}};
     auto child = ChildProcess::spawn(spawn);
     static const std::regex step_line(R"(STEP (\d+)/(\d+): (.*))");
     StepResult result;
@@ -172,14 +169,10 @@ TemplateService::StepResult TemplateService::run_engine(Job& j, std::vector<std:
 }
 
 std::string TemplateService::engine_output(Job& j, std::vector<std::string> args) {
-    SpawnOptions spawn;
-    spawn.argv = engine_command(engine_, std::move(args));
-    spawn.env_overrides = {{"TMPDIR", engine_.tmp.string()}};
-    auto r = run_process(spawn, std::chrono::seconds(600));
+    std::string command;
+    for (std::size_t i = 0; i < args.size() && i < 3; ++i) command += " " + args[i];
+    auto r = run_process(engine_spawn(std::move(args), &j), std::chrono::seconds(600));
     if (r.status.exit_code != 0) {
-        std::string command;
-        for (std::size_t i = 7; i < spawn.argv.size() && i < 10; ++i)
-            command += " " + spawn.argv[i];
         log_line(j, "deskbox: buildah" + command + " failed: " + trim_newlines(r.err));
         throw StepFailed(BuildFailure{
             "engine",
@@ -192,13 +185,10 @@ std::string TemplateService::engine_output(Job& j, std::vector<std::string> args
 BudOptions TemplateService::bud_options(const Job& j) const {
     BudOptions o;
     o.no_cache = j.request.no_cache;
-    o.cgroup_parent = cgroup_of(j);
     o.runc_root = engine_.runc_root;
-    o.host_id_base = options_.host_id_base;
-    o.empty_sys = options_.dir / "engine" / "empty-sys";
-    o.limits = j.request.limits;
-    if (j.network && j.network->has_interface()) {
-        o.network = "ns:" + j.network->container_netns_path();
+    if (j.network && j.network->has_interface() && j.netns.valid()) {
+        // The holder's, not deskboxd's: the engine's root may open it.
+        o.network = "ns:" + j.netns.ns_path("net");
         auto resolv = j.network->resolv_conf();
         if (auto at = resolv.find("nameserver "); at != std::string::npos) {
             auto end = resolv.find('\n', at);
@@ -206,15 +196,6 @@ BudOptions TemplateService::bud_options(const Job& j) const {
         }
     }
     return o;
-}
-
-void TemplateService::limit_build_cgroup(const Job& j) {
-    // Every RUN container's cgroup lies under this one: its pids cap holds for them all.
-    auto dir = runtime::controller_dir("pids", cgroup_of(j));
-    if (!dir) return;
-    std::error_code ec;
-    fs::create_directories(*dir, ec);
-    std::ofstream(*dir / "pids.max") << j.request.limits.pids;
 }
 
 void TemplateService::run(Job& j) {
@@ -231,7 +212,9 @@ void TemplateService::run(Job& j) {
     std::optional<BuildFailure> failure;
     BuildState state = BuildState::succeeded;
     try {
-        limit_build_cgroup(j);
+        ensure_engine();
+        // The engine and every RUN step's processes run in it (rootless runc leaves them there).
+        j.cgroup_procs = limit_build_cgroup(j);
         if (j.request.kind == BuildKind::dockerfile)
             build_dockerfile(j);
         else
@@ -250,9 +233,11 @@ void TemplateService::run(Job& j) {
         log_line(j, "deskbox: template " + j.info.ref.str() + " is ready");
     }
     kill_build_processes(j);
+    j.cgroup_procs.clear();
     // The engine's working containers of a failed or stopped build.
-    run_process(engine_command(engine_, {"rm", "--all"}), std::chrono::seconds(120));
+    run_process(engine_spawn({"rm", "--all"}), std::chrono::seconds(120));
     j.network.reset();
+    j.netns = {};
     finish(j, state, std::move(failure));
 }
 
@@ -260,18 +245,17 @@ void TemplateService::ensure_shipped_base(Job& j, const std::string& name) {
     const fs::path rootfs = hooks_.shipped_rootfs(name);
     const std::string image = "localhost/deskbox/" + name + ":latest";
     auto current = run_process(
-        engine_command(
-            engine_,
-            {"inspect", "--type", "image", "--format",
-             std::string("{{index .OCIv1.Config.Labels \"") + kRootfsLabel + "\"}}", image}),
+        engine_spawn({"inspect", "--type", "image", "--format",
+                      std::string("{{index .OCIv1.Config.Labels \"") + kRootfsLabel + "\"}}",
+                      image}),
         std::chrono::seconds(30));
     if (current.status.exit_code == 0 && trim_newlines(current.out) == rootfs.string()) return;
     log_line(j, "deskbox: importing deskbox/" + name + " from " + rootfs.string());
     const std::string container = "deskbox-import-" + j.info.id;
     engine_output(j, {"from", "--name", container, "scratch"});
     const fs::path mount = engine_output(j, {"mount", container});
-    auto copied = run_process({"cp", "-a", "--", rootfs.string() + "/.", mount.string() + "/"},
-                              std::chrono::seconds(1200));
+    // Owned by host root on disk, by the engine's root in the image.
+    auto copied = copy_across(rootfs, mount, true);
     if (copied.status.exit_code != 0)
         throw StepFailed(BuildFailure{"engine", "cannot import deskbox/" + name + ": " + copied.err,
                                       0, "", std::nullopt, ""});
@@ -299,7 +283,9 @@ void TemplateService::build_dockerfile(Job& j) {
     for (const auto& name : j.shipped_bases) ensure_shipped_base(j, name);
     if (j.request.network.enabled()) {
         try {
-            j.network = hooks_.network(j.info.id, j.request.network);
+            // Owned by the engine's user namespace: rootless runc may join it.
+            j.netns = engine_ns_->new_network_namespace();
+            j.network = hooks_.network(j.info.id, j.request.network, j.netns.ns_path("net"));
         } catch (const std::exception& e) {
             throw StepFailed(BuildFailure{"network",
                                           std::string("cannot set up the build's "
@@ -343,6 +329,7 @@ void TemplateService::build_dockerfile(Job& j) {
         throw StepFailed(f);
     }
     j.network.reset();
+    j.netns = {};
     add_deskbox_layer(j, bud.image);
 }
 
@@ -465,18 +452,25 @@ void TemplateService::export_rootfs(Job& j, const std::string& final_image) {
     const fs::path mount = engine_output(j, {"mount", container});
     const fs::path temp = store_.image_dir(".tmp-" + j.info.id);
     fs::create_directories(temp / "rootfs");
-    // rsync copies links as links: nothing of the image is followed on the host. A file equal
-    // (size, mtime, mode, owner) to the one at its path in a rootfs this image stands on (the
-    // shipped base it was built FROM, this template's previous build) is hard-linked, not
-    // copied: the store's rootfses are never written after export, so sharing is safe, and an
-    // image of deskbox/minimal plus a few packages costs its packages, in seconds.
-    std::vector<std::string> argv = {"rsync", "-aHAX", "--numeric-ids"};
-    for (const auto& reference : export_references(j))
-        argv.push_back("--link-dest=" + reference.string());
-    argv.insert(argv.end(), {"--", mount.string() + "/", (temp / "rootfs").string() + "/"});
-    auto copied = run_process(argv, std::chrono::seconds(1800));
+    // A file equal (size, mtime, mode, owner) to the one at its path in a rootfs this image
+    // stands on (the shipped base it was built FROM, this template's previous build) is
+    // hard-linked, not copied: the store's rootfses are never written after export, so sharing
+    // is safe, and an image of deskbox/minimal plus a few packages costs its packages.
+    const auto began = Clock::now();
+    RunResult copied;
+    std::string how = "one rsync by the engine through an id-shifted view";
+    try {
+        copied = rsync_out_of_engine(mount, temp / "rootfs", export_references(j));
+    } catch (const std::exception& e) {
+        log_line(j, std::string("deskbox: note: ") + e.what());
+        how = "a tar stream to a stage folder, then rsync";
+        copied = export_through_stage(mount, temp, export_references(j));
+    }
     engine_output(j, {"umount", container});
     engine_output(j, {"rm", container});
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began).count();
+    log_line(j, "deskbox: rootfs written in " + std::to_string(ms / 1000.0) + " s (" + how + ")");
     std::error_code ec;
     if (copied.status.exit_code != 0) {
         fs::remove_all(temp, ec);

@@ -15,6 +15,8 @@
 namespace deskbox::templates {
 
 std::string now_rfc3339();
+// Unmounts everything at or below `dir` (deepest first): what a killed engine left mounted.
+void unmount_below(const std::filesystem::path& dir);
 
 struct TemplateService::Job {
     BuildInfo info;  // guarded by the service's mutex
@@ -28,6 +30,8 @@ struct TemplateService::Job {
     std::optional<std::chrono::steady_clock::time_point> started;
     std::chrono::steady_clock::time_point deadline;
     std::shared_ptr<network::SandboxNetwork> network;
+    runtime::NamespaceHolder netns;  // the RUN steps' network namespace (the engine's own)
+    std::vector<std::filesystem::path> cgroup_procs;  // what the engine joins: the build's cgroup
     UniqueFd log_fd;
     std::string partial_line;  // engine output after the last newline
 };

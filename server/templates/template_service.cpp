@@ -36,12 +36,11 @@ bool is_safe_relative(const std::string& path) {
     return true;
 }
 
-// Unmounts everything at or below `dir` (deepest first): what a killed engine left mounted.
+}  // namespace
+
 void unmount_below(const fs::path& dir) {
     for (const auto& point : runtime::mounts_under(dir)) ::umount2(point.c_str(), MNT_DETACH);
 }
-
-}  // namespace
 
 std::string now_rfc3339() {
     return utc_rfc3339(std::chrono::system_clock::now());
@@ -58,13 +57,11 @@ TemplateService::TemplateService(Options options, Hooks hooks)
     engine_.tmp = options_.dir / "engine" / "tmp";
     engine_.runroot = options_.run_dir / "runroot";
     engine_.runc_root = options_.run_dir / "runc";
+    engine_.home = options_.dir / "engine" / "home";
     for (const auto& d : {options_.dir / "builds", options_.dir / "work", options_.dir / "uploads",
                           engine_.tmp, options_.run_dir})
         fs::create_directories(d);
-    // An empty /sys for RUN steps in a user namespace (see buildah.cpp).
-    fs::create_directories(options_.dir / "engine" / "empty-sys" / "fs" / "cgroup");
-    engine_available_ =
-        run_process({"buildah", "--version"}, std::chrono::seconds(10)).status.exit_code == 0;
+    start_engine();
     recover();
     worker_ = std::thread([this] { worker_loop(); });
 }
@@ -82,7 +79,8 @@ TemplateService::~TemplateService() {
     // The engine's runroot and runc state are this server's alone (one folder per state folder,
     // on tmpfs): gone with it, or every deskboxd ever started leaves one behind.
     std::error_code ec;
-    // The engine's storage keeps its overlay folder bind-mounted on itself after buildah exits.
+    // The engine's mounts live in its mount namespace, which ends with engine_ns_; a deskboxd
+    // that ran buildah as host root left its storage's overlay folder mounted on itself.
     unmount_below(engine_.root);
     unmount_below(options_.run_dir);
     fs::remove_all(options_.run_dir, ec);
@@ -118,8 +116,7 @@ void TemplateService::recover() {
         runtime::remove_cgroup(builds_cgroup_);
     } catch (const std::exception&) {
     }
-    if (engine_available_ && fs::exists(engine_.root))
-        run_process(engine_command(engine_, {"rm", "--all"}), std::chrono::seconds(120));
+    if (engine_ns_) run_process(engine_spawn({"rm", "--all"}), std::chrono::seconds(120));
     unmount_below(engine_.tmp);
     unmount_below(options_.dir / "work");
     for (const auto& d :
@@ -127,6 +124,10 @@ void TemplateService::recover() {
         fs::remove_all(d, ec);
         fs::create_directories(d, ec);
     }
+    for (const auto& d : {engine_.tmp, engine_.runc_root})
+        if (engine_ns_ &&
+            ::chown(d.c_str(), options_.engine_host_base, options_.engine_host_base) != 0)
+            throw std::runtime_error("cannot give " + d.string() + " to the engine's root");
     for (const auto& image : fs::directory_iterator(options_.dir / "images", ec))
         if (image.path().filename().string().starts_with(".")) fs::remove_all(image.path(), ec);
 }
@@ -225,6 +226,7 @@ BuildInfo TemplateService::start(BuildRequest request) {
     if (!engine_available_)
         throw TemplateError(Code::unavailable,
                             "the build engine (buildah) is not installed on this host");
+    if (!engine_ns_) throw TemplateError(Code::unavailable, options_.no_engine_reason);
     if (hooks_.is_shipped && hooks_.is_shipped(request.ref.name))
         throw TemplateError(
             Code::conflict,
@@ -287,47 +289,56 @@ BuildInfo TemplateService::start(BuildRequest request) {
     return j->info;
 }
 
+void TemplateService::check_archive(Job& j) {
+    auto listing = run_process({"tar", "-tf", upload_path(j.request.upload_id).string()},
+                               std::chrono::seconds(120));
+    if (listing.status.exit_code != 0)
+        throw TemplateError(Code::invalid, "the upload is not a tar archive", "upload_id");
+    std::string format = j.request.archive_format;
+    std::istringstream names(listing.out);
+    bool oci = false, docker = false;
+    for (std::string name; std::getline(names, name);) {
+        if (name == "oci-layout" || name == "./oci-layout") oci = true;
+        if (name == "manifest.json" || name == "./manifest.json") docker = true;
+    }
+    if (format.empty()) format = oci ? "oci-archive" : docker ? "docker-archive" : "";
+    if (format.empty() || (format == "oci-archive" && !oci) ||
+        (format == "docker-archive" && !docker))
+        throw TemplateError(
+            Code::invalid,
+            "the upload is not " +
+                (format.empty() ? std::string("an OCI or Docker image archive") : "a " + format) +
+                " (an oci-archive has oci-layout, a docker-archive "
+                "manifest.json at its top)",
+            "upload_id");
+    // The engine's root reads it (buildah pull).
+    if (::chown(upload_path(j.request.upload_id).c_str(), options_.engine_host_base,
+                options_.engine_host_base) != 0)
+        throw std::runtime_error("cannot hand the archive to the build engine");
+    j.request.archive_format = format;
+    j.base = "archive (" + format + ")";
+}
+
 void TemplateService::prepare_context(Job& j) {
     fs::create_directories(j.work);
     const auto context = j.work / "context";
     fs::create_directories(context);
-    if (j.request.kind == BuildKind::import) {
-        auto listing = run_process({"tar", "-tf", upload_path(j.request.upload_id).string()},
-                                   std::chrono::seconds(120));
-        if (listing.status.exit_code != 0)
-            throw TemplateError(Code::invalid, "the upload is not a tar archive", "upload_id");
-        std::string format = j.request.archive_format;
-        std::istringstream names(listing.out);
-        bool oci = false, docker = false;
-        for (std::string name; std::getline(names, name);) {
-            if (name == "oci-layout" || name == "./oci-layout") oci = true;
-            if (name == "manifest.json" || name == "./manifest.json") docker = true;
-        }
-        if (format.empty()) format = oci ? "oci-archive" : docker ? "docker-archive" : "";
-        if (format.empty() || (format == "oci-archive" && !oci) ||
-            (format == "docker-archive" && !docker))
-            throw TemplateError(Code::invalid,
-                                "the upload is not " +
-                                    (format.empty() ? std::string("an OCI or Docker image archive")
-                                                    : "a " + format) +
-                                    " (an oci-archive has oci-layout, a docker-archive "
-                                    "manifest.json at its top)",
-                                "upload_id");
-        j.request.archive_format = format;
-        j.base = "archive (" + format + ")";
-        return;
-    }
+    if (j.request.kind == BuildKind::import) return check_archive(j);
     if (!j.request.upload_id.empty()) {
-        // Unpacked as nobody: whatever the archive holds (absolute names, .., links out) can
-        // write nowhere but here. Owners and modes of the archive are not kept (COPY makes
-        // files root's unless --chown says otherwise).
-        if (::chown(context.c_str(), 65534, 65534) != 0 ||
-            ::chown(upload_path(j.request.upload_id).c_str(), 65534, 65534) != 0)
+        // Unpacked as the engine's root, an unprivileged id on the host: whatever the archive
+        // holds (absolute names, .., links out) can write nowhere but here, and the engine reads
+        // every file of it. Owners and modes of the archive are not kept (COPY makes files
+        // root's unless --chown says otherwise).
+        const std::string engine_root = std::to_string(options_.engine_host_base);
+        if (::chown(context.c_str(), options_.engine_host_base, options_.engine_host_base) != 0 ||
+            ::chown(upload_path(j.request.upload_id).c_str(), options_.engine_host_base,
+                    options_.engine_host_base) != 0)
             throw std::runtime_error("cannot prepare the build context");
-        auto r = run_process({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "tar",
-                              "-x", "--no-same-owner", "--no-same-permissions", "-f",
-                              upload_path(j.request.upload_id).string(), "-C", context.string()},
-                             std::chrono::seconds(600));
+        auto r =
+            run_process({"setpriv", "--reuid=" + engine_root, "--regid=" + engine_root,
+                         "--clear-groups", "tar", "-x", "--no-same-owner", "--no-same-permissions",
+                         "-f", upload_path(j.request.upload_id).string(), "-C", context.string()},
+                        std::chrono::seconds(600));
         if (r.status.exit_code != 0)
             throw TemplateError(Code::invalid,
                                 "the build context is not a tar archive that unpacks: " +
@@ -402,7 +413,7 @@ void TemplateService::prepare_context(Job& j) {
                 j.shipped_bases.push_back(name);
             continue;
         }
-        auto found = run_process(engine_command(engine_, {"inspect", "--type", "image", image}),
+        auto found = run_process(engine_spawn({"inspect", "--type", "image", image}),
                                  std::chrono::seconds(30));
         if (found.status.exit_code != 0)
             throw TemplateError(Code::invalid,
@@ -503,9 +514,8 @@ void TemplateService::remove(const TemplateRef& ref) {
             "template " + ref.str() + " is in use by a sandbox; delete the sandboxes first",
             "name");
     store_.remove(ref);
-    if (engine_available_)
-        run_process(engine_command(engine_, {"rmi", "localhost/" + ref.str()}),
-                    std::chrono::seconds(60));
+    if (engine_ns_)
+        run_process(engine_spawn({"rmi", "localhost/" + ref.str()}), std::chrono::seconds(60));
     store_.collect_garbage([](const fs::path&) { return false; });
 }
 

@@ -1,7 +1,8 @@
 // Templates users build: uploads of build contexts and image archives, a queue of builds run
-// one at a time by buildah (each RUN step in runc with a container's capabilities, cgroup
-// limits and deskbox's network policy; a user namespace only when host_id_base is set, see
-// docs/ARCHITECTURE.md "Templates users build"), their logs (followed from a byte offset), cancel
+// one at a time by buildah (rootless, in a user namespace of the server's: each RUN step's root
+// is an unprivileged host id, with a container's capabilities, the build's cgroup limits and
+// deskbox's network policy; see docs/ARCHITECTURE.md "Templates users build"), their logs
+// (followed from a byte offset), cancel
 // and timeouts, and the store of finished templates the sandbox manager creates from. A deskboxd
 // killed mid-build leaves nothing: the next one marks the build failed and cleans the engine's
 // containers, mounts, cgroups and scratch space.
@@ -22,6 +23,7 @@
 
 #include "common/child_process.hpp"
 #include "server/network/sandbox_network.hpp"
+#include "server/runtime/container/pinned_user_namespace.hpp"
 #include "server/templates/build_types.hpp"
 #include "server/templates/buildah.hpp"
 #include "server/templates/template_store.hpp"
@@ -31,9 +33,13 @@ namespace deskbox::templates {
 class TemplateService {
   public:
     struct Options {
-        std::filesystem::path dir;       // <state>/templates
-        std::filesystem::path run_dir;   // on tmpfs: the engine's runroot and runc state
-        std::uint32_t host_id_base = 0;  // RUN steps' root on the host (0: no user namespace)
+        std::filesystem::path dir;      // <state>/templates
+        std::filesystem::path run_dir;  // on tmpfs: the engine's runroot and runc state
+        // Host id of the root of the engine's user namespace (ids 0..65535 inside are host ids
+        // from it): a slot of --userns-range no sandbox gets. 0: builds are refused, saying
+        // `no_engine_reason`.
+        std::uint32_t engine_host_base = 0;
+        std::string no_engine_reason;
         std::uint64_t max_upload_bytes = 4ull << 30;
         std::chrono::minutes upload_lifetime{60};
         std::size_t builds_kept = 100;  // finished builds remembered
@@ -44,9 +50,10 @@ class TemplateService {
         std::function<bool(const std::string&)> is_shipped;
         std::function<std::filesystem::path(const std::string&)> shipped_rootfs;
         std::function<nlohmann::json(const std::string&)> shipped_definition;
-        // A network for a build's RUN steps (nullptr: none), as a sandbox's with this policy.
-        std::function<std::shared_ptr<network::SandboxNetwork>(const std::string&,
-                                                               const network::NetworkPolicy&)>
+        // A network for a build's RUN steps (nullptr: none), as a sandbox's with this policy, in
+        // the given network namespace (owned by the engine's user namespace).
+        std::function<std::shared_ptr<network::SandboxNetwork>(
+            const std::string&, const network::NetworkPolicy&, const std::string& netns)>
             network;
         // Whether a sandbox runs or may start from this template.
         std::function<bool(const TemplateRef&)> in_use;
@@ -87,6 +94,8 @@ class TemplateService {
     // (template_transfer.hpp).
     TemplateStore& store() { return store_; }
     const TemplateStore& store() const { return store_; }
+    // The host id of the engine's root (0: builds are refused).
+    std::uint32_t engine_host_base() const { return options_.engine_host_base; }
 
   private:
     struct Job;
@@ -104,6 +113,8 @@ class TemplateService {
     std::shared_ptr<Job> job(const std::string& id) const;
     std::filesystem::path upload_path(const std::string& id) const;
     void prepare_context(Job& job);
+    // An import's upload: an OCI or Docker archive, handed to the engine's root.
+    void check_archive(Job& job);
     void forget_old_builds();
     // template_build_steps.cpp: what the worker does for one build.
     void run(Job& job);
@@ -114,9 +125,33 @@ class TemplateService {
     void export_rootfs(Job& job, const std::string& final_image);
     StepResult run_engine(Job& job, std::vector<std::string> args, bool progress = false);
     std::string engine_output(Job& job, std::vector<std::string> args);
+    // template_engine.cpp: the engine's user namespace, storage and how it is run.
+    void start_engine();
+    void ensure_engine();
+    EnginePaths engine() const;
+    // The engine with `args`; with a job: in the build's cgroup (`merge_stderr`: 2>&1).
+    SpawnOptions engine_spawn(std::vector<std::string> args, const Job* job = nullptr,
+                              bool merge_stderr = false) const;
+    // A tar stream from `from` on one side of the id boundary to `to` on the other.
+    RunResult copy_across(const std::filesystem::path& from, const std::filesystem::path& to,
+                          bool into_engine) const;
+    // Writes the engine's mounted image `image` (a path inside it) to `rootfs` on the host in
+    // one rsync, run by the engine's root through an id-shifted view of the store's filesystem
+    // (files it writes get the ids they have inside, as a shipped rootfs has), hard-linking
+    // files unchanged from `references` on that filesystem. Throws RuntimeError if the view
+    // cannot be made (a filesystem without idmapped mounts): export through a stage then.
+    // The same in two passes, for filesystems without idmapped mounts: a tar stream out of the
+    // engine into `temp`/stage (ids as inside), then rsync from there to `temp`/rootfs.
+    RunResult export_through_stage(const std::filesystem::path& image,
+                                   const std::filesystem::path& temp,
+                                   const std::vector<std::filesystem::path>& references) const;
+    RunResult rsync_out_of_engine(const std::filesystem::path& image,
+                                  const std::filesystem::path& rootfs,
+                                  const std::vector<std::filesystem::path>& references) const;
     void log_line(Job& job, const std::string& line);
     void kill_build_processes(const Job& job);
-    void limit_build_cgroup(const Job& job);
+    // Makes the build's cgroup with its limits; the cgroup.procs files the engine joins.
+    std::vector<std::filesystem::path> limit_build_cgroup(const Job& job);
     std::string cgroup_of(const Job& job) const;
     BudOptions bud_options(const Job& job) const;
     // Rootfses an export hard-links unchanged files from (rsync --link-dest).
@@ -124,7 +159,9 @@ class TemplateService {
 
     Options options_;
     Hooks hooks_;
-    EnginePaths engine_;
+    EnginePaths engine_;  // `enter` guarded by engine_mutex_ (the namespace may be remade)
+    mutable std::mutex engine_mutex_;
+    std::optional<runtime::PinnedUserNamespace> engine_ns_;
     TemplateStore store_;
     std::string builds_cgroup_;  // every build's cgroup lies under it (one per state folder)
     bool engine_available_ = false;

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -51,14 +52,36 @@ std::string sleeper_dockerfile() {
     return "FROM deskbox/minimal\nRUN sleep " + sleeper_seconds() + "\n";
 }
 
-bool sleep_300_running() {
+// The pid of this test's `sleep 300.<pid>` in build `id`'s cgroup (the engine and its RUN steps'
+// processes run in it), or 0.
+pid_t sleep_300_of(const std::string& id) {
     const std::string wanted = std::string("sleep") + '\0' + sleeper_seconds() + '\0';
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-        std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-        std::string cmdline((std::istreambuf_iterator<char>(in)), {});
-        if (cmdline == wanted) return true;
+    std::error_code ec;
+    for (const auto& parent : fs::directory_iterator("/sys/fs/cgroup/pids", ec)) {
+        std::ifstream procs(parent.path() / id / "cgroup.procs");
+        for (pid_t pid; procs >> pid;) {
+            std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+            std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+            if (cmdline == wanted) return pid;
+        }
     }
-    return false;
+    return 0;
+}
+
+// The `sleep 300` of build `id`'s RUN step once it runs, or 0. A fresh server's first build
+// first imports deskbox/minimal into the engine (a minute and more on a loaded machine).
+pid_t sleeper_of(const std::string& id) {
+    pid_t pid = 0;
+    deskbox::test::eventually([&] { return (pid = sleep_300_of(id)) != 0; }, 300s);
+    return pid;
+}
+
+// Still running (a zombie is not).
+bool alive(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    auto close = text.rfind(')');
+    return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
 }
 
 // A build's cgroup, under whichever parent its deskboxd uses.
@@ -292,18 +315,17 @@ TEST_F(TemplateBuild, CancelAndAKilledServerLeaveNothing) {
         {{"name", "sleeper"}, {"no_cache", true}, {"dockerfile", sleeper_dockerfile()}});
     ASSERT_EQ(started.status, 202u) << started.body;
     const std::string id = started.json()["build_id"];
-    // A fresh server's first build first imports deskbox/minimal into the engine (a minute
-    // and more on a loaded machine) before its RUN starts.
-    ASSERT_TRUE(deskbox::test::eventually(sleep_300_running, 300s));
+    const pid_t sleeper = sleeper_of(id);
+    ASSERT_NE(sleeper, 0) << "no sleep 300 in the build's cgroup";
     ASSERT_TRUE(build_cgroup_exists(id));
     {
         // Another deskboxd starting on the machine clears its own leftovers, not this build.
         Server neighbour;
-        EXPECT_TRUE(sleep_300_running()) << "a second deskboxd killed the first one's build";
+        EXPECT_TRUE(alive(sleeper)) << "a second deskboxd killed the first one's build";
     }
     auto cancelled = s().api->post_json("/v1/templates/builds/" + id + "/cancel");
     EXPECT_EQ(cancelled["status"], "cancelled") << cancelled.dump(1);
-    EXPECT_FALSE(sleep_300_running());
+    EXPECT_FALSE(alive(sleeper));
     EXPECT_FALSE(build_cgroup_exists(id));
     EXPECT_EQ(mounts_under(s().state() / "templates"), 0u);
 
@@ -311,16 +333,84 @@ TEST_F(TemplateBuild, CancelAndAKilledServerLeaveNothing) {
         {{"name", "sleeper"}, {"no_cache", true}, {"dockerfile", sleeper_dockerfile()}});
     ASSERT_EQ(again.status, 202u) << again.body;
     const std::string second = again.json()["build_id"];
-    ASSERT_TRUE(deskbox::test::eventually(sleep_300_running, 300s));
+    const pid_t second_sleeper = sleeper_of(second);
+    ASSERT_NE(second_sleeper, 0);
     s().process->kill_hard();
     s().start();
     auto after = s().api->get_json("/v1/templates/builds/" + second);
     EXPECT_EQ(after["status"], "failed");
     EXPECT_EQ(after["error"]["code"], "restarted");
-    EXPECT_FALSE(sleep_300_running());
+    EXPECT_FALSE(alive(second_sleeper));
     EXPECT_EQ(mounts_under(s().state() / "templates"), 0u);
     EXPECT_FALSE(build_cgroup_exists(second));
     EXPECT_TRUE(fs::is_empty(s().state() / "templates" / "work"));
+}
+
+// A RUN step's root is the root of the engine's user namespace, a range of host ids no sandbox
+// gets (the last of --userns-range), never host root; what one step writes is its own in the
+// next (the engine's storage is written with the namespace's ids); the stored rootfs has the ids
+// a shipped one has (root's files are 0 on disk) and still shares unchanged files with its base.
+TEST_F(TemplateBuild, RunStepsRunInAUserNamespaceOfTheirOwn) {
+    constexpr std::uint64_t kEngineRoot = (1ull << 30) + 4095ull * 65536;  // default range's last
+    auto built = s().build({{"name", "userns"},
+                            {"no_cache", true},
+                            {"dockerfile",
+                             "FROM deskbox/minimal\n"
+                             "RUN cat /proc/self/uid_map > /uid_map && useradd -m builder\n"
+                             "RUN ls -ln /home > /home.txt && su builder -c 'touch ~/mine' && "
+                             "stat -c '%u:%g %n' /etc/passwd /home/builder /home/builder/mine "
+                             ">> /home.txt\n"}});
+    ASSERT_EQ(built["status"], "succeeded") << built.dump(1);
+    const fs::path rootfs =
+        s().state() / "templates" / "images" / built["image_id"].get<std::string>() / "rootfs";
+    std::ifstream uid_map(rootfs / "uid_map");
+    std::uint64_t inside = 1, host = 0, count = 0;
+    uid_map >> inside >> host >> count;
+    EXPECT_EQ(inside, 0u);
+    EXPECT_EQ(host, kEngineRoot) << "RUN's root is host id " << host;
+    EXPECT_EQ(count, 65536u);
+    std::ifstream listing(rootfs / "home.txt");
+    const std::string home((std::istreambuf_iterator<char>(listing)), {});
+    EXPECT_NE(home.find("1001 1001"), std::string::npos) << home;
+    EXPECT_NE(home.find("0:0 /etc/passwd\n1001:1001 /home/builder\n1001:1001 /home/builder/mine"),
+              std::string::npos)
+        << home;
+    struct stat st {};
+    ASSERT_EQ(::stat((rootfs / "etc" / "passwd").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u) << "the store's rootfs has a shipped rootfs's ids";
+    ASSERT_EQ(::stat((rootfs / "home" / "builder" / "mine").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 1001u);
+    ASSERT_EQ(::stat((rootfs / "usr" / "bin" / "bash").c_str(), &st), 0);
+    EXPECT_GE(st.st_nlink, 2u) << "unchanged files are hard links to the base's";
+    // The engine's storage belongs to the range, and says which mapping wrote it.
+    ASSERT_EQ(::stat((s().state() / "templates" / "engine" / "storage").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, kEngineRoot);
+    std::ifstream ids(s().state() / "templates" / "engine" / "ids");
+    std::string record;
+    std::getline(ids, record);
+    EXPECT_EQ(record, "0 " + std::to_string(kEngineRoot) + " 65536");
+
+    auto sandbox =
+        s().api->post_json("/v1/sandboxes", {{"template", "userns"}, {"network", false}});
+    ASSERT_TRUE(sandbox.contains("id")) << sandbox.dump();
+    EXPECT_EQ(s().exec(sandbox["id"], "stat -c '%U %G' /home/builder/mine /etc/passwd")["stdout"],
+              "builder builder\nroot root\n");
+    s().api->delete_json("/v1/sandboxes/" + sandbox["id"].get<std::string>());
+}
+
+// Without user namespaces a build would run its RUN steps as host root: refused, saying why.
+TEST_F(TemplateBuild, WithoutUserNamespacesBuildsAreRefused) {
+    TempDir dir("deskbox-templates-nouserns");
+    deskbox::test::DeskboxdProcess server(DESKBOXD_PATH, dir.path() / "state",
+                                          dir.path() / "deskboxd.log", {"--userns", "false"});
+    deskbox::client::ClientOptions o;
+    o.server = server.url();
+    ApiClient api(o);
+    auto r = api.send(Method::post, "/v1/templates/builds",
+                      json({{"name", "x"}, {"dockerfile", "FROM deskbox/minimal\n"}}).dump(),
+                      "application/json");
+    EXPECT_EQ(r.status, 503u) << r.body;
+    EXPECT_NE(r.body.find("--userns false"), std::string::npos) << r.body;
 }
 
 // An OCI archive made here (the minimal rootfs committed by the engine in storage of the test's

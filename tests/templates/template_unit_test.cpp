@@ -3,6 +3,7 @@
 // built image becomes, and the strict request reader the template routes use.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "common/temp_dir.hpp"
@@ -83,33 +84,87 @@ TEST(DockerfileCheck, CopySourcesMustBeInTheContext) {
     EXPECT_EQ(check("FROM x\nCOPY --from=a /nope /dst\nADD https://x/y /z\nCOPY *.txt /d/\n"), "");
 }
 
+namespace {
+EnginePaths engine_paths() {
+    EnginePaths paths;
+    paths.root = "/s/root";
+    paths.runroot = "/run/r";
+    paths.runc_root = "/run/c";
+    paths.tmp = "/s/tmp";
+    paths.home = "/s/engine/home";
+    paths.enter = {"nsenter", "--user=/proc/7/ns/user", "--mount=/proc/7/ns/mnt", "--"};
+    return paths;
+}
+}  // namespace
+
 TEST(Buildah, BudCommandLineConfinesRunSteps) {
-    EnginePaths paths{"/s/root", "/run/r", "/run/c", "/s/tmp"};
+    const EnginePaths paths = engine_paths();
     BudOptions o;
     o.context = "/ctx";
     o.dockerfile = "/ctx/Dockerfile";
     o.image = "localhost/app:latest";
-    o.network = "ns:/proc/1/fd/9";
+    o.network = "ns:/proc/8/ns/net";
     o.dns = "10.0.2.3";
-    o.cgroup_parent = "/deskbox-template-builds/bld-1";
     o.runc_root = "/run/c";
     o.build_args = {{"A", "b c"}};
-    o.limits.cpus = 1.5;
     auto argv = engine_command(paths, bud_args(o));
     auto has = [&](std::initializer_list<std::string> seq) {
         return std::search(argv.begin(), argv.end(), seq.begin(), seq.end()) != argv.end();
     };
-    EXPECT_TRUE(has({"buildah", "--root", "/s/root", "--runroot", "/run/r"}));
+    // Every engine command runs inside the engine's user and mount namespaces.
+    EXPECT_TRUE(std::equal(paths.enter.begin(), paths.enter.end(), argv.begin()));
+    EXPECT_TRUE(has({"--", "buildah", "--root", "/s/root", "--runroot", "/run/r"}));
     EXPECT_TRUE(has({"--pull=never"}));  // never a registry from the host
-    EXPECT_TRUE(has({"--network", "ns:/proc/1/fd/9"}));
+    EXPECT_TRUE(has({"--network", "ns:/proc/8/ns/net"}));
     EXPECT_TRUE(has({"--dns", "10.0.2.3"}));
-    EXPECT_TRUE(has({"--cgroup-parent", "/deskbox-template-builds/bld-1"}));
-    EXPECT_TRUE(has({"--cpu-period", "100000", "--cpu-quota", "150000"}));
     EXPECT_TRUE(has({"--build-arg", "A=b c"}));
     EXPECT_TRUE(has({"--runtime-flag", "root=/run/c"}));
     EXPECT_TRUE(has({"--cap-drop", "NET_RAW,MKNOD,AUDIT_WRITE"}));
     EXPECT_EQ(argv.back(), "/ctx");
     EXPECT_FALSE(has({"--no-cache"}));
+    // Rootless runc cannot make cgroups: the limits are the build cgroup's, never flags that
+    // would fail every RUN ("cannot set memory limit: container could not join or create").
+    for (const char* flag : {"--memory", "--cpu-quota", "--cgroup-parent", "--userns-uid-map"})
+        EXPECT_FALSE(has({flag})) << flag;
+}
+
+TEST(Buildah, TheEngineIsToldItsUserNamespaceIsReady) {
+    auto env = engine_env(engine_paths());
+    EXPECT_EQ(env["_CONTAINERS_USERNS_CONFIGURED"], "done");  // no re-exec, no newuidmap
+    // Not 0, or it locks host root's short-name cache and no short name resolves.
+    EXPECT_NE(env["_CONTAINERS_ROOTLESS_UID"], "0");
+    EXPECT_FALSE(env["_CONTAINERS_ROOTLESS_UID"].empty());
+    EXPECT_EQ(env["HOME"], "/s/engine/home");
+    EXPECT_EQ(env["XDG_RUNTIME_DIR"], "/run/r");  // not the server's /run/user/0
+    EXPECT_EQ(env["TMPDIR"], "/s/tmp");
+    EXPECT_EQ(engine_ids_record(1342111744), "0 1342111744 65536\n");
+    EXPECT_NE(engine_ids_record(1342111744), engine_ids_record(1073741824));
+}
+
+TEST(Buildah, LimitsAreTheBuildCgroupsFiles) {
+    BuildLimits limits;
+    limits.memory_mb = 512;
+    limits.cpus = 1.5;
+    limits.pids = 100;
+    auto settings = build_cgroup_settings(limits);
+    auto find = [&](const std::string& file) -> const CgroupSetting* {
+        for (const auto& s : settings)
+            if (s.v1_file == file) return &s;
+        return nullptr;
+    };
+    ASSERT_TRUE(find("memory.limit_in_bytes"));
+    EXPECT_EQ(find("memory.limit_in_bytes")->v1_value, "536870912");
+    EXPECT_EQ(find("memory.limit_in_bytes")->v2_file, "memory.max");
+    ASSERT_TRUE(find("cpu.cfs_quota_us"));
+    EXPECT_EQ(find("cpu.cfs_quota_us")->v1_value, "150000");
+    EXPECT_EQ(find("cpu.cfs_quota_us")->v2_value, "150000 100000");
+    EXPECT_EQ(find("cpu.cfs_period_us")->v1_value, "100000");
+    ASSERT_TRUE(find("pids.max"));
+    EXPECT_EQ(find("pids.max")->v1_value, "100");
+    limits.cpus = 0;  // no quota: no cpu files at all
+    settings = build_cgroup_settings(limits);
+    EXPECT_FALSE(find("cpu.cfs_quota_us"));
+    EXPECT_FALSE(find("cpu.cfs_period_us"));
 }
 
 TEST(DeskboxLayer, DefinitionTakesTheBaseSessionAndTheImagesCommand) {

@@ -74,15 +74,6 @@ struct ChildGuard {
     }
 };
 
-void write_map(pid_t pid, const char* which, std::uint32_t host_base) {
-    const std::string path = "/proc/" + std::to_string(pid) + "/" + which;
-    const std::string map =
-        "0 " + std::to_string(host_base) + " " + std::to_string(kIdsPerSandbox) + "\n";
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd || ::write(fd.get(), map.data(), map.size()) != ssize_t(map.size()))
-        throw RuntimeError(errno_text("cannot write " + path));
-}
-
 void pin(pid_t pid, const char* ns, const fs::path& file) {
     UniqueFd created(::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
     if (!created) throw RuntimeError(errno_text("cannot create " + file.string()));
@@ -98,6 +89,15 @@ void unpin_file(const fs::path& file) noexcept {
 }
 
 }  // namespace
+
+void write_id_map(pid_t pid, const char* which, std::uint32_t host_base) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/" + which;
+    const std::string map =
+        "0 " + std::to_string(host_base) + " " + std::to_string(kIdsPerSandbox) + "\n";
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd || ::write(fd.get(), map.data(), map.size()) != ssize_t(map.size()))
+        throw RuntimeError(errno_text("cannot write " + path));
+}
 
 std::string host_id_range_problem(const HostIdRange& range, const fs::path& etc) {
     const std::uint64_t begin = range.first;
@@ -225,8 +225,8 @@ SandboxNamespaces SandboxNamespaces::create(const fs::path& dir, HostIdSlots::Le
     };
     SandboxNamespaces made(dir, std::move(ids));
     await('u', "unshare(CLONE_NEWUSER)");
-    write_map(child.pid, "uid_map", host_base);
-    write_map(child.pid, "gid_map", host_base);
+    write_id_map(child.pid, "uid_map", host_base);
+    write_id_map(child.pid, "gid_map", host_base);
     if (::write(to_child.write.get(), "m", 1) != 1) throw RuntimeError(errno_text("pipe"));
     await('n', "unshare(CLONE_NEWNET)");
     pin(child.pid, "user", made.user_path());

@@ -9,6 +9,8 @@
 // network namespace that the container's user namespace owns). runc joins both by path.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -75,6 +77,10 @@ class HostIdSlots {
 // skipped). Checked at server start.
 std::string host_id_range_problem(const HostIdRange& range,
                                   const std::filesystem::path& etc = "/etc");
+
+// Writes `which` ("uid_map" or "gid_map") of process `pid`, fresh in a user namespace: ids
+// 0..kIdsPerSandbox-1 inside are host ids from `host_base`. Throws RuntimeError.
+void write_id_map(pid_t pid, const char* which, std::uint32_t host_base);
 
 // runc's init mounts a sandbox's rootfs from inside its user namespace, as the range's root,
 // which is "others" to every host directory on the way to `<state_dir>/sandboxes/<id>`. Makes

@@ -1,0 +1,101 @@
+// The sandbox manager's side of templates users build: the template service it starts (with
+// the build engine's user namespace on the last slot of --userns-range, or the reason builds are
+// refused) and the questions it answers for it.
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "server/runtime/container/user_namespace.hpp"
+#include "server/sandbox/sandbox_manager.hpp"
+
+namespace deskbox::server {
+
+void SandboxManager::start_template_service() {
+    templates::TemplateService::Options o;
+    o.dir = options_.state_dir / "templates";
+    // One run dir per state dir: two servers on one host keep their engines apart.
+    o.run_dir = options_.templates_run_dir /
+                std::to_string(std::hash<std::string>{}(options_.state_dir.string()) % 1000000007);
+    // The engine (and every RUN step) runs in a user namespace of its own whose ids are the
+    // last slot of --userns-range: no sandbox ever gets them (docs/ARCHITECTURE.md, "Templates
+    // users build"). Without it builds are refused: RUN's root would be host root.
+    if (auto why = engine_ids_problem(); !why.empty()) {
+        o.no_engine_reason = "template builds are off: " + why;
+    } else {
+        engine_ids_ = host_id_slots_.claim(options_.host_ids.base_of(options_.host_ids.slots - 1));
+        o.engine_host_base = engine_ids_.host_base();
+    }
+    o.max_upload_bytes = options_.max_template_upload_bytes;
+    templates::TemplateService::Hooks hooks;
+    hooks.is_shipped = [this](const std::string& name) {
+        const auto names = shipped_template_names();
+        return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    hooks.shipped_rootfs = [this](const std::string& name) { return template_rootfs(name); };
+    hooks.shipped_definition = [this](const std::string& name) {
+        return template_definition(name);
+    };
+    hooks.network = [this](const std::string& id, const network::NetworkPolicy& policy,
+                           const std::string& netns) {
+        network::SandboxNetwork::Options n;
+        n.sandbox_id = id;
+        n.policy = policy;
+        n.kind = network::SandboxNetwork::Kind::container;
+        n.existing_netns = netns;
+        return network_->create(std::move(n));
+    };
+    hooks.in_use = [this](const templates::TemplateRef& ref) { return template_in_use(ref); };
+    templates_ = std::make_unique<templates::TemplateService>(std::move(o), std::move(hooks));
+}
+
+std::string SandboxManager::engine_ids_problem() const {
+    if (::geteuid() != 0)
+        return "deskboxd is not root, and RUN steps run in a user namespace whose ids it maps";
+    if (!options_.user_namespaces)
+        return "deskboxd runs with --userns false, and RUN steps run in a user namespace of their "
+               "own (with host root as RUN's root a build would be less confined than a sandbox)";
+    if (options_.host_ids.slots < 2)
+        return "--userns-range needs at least 2 ranges: its last one is the build engine's";
+    if (auto problem = runtime::host_id_range_problem(options_.host_ids); !problem.empty())
+        return problem;
+    try {
+        // The engine's root walks from / to its storage under the state dir.
+        runtime::open_the_way_to_sandboxes(options_.state_dir);
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return {};
+}
+
+bool SandboxManager::template_in_use(const templates::TemplateRef& ref) const {
+    std::lock_guard lock(mutex_);
+    auto uses = [&](const std::shared_ptr<Sandbox>& sandbox) {
+        const auto& name = sandbox->config().template_name;
+        return name == ref.str() || (ref.tag == "latest" && name == ref.name);
+    };
+    for (const auto& [id, sandbox] : sandboxes_)
+        if (uses(sandbox)) return true;
+    for (const auto& [key, ready] : pool_)
+        for (const auto& sandbox : ready)
+            if (uses(sandbox)) return true;
+    return starting_ > 0;  // one starting may be of it: ask again in a moment
+}
+
+std::optional<templates::StoredTemplate> SandboxManager::user_template(
+    const std::string& name) const {
+    if (!templates_) return std::nullopt;
+    try {
+        return templates_->find(templates::parse_ref(name));
+    } catch (const std::invalid_argument&) {
+        return std::nullopt;
+    }
+}
+
+std::vector<std::string> SandboxManager::template_names() const {
+    auto names = shipped_template_names();
+    if (templates_)
+        for (const auto& t : templates_->templates()) names.push_back(t.ref.str());
+    return names;
+}
+
+}  // namespace deskbox::server
