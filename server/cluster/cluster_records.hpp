@@ -27,11 +27,11 @@ struct TemplateOffer {
     std::vector<std::string> runtimes;  // runtimes the template is built for here
     bool template_snapshot = false;     // a template snapshot exists (a fast start)
     std::size_t pool_ready = 0;         // sandboxes of it restored and waiting
-    std::string fast_start_runtime;     // the runtime the two above are about
     // A template users built ("name:tag"): the store image it points at here, ready to start
     // from and to be pulled by other nodes (GET /v1/cluster/templates/{image_id}). Empty for a
     // shipped template.
     std::string image_id;
+    std::string fast_start_runtime;  // the runtime template_snapshot and pool_ready are about
     nlohmann::json to_json() const;
 };
 

@@ -26,7 +26,7 @@ class FakeLocal : public LocalNode {
         r.capacity_sandboxes = capacity_;
         r.memory_available_mb = 8192;
         r.runtimes = {"container"};
-        r.templates["minimal"] = TemplateOffer{{"container"}, false, 0, ""};
+        r.templates["minimal"] = TemplateOffer{{"container"}, false, 0, "", ""};
         return r;
     }
     std::vector<SandboxRecord> local_sandboxes() override {

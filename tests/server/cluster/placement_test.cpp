@@ -13,7 +13,7 @@ NodeRecord node(const std::string& name, std::size_t capacity,
     n.capacity_sandboxes = capacity;
     n.memory_available_mb = 8192;
     n.runtimes = runtimes;
-    n.templates["minimal"] = TemplateOffer{runtimes, false, 0, ""};
+    n.templates["minimal"] = TemplateOffer{runtimes, false, 0, "", ""};
     return n;
 }
 
@@ -52,7 +52,7 @@ TEST(Placement, FullDrainedAndPressuredNodesAreSkipped) {
 TEST(Placement, ABuiltTemplateGoesWhereItIsReadyOrWhereItCanBePulled) {
     PlacementInput in;
     in.nodes = {node("a", 4), node("b", 4), node("c", 4, {"microvm"})};
-    in.nodes[0].templates["app:v1"] = TemplateOffer{{"container"}, false, 0, "0123456789ab"};
+    in.nodes[0].templates["app:v1"] = TemplateOffer{{"container"}, false, 0, "0123456789ab", ""};
     PlacementRequest app{"container", "app:v1"};
     // Only where it is built, unless the request says it can be pulled.
     EXPECT_EQ(place(app, in).candidates, std::vector<std::string>{"a"});
@@ -110,6 +110,8 @@ TEST(Placement, MicrovmsGoWhereTheyStartFast) {
     PlacementInput in;
     in.nodes = {node("a", 10), node("b", 10), node("c", 10)};
     in.allocations = {{"b", {4}}, {"c", {4}}};
+    // The offers say which runtime their snapshot and pool are for (placement knows no names).
+    for (auto& n : in.nodes) n.templates["minimal"].fast_start_runtime = "microvm";
     in.nodes[1].templates["minimal"].template_snapshot = true;  // b: 0.6 + 0.2
     in.nodes[2].templates["minimal"].pool_ready = 1;            // c: 0.6 + 0.5
     EXPECT_EQ(place(minimal("microvm"), in).candidates,
@@ -121,6 +123,7 @@ TEST(Placement, MicrovmsGoWhereTheyStartFast) {
 TEST(Records, RoundTripThroughJsonAndNodeNamesAreChecked) {
     NodeRecord n = node("node-1", 7);
     n.templates["minimal"].pool_ready = 2;
+    n.templates["minimal"].fast_start_runtime = "microvm";
     n.heartbeat_at_ms = 42;
     n.cpus = 16;
     n.cpus_idle = 11.5;
