@@ -1,8 +1,8 @@
-#include "server/stream/pointer_input.hpp"
+#include "input/pointer_input.hpp"
 
 #include <algorithm>
 
-namespace deskbox::server {
+namespace deskbox::input {
 
 using input::Button;
 
@@ -97,4 +97,4 @@ std::vector<input::Action> PointerInput::release_all() {
     return out;
 }
 
-}  // namespace deskbox::server
+}  // namespace deskbox::input

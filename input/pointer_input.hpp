@@ -1,5 +1,5 @@
-// Turns the pointer and key events of viewers and VNC clients -- absolute position plus a
-// button mask, key down/up -- into input actions for the sandbox's input path. One per
+// Turns the pointer and key events of viewers and VNC clients (host side) -- absolute position plus
+// a button mask, key down/up -- into input actions for the sandbox's input path. One per
 // connection: it remembers the buttons that connection holds, so a mask change becomes exactly
 // the presses and releases it means, and releases everything when the connection goes.
 #pragma once
@@ -11,7 +11,7 @@
 
 #include "input/actions.hpp"
 
-namespace deskbox::server {
+namespace deskbox::input {
 
 // What each bit of a connection's button mask means.
 struct ButtonMap {
@@ -50,4 +50,4 @@ class PointerInput {
     std::vector<std::uint32_t> held_keys_;
 };
 
-}  // namespace deskbox::server
+}  // namespace deskbox::input

@@ -16,6 +16,7 @@
 
 #include "common/serial_worker.hpp"
 #include "input/parse.hpp"
+#include "input/pointer_input.hpp"
 #include "input/scaling.hpp"
 #include "protocol/rpc.hpp"
 #include "server/network/network_policy.hpp"
@@ -25,7 +26,6 @@
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_config.hpp"
-#include "server/stream/pointer_input.hpp"
 #include "streaming/frame_mirror.hpp"
 #include "streaming/image_encoder.hpp"
 #include "streaming/live/live_stream.hpp"
@@ -42,9 +42,9 @@ const char* to_string(SandboxStatus status);
 // The VNC clients' pointer and key state. libvncserver's callbacks do not say which client
 // sent an event, so all of a sandbox's control clients share one.
 struct VncInput {
-    explicit VncInput(PointerInput p) : pointer(std::move(p)) {}
+    explicit VncInput(input::PointerInput p) : pointer(std::move(p)) {}
     std::mutex mutex;
-    PointerInput pointer;
+    input::PointerInput pointer;
 };
 
 class Sandbox {

@@ -22,8 +22,8 @@ void Sandbox::start_vnc() {
     vnc_password_ = vnc_password();
     do vnc_view_password_ = vnc_password();
     while (vnc_view_password_ == vnc_password_);
-    vnc_input_ =
-        std::make_unique<VncInput>(PointerInput(rfb_buttons(), config_.width, config_.height));
+    vnc_input_ = std::make_unique<VncInput>(
+        input::PointerInput(input::rfb_buttons(), config_.width, config_.height));
     streaming::VncServer::Options options;
     options.password = vnc_password_;
     options.view_only_password = vnc_view_password_;

@@ -1,6 +1,6 @@
 // The sandbox manager's side of templates users build: the template service it starts (with
 // the build engine's user namespace on the last slot of --userns-range, or the reason builds are
-// refused) and the questions it answers for it.
+// refused), the questions it answers for it, and what templates each runtime offers here.
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,6 +96,52 @@ std::vector<std::string> SandboxManager::template_names() const {
     if (templates_)
         for (const auto& t : templates_->templates()) names.push_back(t.ref.str());
     return names;
+}
+
+std::map<std::string, SandboxManager::TemplateOffer> SandboxManager::template_offers() const {
+    std::map<std::string, TemplateOffer> offers;
+    {
+        std::lock_guard lock(offers_mutex_);
+        const auto now = std::chrono::steady_clock::now();
+        const std::uint64_t generation = templates_ ? templates_->store().generation() : 0;
+        if (offers_at_ == std::chrono::steady_clock::time_point{} ||
+            now - offers_at_ > std::chrono::minutes(1) || generation != offers_store_generation_) {
+            offers_store_generation_ = generation;
+            built_offers_.clear();
+            for (const auto& name : template_names()) {
+                TemplateOffer offer;
+                std::filesystem::path rootfs;
+                try {
+                    rootfs = template_rootfs(name);
+                } catch (const ApiError&) {
+                    continue;  // not built: offered by no runtime
+                }
+                for (auto* runtime : runtimes_.all()) {
+                    try {
+                        runtime->check_template(rootfs);
+                    } catch (const runtime::RuntimeError&) {
+                        continue;
+                    }
+                    offer.runtimes.emplace_back(runtime->name());
+                    if (auto* snapshots = runtime->template_snapshots();
+                        snapshots && runtime->name() == pool_runtime_) {
+                        offer.template_snapshot =
+                            snapshots->has_template_snapshot(options_.state_dir, rootfs);
+                        offer.fast_start_runtime = pool_runtime_;
+                    }
+                }
+                if (auto user = user_template(name)) offer.image_id = user->image_id;
+                built_offers_[name] = std::move(offer);
+            }
+            offers_at_ = now;
+        }
+        offers = built_offers_;
+    }
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, ready] : pool_)
+        if (auto it = offers.find(key.second); it != offers.end())
+            it->second.pool_ready += ready.size();
+    return offers;
 }
 
 }  // namespace deskbox::server

@@ -30,7 +30,7 @@ ViewerRequest bad(std::string why) {
 }
 
 std::vector<input::Action> input_actions(const std::string& type, const json& m,
-                                         PointerInput& pointer) {
+                                         input::PointerInput& pointer) {
     if (type == "pointer") {
         int buttons = m.contains("buttons") ? int_field(m, "buttons") : 0;
         return pointer.pointer(int_field(m, "x"), int_field(m, "y"),
@@ -68,7 +68,8 @@ std::vector<input::Action> input_actions(const std::string& type, const json& m,
 
 }  // namespace
 
-ViewerRequest decode_viewer_message(std::string_view text, PointerInput& pointer, bool control) {
+ViewerRequest decode_viewer_message(std::string_view text, input::PointerInput& pointer,
+                                    bool control) {
     // A WebSocket text message is UTF-8 by the RFC; Beast does not check it.
     if (auto at = utf8::first_invalid(text))
         return bad("the message is not valid UTF-8 (byte " + std::to_string(*at) + ")");

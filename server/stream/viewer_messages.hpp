@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "input/actions.hpp"
-#include "server/stream/pointer_input.hpp"
+#include "input/pointer_input.hpp"
 
 namespace deskbox::server {
 
@@ -30,7 +30,8 @@ struct ViewerRequest {
 };
 
 // `pointer` keeps what this connection holds (buttons, keys) across messages.
-ViewerRequest decode_viewer_message(std::string_view text, PointerInput& pointer, bool control);
+ViewerRequest decode_viewer_message(std::string_view text, input::PointerInput& pointer,
+                                    bool control);
 
 // Messages a viewer may send: a burst of kBurst, then kPerSecond (a pointer at 240 Hz and
 // typing stay far below; a script flooding the socket does not). Past it the session closes

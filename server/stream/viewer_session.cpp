@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/stream/pointer_input.hpp"
+#include "input/pointer_input.hpp"
 #include "server/stream/viewer_messages.hpp"
 
 namespace deskbox::server {
@@ -44,7 +44,7 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
           settings_(settings),
           control_(control),
           counters_(counters),
-          pointer_(dom_buttons(), sandbox_->config().width, sandbox_->config().height),
+          pointer_(input::dom_buttons(), sandbox_->config().width, sandbox_->config().height),
           encoder_(std::move(encoder)) {
         ++counters_.connected;
     }
@@ -262,7 +262,7 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
     streaming::StreamSettings settings_;
     bool control_;
     ViewerCounters& counters_;
-    PointerInput pointer_;
+    input::PointerInput pointer_;
 
     std::shared_ptr<streaming::LiveEncoder> encoder_;
     streaming::LiveEncoder::Subscription subscription_;

@@ -21,7 +21,7 @@ TEST(ViewerMessageCorpus, EverySeedPassesTheFuzzChecks) {
 }
 
 TEST(ViewerMessages, DecodeToInputOrSayWhy) {
-    PointerInput pointer(dom_buttons(), 320, 200);
+    input::PointerInput pointer(input::dom_buttons(), 320, 200);
     auto r =
         decode_viewer_message(R"({"type":"pointer","x":500,"y":-3,"buttons":1})", pointer, true);
     ASSERT_EQ(r.kind, Kind::input);
@@ -49,12 +49,12 @@ TEST(ViewerMessages, DecodeToInputOrSayWhy) {
 }
 
 TEST(ViewerMessages, HoldsAtMostTheKeyLimit) {
-    PointerInput pointer(dom_buttons(), 320, 200);
+    input::PointerInput pointer(input::dom_buttons(), 320, 200);
     std::size_t pressed = 0;
     for (int k = 1; k <= 100; ++k)
         pressed += pointer.key(static_cast<std::uint32_t>(0x100 + k), true).size();
-    EXPECT_EQ(pressed, PointerInput::kMaxHeldKeys);
-    EXPECT_EQ(pointer.release_all().size(), PointerInput::kMaxHeldKeys);
+    EXPECT_EQ(pressed, input::PointerInput::kMaxHeldKeys);
+    EXPECT_EQ(pointer.release_all().size(), input::PointerInput::kMaxHeldKeys);
 }
 
 TEST(ViewerMessages, RateAllowsABurstThenThePerSecondRate) {

@@ -57,7 +57,7 @@ struct Held {
                 } else if constexpr (std::is_same_v<T, input::KeyDown>) {
                     check(a.key != 0, "key 0 pressed");
                     keys.insert(a.key);  // a repeat of a held key is a key repeat
-                    check(keys.size() <= server::PointerInput::kMaxHeldKeys, "too many keys held");
+                    check(keys.size() <= input::PointerInput::kMaxHeldKeys, "too many keys held");
                 } else if constexpr (std::is_same_v<T, input::KeyUp>) {
                     check(keys.erase(a.key) == 1, "a key released that was not down");
                 } else if constexpr (std::is_same_v<T, input::Type>) {
@@ -77,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) return 0;
     const bool control = data[0] & 1;
     std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-    server::PointerInput pointer(server::dom_buttons(), kWidth, kHeight);
+    input::PointerInput pointer(input::dom_buttons(), kWidth, kHeight);
     Held held;
     while (true) {
         auto nl = rest.find('\n');
