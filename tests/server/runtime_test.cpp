@@ -83,6 +83,8 @@ class ContainerRuntimeTest : public ::testing::Test {
     fs::path home_file(const ContainerSandbox& box, const std::string& name) {
         return box.paths().upper / "home/user" / name;
     }
+    // Files the entry writes are moved into place whole (written to .tmp, then mv): a file
+    // that exists has its content.
     bool wait_for_file(const fs::path& file) {
         return eventually([&] { return fs::exists(file); });
     }
@@ -124,7 +126,8 @@ TEST_F(ContainerRuntimeTest, EntryRunsIsolatedOnAnOverlay) {
                 "ls /sys/class/net > /home/user/net; id -u > /home/user/uid;"
                 "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):'"
                 " /proc/self/status > /home/user/status;"
-                "echo written > /home/user/done; exec sleep 1000"));
+                "echo written > /home/user/done.tmp; mv /home/user/done.tmp /home/user/done;"
+                " exec sleep 1000"));
     auto box = runtime_->start_container(s);
     ASSERT_TRUE(wait_for_file(home_file(*box, "done"))) << box->log_tail();
 
@@ -391,7 +394,9 @@ TEST_F(ContainerRuntimeTest, OnlyARunningSandboxOfItsOwnIsAdopted) {
 }
 
 TEST_F(ContainerRuntimeTest, KillWhilePausedAndKeepState) {
-    auto s = spec(sh("echo kept > /home/user/kept; exec sleep 1000"));
+    auto s =
+        spec(sh("echo kept > /home/user/kept.tmp; mv /home/user/kept.tmp /home/user/kept; exec "
+                "sleep 1000"));
     auto box = runtime_->start_container(s);
     ASSERT_TRUE(wait_for_file(home_file(*box, "kept")));
     box->pause();
@@ -644,8 +649,8 @@ TEST_F(ContainerRuntimeTest, DuplicateIdIsRejectedAndTheFirstKeepsRunning) {
 
 TEST_F(ContainerRuntimeTest, SpecEnvReachesTheEntryAndOverridesDefaults) {
     auto s =
-        spec(sh("echo \"$GREETING|$DESKBOX_SCREEN|$DESKBOX_DPI|$HOME|$LANG\" > /home/user/env;"
-                " exec sleep 1000"));
+        spec(sh("echo \"$GREETING|$DESKBOX_SCREEN|$DESKBOX_DPI|$HOME|$LANG\" > /home/user/env.tmp;"
+                " mv /home/user/env.tmp /home/user/env; exec sleep 1000"));
     s.env = {{"GREETING", "hi there"}, {"LANG", "de_DE.UTF-8"}};
     s.width = 1024;
     s.height = 768;
