@@ -23,13 +23,13 @@ namespace {
 
 constexpr auto kStall = std::chrono::seconds(60);  // a sender silent this long is gone
 
-// What a refusal's JSON body says, or its first bytes.
+// What a refusal says: its error's message, as the API client reads one (else its first bytes).
 std::string refusal_text(unsigned status, const std::string& body) {
-    auto parsed = nlohmann::json::parse(body, nullptr, false);
-    std::string message = body.substr(0, 300);
-    if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_object())
-        message = parsed["error"].value("message", message);
-    return "it answered " + std::to_string(status) + ": " + message;
+    client::Response response;
+    response.status = status;
+    response.body = body;
+    return "it answered " + std::to_string(status) + ": " +
+           client::error_from_response(response).message();
 }
 
 }  // namespace

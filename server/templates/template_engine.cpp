@@ -22,8 +22,6 @@ namespace {
 // Joins the cgroup.procs files before "--" (0: the writing shell itself), then runs the rest.
 constexpr const char* kJoinThenRun =
     "while [ \"$1\" != -- ]; do echo 0 > \"$1\" || exit 125; shift; done; shift; exec \"$@\"";
-constexpr const char* kJoinThenRunMerged =
-    "while [ \"$1\" != -- ]; do echo 0 > \"$1\" || exit 125; shift; done; shift; exec \"$@\" 2>&1";
 
 // What both tars keep: ids as numbers, modes, times, extended attributes (file capabilities:
 // the kernel converts them at the boundary) and ACLs.
@@ -99,7 +97,7 @@ SpawnOptions TemplateService::engine_spawn(std::vector<std::string> args, const 
                                            bool merge_stderr) const {
     const EnginePaths paths = engine();
     SpawnOptions spawn;
-    spawn.argv = {"sh", "-c", merge_stderr ? kJoinThenRunMerged : kJoinThenRun, "sh"};
+    spawn.argv = {"sh", "-c", std::string(kJoinThenRun) + (merge_stderr ? " 2>&1" : ""), "sh"};
     if (j)
         for (const auto& procs : j->cgroup_procs) spawn.argv.push_back(procs.string());
     spawn.argv.push_back("--");
