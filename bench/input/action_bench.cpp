@@ -168,8 +168,7 @@ int main(int argc, char** argv) {
     desktop::XvfbServer xvfb(options);
     ::setenv("DISPLAY", xvfb.display_name().c_str(), 1);  // for xdotool
     testing::EventWindow window(xvfb.display_name());
-    auto connection = xvfb.connect();
-    input::XTestInjector injector(connection.get(), injector_options);
+    input::XTestInjector injector(xvfb.display_name(), injector_options);
     std::printf("Xvfb %s 1280x800, %zu spare keycodes, spare reuse after %d us/key + %d ms\n\n",
                 xvfb.display_name().c_str(), injector.spare_keycodes().size(),
                 static_cast<int>(injector_options.client_key_cost.count()),

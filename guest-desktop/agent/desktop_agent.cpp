@@ -18,9 +18,10 @@
 #include "guest-desktop/services/system_service.hpp"
 #include "guest-desktop/services/window_service.hpp"
 #include "guest-desktop/session/session_supervisor.hpp"
-#include "guest-desktop/x11/error_trap.hpp"
 #include "input/x11/xtest_injector.hpp"
 #include "protocol/agent_methods.hpp"
+#include "x11/connection.hpp"
+#include "x11/error_trap.hpp"
 
 namespace deskbox::agent {
 namespace {
@@ -82,6 +83,9 @@ DesktopAgent::DesktopAgent(AgentOptions options) : options_(std::move(options)) 
     if (options_.attach_display) {
         display_ = *options_.attach_display;
         client_env["DISPLAY"] = display_;
+        const x11::XConnection probe(display_);
+        attached_width_ = DisplayWidth(probe.get(), DefaultScreen(probe.get()));
+        attached_height_ = DisplayHeight(probe.get(), DefaultScreen(probe.get()));
     } else {
         session::SessionOptions so;
         so.width = options_.width;
@@ -104,9 +108,7 @@ DesktopAgent::DesktopAgent(AgentOptions options) : options_(std::move(options)) 
     }
     for (const auto& [k, v] : options_.app_env) client_env.emplace(k, v);
 
-    input_display_.reset(XOpenDisplay(display_.c_str()));
-    if (!input_display_) throw std::runtime_error("cannot open X display " + display_);
-    injector_ = std::make_unique<input::XTestInjector>(input_display_.get());
+    injector_ = std::make_unique<input::XTestInjector>(display_);
 
     services::ExecCallbacks exec_callbacks;
     exec_callbacks.on_output = [this](pid_t pid, std::string_view stream, std::string_view bytes) {
@@ -135,11 +137,8 @@ DesktopAgent::~DesktopAgent() {
 
 nlohmann::json DesktopAgent::session_info() const {
     if (session_) return session_->info();
-    Display* d = input_display_.get();
     return {{"display", display_},
-            {"screen",
-             {{"width", DisplayWidth(d, DefaultScreen(d))},
-              {"height", DisplayHeight(d, DefaultScreen(d))}}},
+            {"screen", {{"width", attached_width_}, {"height", attached_height_}}},
             {"dpi", options_.dpi},
             {"ready", true},
             {"wm", false},

@@ -14,7 +14,6 @@
 
 #include "guest-desktop/agent/agent_options.hpp"
 #include "guest-desktop/agent/channel_endpoint.hpp"
-#include "guest-desktop/xvfb_server.hpp"
 #include "protocol/agent_methods.hpp"
 #include "protocol/rpc.hpp"
 
@@ -65,7 +64,9 @@ class DesktopAgent {
     AgentOptions options_;
     std::unique_ptr<session::SessionSupervisor> session_;
     std::string display_;
-    desktop::DisplayPtr input_display_;
+    // The attached display's screen as of starting (session_info without a session).
+    int attached_width_ = 0;
+    int attached_height_ = 0;
     std::unique_ptr<input::Injector> injector_;
     std::unique_ptr<services::ExecService> exec_;
     std::unique_ptr<services::FileService> files_;

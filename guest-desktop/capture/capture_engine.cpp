@@ -10,7 +10,7 @@
 #include "guest-desktop/capture/damage_tracker.hpp"
 #include "guest-desktop/capture/screen_grabber.hpp"
 #include "guest-desktop/capture/tile_differ.hpp"
-#include "guest-desktop/x11/error_trap.hpp"
+#include "x11/error_trap.hpp"
 
 namespace deskbox::capture {
 namespace {

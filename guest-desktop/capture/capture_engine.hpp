@@ -24,7 +24,7 @@
 #include "guest-desktop/capture/cursor_watcher.hpp"
 #include "guest-desktop/capture/screen_capture.hpp"
 #include "guest-desktop/capture/types.hpp"
-#include "guest-desktop/x11/connection.hpp"
+#include "x11/connection.hpp"
 
 namespace deskbox::capture {
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "guest-desktop/x11/error_trap.hpp"
+#include "x11/error_trap.hpp"
 
 namespace deskbox::capture {
 

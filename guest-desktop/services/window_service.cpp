@@ -11,8 +11,8 @@
 #include "common/utf8.hpp"
 #include "guest-desktop/services/params.hpp"
 #include "guest-desktop/services/x_display.hpp"
-#include "guest-desktop/x11/error_trap.hpp"
-#include "guest-desktop/x11/properties.hpp"
+#include "x11/error_trap.hpp"
+#include "x11/properties.hpp"
 
 namespace deskbox::services {
 

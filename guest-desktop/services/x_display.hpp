@@ -7,7 +7,7 @@
 #include <string>
 
 #include "guest-desktop/services/service_error.hpp"
-#include "guest-desktop/x11/connection.hpp"
+#include "x11/connection.hpp"
 
 namespace deskbox::services {
 

@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "common/child_process.hpp"
-#include "guest-desktop/x11/connection.hpp"
-#include "guest-desktop/x11/properties.hpp"
 #include "guest-desktop/xvfb_server.hpp"
+#include "x11/connection.hpp"
+#include "x11/properties.hpp"
 
 namespace deskbox::session {
 

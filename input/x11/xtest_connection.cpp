@@ -4,21 +4,13 @@
 
 #include <chrono>
 #include <stdexcept>
-#include <string>
 #include <thread>
 
 namespace deskbox::input::x11 {
 
-void XTestConnection::DisplayCloser::operator()(Display* display) const {
-    if (display) XCloseDisplay(display);
-}
-
-XTestConnection::XTestConnection(Display* display) {
-    const char* name = display ? DisplayString(display) : nullptr;
-    dpy_.reset(XOpenDisplay(name));
-    if (!dpy_)
-        throw std::runtime_error(std::string("cannot open X display ") + (name ? name : "(null)"));
-    Display* dpy = dpy_.get();
+XTestConnection::XTestConnection(const std::string& display_name)
+    : connection_(display_name, deskbox::x11::OnServerLoss::exit_process) {
+    Display* dpy = connection_.get();
     screen_ = DefaultScreen(dpy);
     root_ = RootWindow(dpy, screen_);
 
@@ -36,12 +28,12 @@ XTestConnection::XTestConnection(Display* display) {
 }
 
 void XTestConnection::key(KeyCode keycode, bool down) {
-    XTestFakeKeyEvent(dpy_.get(), keycode, down ? True : False, 0);
+    XTestFakeKeyEvent(connection_.get(), keycode, down ? True : False, 0);
     unsynced_ = true;
 }
 
 void XTestConnection::button(unsigned button, bool down) {
-    XTestFakeButtonEvent(dpy_.get(), button, down ? True : False, 0);
+    XTestFakeButtonEvent(connection_.get(), button, down ? True : False, 0);
     if (button >= 1 && button <= 3) {
         const unsigned bit = Button1Mask << (button - 1);
         expected_buttons_ = down ? (expected_buttons_ | bit) : (expected_buttons_ & ~bit);
@@ -49,18 +41,19 @@ void XTestConnection::button(unsigned button, bool down) {
 }
 
 void XTestConnection::move(Point point) {
-    XTestFakeMotionEvent(dpy_.get(), screen_, point.x, point.y, 0);
+    XTestFakeMotionEvent(connection_.get(), screen_, point.x, point.y, 0);
     expected_pointer_ = point;
 }
 
 void XTestConnection::change_mapping(KeyCode first, const std::vector<Keysym>& keysyms) {
     std::vector<KeySym> syms(keysyms.begin(), keysyms.end());  // Xlib takes a non-const array
-    XChangeKeyboardMapping(dpy_.get(), first, 2, syms.data(), static_cast<int>(syms.size() / 2));
+    XChangeKeyboardMapping(connection_.get(), first, 2, syms.data(),
+                           static_cast<int>(syms.size() / 2));
     unsynced_ = true;
 }
 
 void XTestConnection::sync() {
-    XSync(dpy_.get(), False);
+    XSync(connection_.get(), False);
     unsynced_ = false;
     settle_pointer();
 }
@@ -78,7 +71,8 @@ void XTestConnection::settle_pointer() {
         Window root_return, child;
         int x = 0, y = 0, win_x, win_y;
         unsigned mask = 0;
-        XQueryPointer(dpy_.get(), root_, &root_return, &child, &x, &y, &win_x, &win_y, &mask);
+        XQueryPointer(connection_.get(), root_, &root_return, &child, &x, &y, &win_x, &win_y,
+                      &mask);
         const bool placed =
             !expected_pointer_ || (expected_pointer_->x == x && expected_pointer_->y == y);
         if ((placed && (mask & kTracked) == (expected_buttons_ & kTracked)) ||
@@ -92,34 +86,36 @@ Point XTestConnection::cursor_position() const {
     Window root_return, child;
     int root_x = 0, root_y = 0, win_x, win_y;
     unsigned mask;
-    XQueryPointer(dpy_.get(), root_, &root_return, &child, &root_x, &root_y, &win_x, &win_y, &mask);
+    XQueryPointer(connection_.get(), root_, &root_return, &child, &root_x, &root_y, &win_x, &win_y,
+                  &mask);
     return Point{root_x, root_y};
 }
 
 Size XTestConnection::known_screen_size() const {
-    return Size{DisplayWidth(dpy_.get(), screen_), DisplayHeight(dpy_.get(), screen_)};
+    return Size{DisplayWidth(connection_.get(), screen_),
+                DisplayHeight(connection_.get(), screen_)};
 }
 
 Size XTestConnection::current_screen_size() const {
     Window root_return;
     int x, y;
     unsigned width, height, border, depth;
-    XGetGeometry(dpy_.get(), root_, &root_return, &x, &y, &width, &height, &border, &depth);
+    XGetGeometry(connection_.get(), root_, &root_return, &x, &y, &width, &height, &border, &depth);
     return Size{static_cast<int>(width), static_cast<int>(height)};
 }
 
 XkbStateRec XTestConnection::keyboard_state() const {
     XkbStateRec state{};
-    if (XkbGetState(dpy_.get(), XkbUseCoreKbd, &state) != Success)
+    if (XkbGetState(connection_.get(), XkbUseCoreKbd, &state) != Success)
         throw std::runtime_error("XkbGetState failed: cannot read the keyboard state");
     return state;
 }
 
 bool XTestConnection::keymap_changed() {
     bool changed = false;
-    while (XPending(dpy_.get()) > 0) {
+    while (XPending(connection_.get()) > 0) {
         XEvent event;
-        XNextEvent(dpy_.get(), &event);
+        XNextEvent(connection_.get(), &event);
         if (event.type == xkb_event_base_) {
             const auto& xkb_event = reinterpret_cast<const XkbEvent&>(event);
             if (xkb_event.any.xkb_type == XkbNewKeyboardNotify ||

@@ -1,26 +1,30 @@
-// The injector's own X connection: fakes key, button and motion events with XTest, and waits
-// until the server has really processed them (sync). Also reads what the injector needs to
-// know about the display: pointer position, screen size, keyboard state, keymap changes.
+// The injector's X connection (one of the X layer's, x11/connection.hpp): fakes key, button and
+// motion events with XTest, and waits until the server has really processed them (sync). Also
+// reads what the injector needs to know about the display: pointer position, screen size,
+// keyboard state, keymap changes.
 #pragma once
 
 #include <X11/XKBlib.h>
 
-#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "input/actions.hpp"
+#include "x11/connection.hpp"
 
 namespace deskbox::input::x11 {
 
 class XTestConnection {
   public:
-    // Opens a connection of its own to the display `display` shows, so keymap notifications
-    // never consume the caller's events. Throws std::runtime_error if it cannot be opened or
-    // XTest/XKB are missing.
-    explicit XTestConnection(Display* display);
+    // Opens a connection of its own to `display_name`, so keymap notifications never consume
+    // another client's events. Losing the X server ends the process (OnServerLoss::exit_process):
+    // the injector cannot go on without it, nor can the agent's capture. Throws
+    // std::runtime_error (x11::XConnectionError if the display cannot be opened) if XTest or
+    // XKB are missing.
+    explicit XTestConnection(const std::string& display_name);
 
-    Display* display() const { return dpy_.get(); }
+    Display* display() const { return connection_.get(); }
 
     void key(KeyCode keycode, bool down);
     void button(unsigned button, bool down);
@@ -45,13 +49,9 @@ class XTestConnection {
     bool keymap_changed();
 
   private:
-    struct DisplayCloser {
-        void operator()(Display* display) const;
-    };
-
     void settle_pointer();
 
-    std::unique_ptr<Display, DisplayCloser> dpy_;
+    deskbox::x11::XConnection connection_;
     int screen_ = 0;
     Window root_ = 0;
     int xkb_event_base_ = 0;

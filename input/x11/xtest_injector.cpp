@@ -19,6 +19,7 @@
 #include "input/x11/keymap.hpp"
 #include "input/x11/spare_keycodes.hpp"
 #include "input/x11/xtest_connection.hpp"
+#include "x11/error_trap.hpp"
 
 namespace deskbox::input {
 namespace {
@@ -208,8 +209,8 @@ struct XTestInjector::Impl {
     // Keys left down by KeyDown actions, until their KeyUp (or the injector ends).
     std::map<Keysym, std::unique_ptr<Presses>> held_keys;
 
-    Impl(Display* display, const XTestInjectorOptions& options)
-        : x(display),
+    Impl(const std::string& display_name, const XTestInjectorOptions& options)
+        : x(display_name),
           spares(x11::ClientModel{options.spare_reuse_interval, options.client_key_cost}) {
         load_keymap();
         XSync(x.display(), False);
@@ -495,8 +496,8 @@ struct XTestInjector::Impl {
     nlohmann::json run(const Zoom&) { return nlohmann::json::object(); }
 };
 
-XTestInjector::XTestInjector(Display* display, XTestInjectorOptions options)
-    : impl_(std::make_unique<Impl>(display, options)) {}
+XTestInjector::XTestInjector(const std::string& display_name, XTestInjectorOptions options)
+    : impl_(std::make_unique<Impl>(display_name, options)) {}
 
 XTestInjector::~XTestInjector() {
     Impl& impl = *impl_;
@@ -522,8 +523,14 @@ Point XTestInjector::cursor_position() {
 }
 
 nlohmann::json XTestInjector::execute(const Action& action) {
+    // Every action ends with a sync (or a round trip), so its errors have arrived when it
+    // returns; the trap then costs no extra round trip.
+    deskbox::x11::XErrorTrap trap(impl_->x.display());
     impl_->check_on_screen(action);
-    return std::visit([this](const auto& alternative) { return impl_->run(alternative); }, action);
+    nlohmann::json result =
+        std::visit([this](const auto& alternative) { return impl_->run(alternative); }, action);
+    if (trap.caught()) throw std::runtime_error("X error during the action: " + trap.first_error());
+    return result;
 }
 
 }  // namespace deskbox::input

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,13 +40,15 @@ struct XTestInjectorOptions {
 
 class XTestInjector final : public Injector {
   public:
-    // Does not take ownership of `display`: the injector opens its own connection to the same
-    // display, so keymap notifications never consume the caller's events.
+    // Opens its own connection to `display_name` (an x11::XConnection; losing the X server ends
+    // the process), so keymap notifications never consume another client's events.
     // Throws std::runtime_error if the display cannot be opened or XTest/XKB are missing.
-    explicit XTestInjector(Display* display, XTestInjectorOptions options = {});
+    explicit XTestInjector(const std::string& display_name, XTestInjectorOptions options = {});
     ~XTestInjector() override;
 
-    // Coordinates off the screen are an ActionError: XTest would clamp them silently.
+    // Coordinates off the screen are an ActionError: XTest would clamp them silently. An X
+    // protocol error the action's requests raised (caught by the X layer's error trap) is a
+    // std::runtime_error once the action has ended, keys and buttons released.
     nlohmann::json execute(const Action& action) override;
     Point cursor_position() override;
 

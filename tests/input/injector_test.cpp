@@ -19,6 +19,8 @@
 #include "input/x11/xtest_injector.hpp"
 #include "tests/support/event_window.hpp"
 #include "tests/support/xvfb.hpp"
+#include "x11/connection.hpp"
+#include "x11/error_trap.hpp"
 
 namespace deskbox::input {
 namespace {
@@ -104,7 +106,7 @@ class InjectorTest : public testing::XvfbTest {
     void SetUp() override {
         XvfbTest::SetUp();
         window_ = std::make_unique<EventWindow>(xvfb().display_name());
-        injector_ = std::make_unique<XTestInjector>(display());
+        injector_ = std::make_unique<XTestInjector>(xvfb().display_name());
     }
     void TearDown() override {
         injector_.reset();
@@ -624,12 +626,26 @@ TEST_F(InjectorTest, KeyDownAndKeyUpSpanActionsLikeAHumansKeys) {
 
 TEST_F(InjectorTest, KeysLeftDownAreReleasedWhenTheInjectorEnds) {
     {
-        XTestInjector own(display());
+        XTestInjector own(xvfb().display_name());
         own.execute(KeyDown{XK_Control_L});
         own.execute(KeyDown{XK_eacute});
         EXPECT_EQ(keys_down(display()).size(), 2u);
     }
     EXPECT_TRUE(keys_down(display()).empty());
+}
+
+// ---- the X layer ----------------------------------------------------------------------------
+
+TEST_F(InjectorTest, ItsConnectionIsOnTheOneXLayer) {
+    // An X error on the injector's connection goes to the layer's handler (its traps, else a
+    // line in the log), never to Xlib's default, which exits the process.
+    const XErrorHandler current = XSetErrorHandler(nullptr);
+    XSetErrorHandler(current);
+    EXPECT_EQ(current, &deskbox::x11::XErrorTrap::dispatch);
+}
+
+TEST(XTestInjectorOpen, ADisplayThatIsNotThereThrows) {
+    EXPECT_THROW(XTestInjector(":4997"), deskbox::x11::XConnectionError);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// One Xlib client connection of the agent. Xlib's default exits the whole process when a
-// connection is lost; here each connection's owner says what losing the X server means for it:
-// the services notice, report, and reconnect after the session supervisor restarted Xvfb;
-// the screen capture has nothing left to do and ends the agent, so the host sees its channel
-// close and fails the sandbox with the reason from the log.
+// One Xlib client connection of the guest (the agent's services and capture, the XTest
+// injector). Xlib's default exits the whole process when a connection is lost; here each
+// connection's owner says what losing the X server means for it: the services notice, report,
+// and reconnect after the session supervisor restarted Xvfb; the screen capture and the injector
+// have nothing left to do and end the agent, so the host sees its channel close and fails the
+// sandbox with the reason from the log.
 #pragma once
 
 #include <X11/Xlib.h>
@@ -13,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "guest-desktop/x11/atom_cache.hpp"
+#include "x11/atom_cache.hpp"
 
 namespace deskbox::x11 {
 

@@ -1,4 +1,4 @@
-#include "guest-desktop/x11/error_trap.hpp"
+#include "x11/error_trap.hpp"
 
 #include <cstdio>
 #include <mutex>

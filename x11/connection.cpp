@@ -1,8 +1,8 @@
-#include "guest-desktop/x11/connection.hpp"
+#include "x11/connection.hpp"
 
 #include <unistd.h>
 
-#include "guest-desktop/x11/error_trap.hpp"
+#include "x11/error_trap.hpp"
 
 namespace deskbox::x11 {
 

@@ -1,4 +1,4 @@
-#include "guest-desktop/x11/atom_cache.hpp"
+#include "x11/atom_cache.hpp"
 
 namespace deskbox::x11 {
 

@@ -1,9 +1,9 @@
-#include "guest-desktop/x11/properties.hpp"
+#include "x11/properties.hpp"
 
 #include <climits>
 #include <memory>
 
-#include "guest-desktop/x11/error_trap.hpp"
+#include "x11/error_trap.hpp"
 
 namespace deskbox::x11 {
 

@@ -1,4 +1,4 @@
-// The agent's X11 layer on a real Xvfb: error traps (threads, nesting, the log fallback),
+// The one X11 layer on a real Xvfb: error traps (threads, nesting, the log fallback),
 // connections that survive their server or end the process, the atom cache, properties.
 #include <gtest/gtest.h>
 
@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "common/unique_fd.hpp"
-#include "guest-desktop/x11/connection.hpp"
-#include "guest-desktop/x11/error_trap.hpp"
-#include "guest-desktop/x11/properties.hpp"
 #include "tests/support/xvfb.hpp"
+#include "x11/connection.hpp"
+#include "x11/error_trap.hpp"
+#include "x11/properties.hpp"
 
 namespace deskbox::x11 {
 namespace {
