@@ -30,6 +30,13 @@ RunResult run_tool(const std::vector<std::string>& argv, std::chrono::millisecon
     }
 }
 
+void check_tool(const RunResult& result, const std::string& what) {
+    if (!result.timed_out && result.status.exit_code == 0 && result.status.signal == 0) return;
+    throw RuntimeError(
+        what + " failed: " +
+        (result.timed_out ? std::string("timed out") : trim(result.err + result.out)));
+}
+
 void link_or_copy(const std::filesystem::path& from, const std::filesystem::path& to) {
     std::error_code ec;
     std::filesystem::remove(to, ec);

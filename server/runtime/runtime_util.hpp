@@ -35,6 +35,9 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& dat
 // run_process, with a missing program reported as a RuntimeError naming its package.
 RunResult run_tool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                    const std::string& package);
+// Throws RuntimeError "<what> failed: <why>" unless the tool exited 0 in time; why is "timed
+// out", else its stderr and stdout, trimmed.
+void check_tool(const RunResult& result, const std::string& what);
 
 // A hard link (same file system: free), else a copy. Throws RuntimeError.
 void link_or_copy(const std::filesystem::path& from, const std::filesystem::path& to);

@@ -37,6 +37,27 @@ std::string trimmed(std::optional<std::string> s) {
     return v;
 }
 
+// check_tool: a host tool's failure (exit, signal, timeout) as a RuntimeError saying why.
+std::string check_tool_error(const RunResult& result) {
+    try {
+        check_tool(result, "tool");
+    } catch (const RuntimeError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(RuntimeUtil, CheckToolSaysWhyAToolFailed) {
+    EXPECT_EQ(check_tool_error(run_process({"true"})), "");
+    EXPECT_EQ(check_tool_error(run_process({"sh", "-c", "echo out; echo err >&2; exit 3"})),
+              "tool failed: err\nout");
+    EXPECT_EQ(check_tool_error(run_process({"sh", "-c", "kill -9 $$"})), "tool failed: ");
+    RunResult late;
+    late.timed_out = true;
+    late.err = "partial";
+    EXPECT_EQ(check_tool_error(late), "tool failed: timed out");
+}
+
 class ContainerRuntimeTest : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {

@@ -19,6 +19,7 @@
 #include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
 #include "server/runtime/runtime.hpp"
+#include "server/runtime/runtime_util.hpp"
 
 namespace deskbox::runtime {
 namespace {
@@ -163,8 +164,7 @@ void mount_capped_disk(const std::filesystem::path& image, const std::filesystem
     } catch (const std::system_error& e) {
         throw RuntimeError("cannot run " + mkfs + ": " + e.what());
     }
-    if (made.timed_out || made.status.exit_code != 0 || made.status.signal != 0)
-        throw RuntimeError(mkfs + " " + image.string() + " failed: " + made.err);
+    check_tool(made, mkfs + " " + image.string());
     UniqueFd file(::open(image.c_str(), O_RDWR | O_CLOEXEC));
     if (!file) throw RuntimeError("open " + image.string() + ": " + std::strerror(errno));
     UniqueFd loop = attach_loop(file.get(), image);

@@ -80,10 +80,12 @@ void make_image(const fs::path& agent_dir, std::uint64_t total_bytes, const fs::
                   "256", "-O", "^has_journal", "-E", "lazy_itable_init=0,root_owner=0:0", "-d",
                   agent_dir.string(), temp.string(), std::to_string(mib) + "M"},
                  60s, "e2fsprogs");
-    if (result.timed_out || result.status.exit_code != 0 || result.status.signal != 0) {
+    try {
+        check_tool(result,
+                   "making the agent image from " + agent_dir.string() + " (" + mkfs_ext4 + ")");
+    } catch (const RuntimeError&) {
         fs::remove(temp, ec);
-        throw RuntimeError("cannot make the agent image from " + agent_dir.string() + " (" +
-                           mkfs_ext4 + "): " + trim(result.err + result.out));
+        throw;
     }
     ::chmod(temp.c_str(), 0444);
     fs::rename(temp, image, ec);

@@ -70,13 +70,6 @@ RootfsWalk walk_rootfs(const fs::path& rootfs) {
     return walk;
 }
 
-void check_tool(const RunResult& result, const std::string& what) {
-    if (result.timed_out || result.status.exit_code != 0 || result.status.signal != 0)
-        throw RuntimeError(
-            what + " failed: " +
-            (result.timed_out ? std::string("timed out") : trim(result.err + result.out)));
-}
-
 // rootfs.ext4 of `rootfs` at `image`: sized like images/build_microvm.py's, no journal, inode
 // tables initialised now (no guest spends CPU on them), owned by root at the top.
 void make_root_ext4(const fs::path& rootfs, const fs::path& image, const std::string& mkfs_ext4,

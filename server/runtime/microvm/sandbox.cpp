@@ -65,12 +65,10 @@ void MicrovmSandbox::launch() {
     write_metadata_locked(json::object());
 
     // The sandbox's disk: a qcow2 layer over the template image, which QEMU opens read-only.
-    auto created = run_tool({options.qemu_img, "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
-                             image_.rootfs.string(), paths_.disk.string()},
-                            options.stop_timeout, "qemu-utils");
-    if (created.timed_out || created.status.exit_code != 0 || created.status.signal != 0)
-        throw RuntimeError("qemu-img create " + paths_.disk.string() +
-                           " failed: " + trim(created.err + created.out));
+    check_tool(run_tool({options.qemu_img, "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
+                         image_.rootfs.string(), paths_.disk.string()},
+                        options.stop_timeout, "qemu-utils"),
+               "qemu-img create " + paths_.disk.string());
 
     if (!spec_.agent_dir.empty())
         agent_image_ = shared_->agent_image(spec_.state_root, spec_.agent_dir);

@@ -41,12 +41,10 @@ void MicrovmSandbox::launch_from_template(const fs::path& template_dir) {
         agent_image_.reset();
     }
     write_metadata_locked(json::object());
-    auto created = run_tool({options.qemu_img, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
-                             base.string(), paths_.disk.string()},
-                            options.stop_timeout, "qemu-utils");
-    if (created.timed_out || created.status.exit_code != 0 || created.status.signal != 0)
-        throw RuntimeError("qemu-img create " + paths_.disk.string() +
-                           " failed: " + trim(created.err + created.out));
+    check_tool(run_tool({options.qemu_img, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
+                         base.string(), paths_.disk.string()},
+                        options.stop_timeout, "qemu-utils"),
+               "qemu-img create " + paths_.disk.string());
     // Read at boot only, which the template did; the device must still be there.
     write_file_atomic(paths_.config, guest_config(spec_), 0600);
     std::lock_guard lock(mutex_);
