@@ -315,6 +315,130 @@ class PerfectMatches {
     std::atomic<bool> settled_{false};
 };
 
+// The deepest pyramid level where template `t` still keeps kMinCoarseSide pixels a side.
+int pyramid_level(const Prepared& t) {
+    int level = 0;
+    while (level < kMaxLevel &&
+           (std::min(t.image.cols, t.image.rows) >> (level + 1)) >= kMinCoarseSide)
+        ++level;
+    return level;
+}
+
+// What every template scale is searched in: the area's luminance (and its pyramid, grown as
+// scales need deeper levels) and colour.
+struct SearchArea {
+    const ImageSearch& search;
+    Area gray;
+    cv::Mat bgrx;
+    std::vector<cv::Mat> levels;
+
+    const cv::Mat& level(int n) {
+        while (int(levels.size()) <= n) {
+            cv::Mat smaller;
+            cv::pyrDown(levels.back(), smaller);
+            levels.push_back(std::move(smaller));
+        }
+        return levels[std::size_t(n)];
+    }
+};
+
+// Small or plain templates: the whole area at full size.
+void find_at_full_size(const SearchArea& a, const Prepared& judge, std::vector<ImageMatch>& all) {
+    Area area{a.gray.pixels, a.gray.origin};
+    if (!a.search.grayscale) cv::cvtColor(a.bgrx, area.pixels, cv::COLOR_BGRA2BGR);
+    cv::Mat scores = score_map(area.pixels, judge);
+    for (const auto& peak : peaks(scores, judge.image.size(), a.search.threshold, 0,
+                                  std::size_t(a.search.max_results)))
+        all.push_back(to_match(area, peak.at, judge, peak.score));
+}
+
+// One template scale down the pyramid from the coarse level's spots: half size first (cheap,
+// drops most spots), then full size, then colour.
+class PyramidRefiner {
+  public:
+    PyramidRefiner(SearchArea& area, const Prepared& t, const Prepared& colour, int level)
+        : a_(area),
+          t_(t),
+          colour_(colour),
+          level_(level),
+          phases_(phase_templates(t, level)),
+          half_template_(level >= 2 ? shrunk(t, 1) : Prepared{}) {}
+
+    // The spots on the coarse level that may be a match (first grows the pyramid to it: refine()
+    // runs in parallel and only reads it).
+    std::vector<Peak> candidates() {
+        coarse_ = coarse_scores(a_.level(level_), phases_);
+        if (coarse_.best.empty()) return {};
+        const double threshold = a_.search.threshold - kCoarseSlackPerLevel * level_;
+        return peaks(coarse_.best, coarse_.templ, threshold, kAlwaysRefined,
+                     std::size_t(4 * a_.search.max_results + 16));
+    }
+
+    std::optional<ImageMatch> refine(const Peak& peak) const {
+        const PhaseTemplate& phase = phases_[std::size_t(coarse_.phase.at<int>(peak.at))];
+        cv::Point guess = peak.at * (1 << level_) - phase.dropped;
+        int margin = (1 << level_) + 1;
+        if (level_ >= 2) {
+            auto half = best_in(a_.levels[1],
+                                {guess.x / 2 - 2, guess.y / 2 - 2, half_template_.image.cols + 4,
+                                 half_template_.image.rows + 4},
+                                half_template_);
+            if (!half || half->score < a_.search.threshold - kCoarseSlackPerLevel)
+                return std::nullopt;
+            guess = half->at * 2;
+            margin = 2;
+        }
+        auto fine = best_in(a_.gray.pixels,
+                            {guess.x - margin, guess.y - margin, t_.image.cols + 2 * margin,
+                             t_.image.rows + 2 * margin},
+                            t_);
+        if (!fine) return std::nullopt;
+        if (a_.search.grayscale) {
+            if (fine->score < a_.search.threshold) return std::nullopt;
+            return to_match(a_.gray, fine->at, t_, fine->score);
+        }
+        return judge_colour(*fine);
+    }
+
+  private:
+    // Colour tells apart shapes that luminance confuses (a red and a green button).
+    std::optional<ImageMatch> judge_colour(const Peak& fine) const {
+        if (fine.score < a_.search.threshold - 0.1) return std::nullopt;
+        cv::Rect window(fine.at.x - 1, fine.at.y - 1, t_.image.cols + 2, t_.image.rows + 2);
+        window &= cv::Rect(0, 0, a_.bgrx.cols, a_.bgrx.rows);
+        cv::Mat colour_window;
+        cv::cvtColor(a_.bgrx(window), colour_window, cv::COLOR_BGRA2BGR);
+        auto judged = best_in(colour_window, {0, 0, window.width, window.height}, colour_);
+        if (!judged || judged->score < a_.search.threshold) return std::nullopt;
+        return to_match(a_.gray, judged->at + window.tl(), colour_, judged->score);
+    }
+
+    SearchArea& a_;
+    const Prepared& t_;
+    const Prepared& colour_;
+    int level_;
+    std::vector<PhaseTemplate> phases_;
+    Prepared half_template_;
+    CoarseScores coarse_;
+};
+
+// The spots are independent, so they are refined in parallel; enough perfect matches end it.
+void refine_in_parallel(const PyramidRefiner& refiner, const std::vector<Peak>& candidates,
+                        int max_results, std::vector<ImageMatch>& all) {
+    std::vector<std::optional<ImageMatch>> refined(candidates.size());
+    PerfectMatches perfect(max_results);
+    cv::parallel_for_(cv::Range(0, int(candidates.size())), [&](const cv::Range& range) {
+        for (int i = range.start; i < range.end; ++i) {
+            if (perfect.settled()) return;
+            auto& match = refined[std::size_t(i)];
+            match = refiner.refine(candidates[std::size_t(i)]);
+            if (match) perfect.offer(*match);
+        }
+    });
+    for (auto& match : refined)
+        if (match) all.push_back(*match);
+}
+
 }  // namespace
 
 std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ,
@@ -322,91 +446,23 @@ std::vector<ImageMatch> find_image(const ImageView& screen, const Picture& templ
     check(search, screen);
     const streaming::Rect r =
         search.region.value_or(streaming::Rect{0, 0, screen.width, screen.height});
-    const cv::Mat bgrx = as_mat(crop(screen, r));
+    SearchArea area{search, Area{cv::Mat(), {r.x, r.y}}, as_mat(crop(screen, r)), {}};
     // The search runs on luminance; colour (unless grayscale) only checks what it found.
-    Area gray{cv::Mat(), {r.x, r.y}};
-    cv::cvtColor(bgrx, gray.pixels, cv::COLOR_BGRA2GRAY);
+    cv::cvtColor(area.bgrx, area.gray.pixels, cv::COLOR_BGRA2GRAY);
+    area.levels.push_back(area.gray.pixels);
     ImageSearch luminance = search;
     luminance.grayscale = true;
-    auto templates = prepared_scales(templ, luminance, gray.pixels.size());
     std::vector<ImageMatch> all;
-    std::vector<cv::Mat> levels{gray.pixels};
-    for (const auto& t : templates) {
+    for (const auto& t : prepared_scales(templ, luminance, area.gray.pixels.size())) {
         const Prepared colour = search.grayscale ? Prepared{} : prepare(templ, t.scale, false);
-        const Prepared& judge = search.grayscale ? t : colour;
-        int level = 0;
-        while (level < kMaxLevel &&
-               (std::min(t.image.cols, t.image.rows) >> (level + 1)) >= kMinCoarseSide)
-            ++level;
+        const int level = pyramid_level(t);
         if (level == 0 || t.flat) {
-            // Small or plain templates: the whole area at full size.
-            Area area{gray.pixels, gray.origin};
-            if (!search.grayscale) cv::cvtColor(bgrx, area.pixels, cv::COLOR_BGRA2BGR);
-            cv::Mat scores = score_map(area.pixels, judge);
-            for (const auto& peak : peaks(scores, judge.image.size(), search.threshold, 0,
-                                          std::size_t(search.max_results)))
-                all.push_back(to_match(area, peak.at, judge, peak.score));
+            find_at_full_size(area, search.grayscale ? t : colour, all);
             continue;
         }
-        while (int(levels.size()) <= level) {
-            cv::Mat smaller;
-            cv::pyrDown(levels.back(), smaller);
-            levels.push_back(std::move(smaller));
-        }
-        const auto phases = phase_templates(t, level);
-        const Prepared half_template = level >= 2 ? shrunk(t, 1) : Prepared{};
-        CoarseScores coarse = coarse_scores(levels[level], phases);
-        if (coarse.best.empty()) continue;
-        const double coarse_threshold = search.threshold - kCoarseSlackPerLevel * level;
-        const auto candidates = peaks(coarse.best, coarse.templ, coarse_threshold, kAlwaysRefined,
-                                      std::size_t(4 * search.max_results + 16));
-        // Down the pyramid from each coarse spot: half size first (cheap, drops most spots),
-        // then full size, then colour. The spots are independent, so they run in parallel.
-        auto refine = [&](const Peak& peak) -> std::optional<ImageMatch> {
-            const PhaseTemplate& phase = phases[std::size_t(coarse.phase.at<int>(peak.at))];
-            cv::Point guess = peak.at * (1 << level) - phase.dropped;
-            int margin = (1 << level) + 1;
-            if (level >= 2) {
-                auto half = best_in(levels[1],
-                                    {guess.x / 2 - 2, guess.y / 2 - 2, half_template.image.cols + 4,
-                                     half_template.image.rows + 4},
-                                    half_template);
-                if (!half || half->score < search.threshold - kCoarseSlackPerLevel)
-                    return std::nullopt;
-                guess = half->at * 2;
-                margin = 2;
-            }
-            auto fine = best_in(gray.pixels,
-                                {guess.x - margin, guess.y - margin, t.image.cols + 2 * margin,
-                                 t.image.rows + 2 * margin},
-                                t);
-            if (!fine) return std::nullopt;
-            if (search.grayscale) {
-                if (fine->score < search.threshold) return std::nullopt;
-                return to_match(gray, fine->at, t, fine->score);
-            }
-            // Colour tells apart shapes that luminance confuses (a red and a green button).
-            if (fine->score < search.threshold - 0.1) return std::nullopt;
-            cv::Rect window(fine->at.x - 1, fine->at.y - 1, t.image.cols + 2, t.image.rows + 2);
-            window &= cv::Rect(0, 0, bgrx.cols, bgrx.rows);
-            cv::Mat colour_window;
-            cv::cvtColor(bgrx(window), colour_window, cv::COLOR_BGRA2BGR);
-            auto judged = best_in(colour_window, {0, 0, window.width, window.height}, colour);
-            if (!judged || judged->score < search.threshold) return std::nullopt;
-            return to_match(gray, judged->at + window.tl(), colour, judged->score);
-        };
-        std::vector<std::optional<ImageMatch>> refined(candidates.size());
-        PerfectMatches perfect(search.max_results);
-        cv::parallel_for_(cv::Range(0, int(candidates.size())), [&](const cv::Range& range) {
-            for (int i = range.start; i < range.end; ++i) {
-                if (perfect.settled()) return;
-                auto& match = refined[std::size_t(i)];
-                match = refine(candidates[std::size_t(i)]);
-                if (match) perfect.offer(*match);
-            }
-        });
-        for (auto& match : refined)
-            if (match) all.push_back(*match);
+        PyramidRefiner refiner(area, t, colour, level);
+        const auto candidates = refiner.candidates();
+        if (!candidates.empty()) refine_in_parallel(refiner, candidates, search.max_results, all);
     }
     return merge(std::move(all), search.max_results);
 }

@@ -446,86 +446,98 @@ void LiveEncoder::run() {
     FrameSubscriber source(mirror_);
     const auto interval = std::chrono::microseconds(1'000'000 / settings_.max_fps);
     Clock::time_point next_allowed = Clock::now();
-    std::uint64_t shape_serial = 0;
-    bool have_shape = false;
     std::optional<FrameUpdate> pending;
-    for (;;) {
-        {
-            std::unique_lock lock(mutex_);
-            if (stopping_) return;
-        }
-        // Collect changes; a pending keyframe request encodes the current frame even unchanged.
-        auto update = source.next(std::chrono::milliseconds(50));
-        if (update) {
-            if (pending)
-                merge_into(*pending, std::move(*update));
-            else
-                pending = std::move(update);
-        } else if (keyframe_requested_ && !pending) {
-            pending = source.poll();
-        }
+    while (!stop_requested()) {
+        collect(source, pending);
         if (!pending) continue;
-        if (pending->closed) {
-            {
-                std::lock_guard publishing(publish_mutex_);
-                for (const auto& s : subscribers_)
-                    if (s.callbacks.end) s.callbacks.end();
-            }
-            std::unique_lock lock(mutex_);
-            wake_.wait(lock, [&] { return stopping_; });
-            return;
-        }
-        if (pending->cursor_changed || !have_shape) {
-            const auto& cursor = pending->snapshot.cursor;
-            bool new_shape = cursor.shape && (!have_shape || cursor.shape->serial != shape_serial);
-            if (new_shape) {
-                shape_serial = cursor.shape->serial;
-                have_shape = true;
-            }
-            if (pending->cursor_changed || new_shape)
-                publish_cursor(cursor, pending->snapshot.width(), pending->snapshot.height(),
-                               new_shape);
-            pending->cursor_changed = false;
-        }
-        const bool want_keyframe = keyframe_requested_.load();
-        if (!pending->frame_changed && !want_keyframe) {
+        if (pending->closed) return end_stream();
+        publish_cursor_change(*pending);
+        // Nothing to encode: neither a changed frame nor a keyframe request, or no frame yet.
+        if ((!pending->frame_changed && !keyframe_requested_.load()) || !pending->snapshot.frame) {
             pending.reset();
             continue;
         }
-        if (!pending->snapshot.frame) {
-            pending.reset();
-            continue;
-        }
-        // Rate limit: wait out the interval, taking in what changes meanwhile (latest wins).
-        auto now = Clock::now();
-        if (now < next_allowed) {
-            std::unique_lock lock(mutex_);
-            wake_.wait_until(lock, next_allowed, [&] { return stopping_; });
-            if (stopping_) return;
-            lock.unlock();
-            auto more = source.poll();
-            if (more.frame_changed || more.cursor_changed || more.closed)
-                merge_into(*pending, std::move(more));
+        if (Clock::now() < next_allowed) {
+            if (!wait_for_slot(source, *pending, next_allowed)) return;
             if (pending->closed) continue;
         }
         next_allowed = std::max(next_allowed + interval, Clock::now());
-        bool keyframe = keyframe_requested_.exchange(false);
-        std::vector<StreamPacketPtr> packets;
-        try {
-            packets = codec_->encode(*pending, keyframe);
-        } catch (const std::exception&) {
-            // A codec failure drops this frame; the next keyframe request retries from scratch.
-            pending.reset();
-            continue;
-        }
-        {
-            std::lock_guard lock(mutex_);
-            codec_string_ = codec_->codec_string();
-        }
-        frames_encoded_.fetch_add(1);
+        encode_and_publish(*pending);
         pending.reset();
-        publish(packets);
     }
+}
+
+bool LiveEncoder::stop_requested() {
+    std::lock_guard lock(mutex_);
+    return stopping_;
+}
+
+// Collects changes; a pending keyframe request encodes the current frame even unchanged.
+void LiveEncoder::collect(FrameSubscriber& source, std::optional<FrameUpdate>& pending) {
+    auto update = source.next(std::chrono::milliseconds(50));
+    if (update) {
+        if (pending)
+            merge_into(*pending, std::move(*update));
+        else
+            pending = std::move(update);
+    } else if (keyframe_requested_ && !pending) {
+        pending = source.poll();
+    }
+}
+
+// The mirror closed: tells every subscriber, then waits to be stopped.
+void LiveEncoder::end_stream() {
+    {
+        std::lock_guard publishing(publish_mutex_);
+        for (const auto& s : subscribers_)
+            if (s.callbacks.end) s.callbacks.end();
+    }
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [&] { return stopping_; });
+}
+
+void LiveEncoder::publish_cursor_change(FrameUpdate& pending) {
+    if (!pending.cursor_changed && have_shape_) return;
+    const auto& cursor = pending.snapshot.cursor;
+    const bool new_shape = cursor.shape && (!have_shape_ || cursor.shape->serial != shape_serial_);
+    if (new_shape) {
+        shape_serial_ = cursor.shape->serial;
+        have_shape_ = true;
+    }
+    if (pending.cursor_changed || new_shape)
+        publish_cursor(cursor, pending.snapshot.width(), pending.snapshot.height(), new_shape);
+    pending.cursor_changed = false;
+}
+
+// Rate limit: waits out the interval, taking in what changes meanwhile (latest wins). False if
+// the encoder is stopped meanwhile.
+bool LiveEncoder::wait_for_slot(FrameSubscriber& source, FrameUpdate& pending,
+                                Clock::time_point slot) {
+    std::unique_lock lock(mutex_);
+    wake_.wait_until(lock, slot, [&] { return stopping_; });
+    if (stopping_) return false;
+    lock.unlock();
+    auto more = source.poll();
+    if (more.frame_changed || more.cursor_changed || more.closed)
+        merge_into(pending, std::move(more));
+    return true;
+}
+
+void LiveEncoder::encode_and_publish(const FrameUpdate& pending) {
+    const bool keyframe = keyframe_requested_.exchange(false);
+    std::vector<StreamPacketPtr> packets;
+    try {
+        packets = codec_->encode(pending, keyframe);
+    } catch (const std::exception&) {
+        // A codec failure drops this frame; the next keyframe request retries from scratch.
+        return;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        codec_string_ = codec_->codec_string();
+    }
+    frames_encoded_.fetch_add(1);
+    publish(packets);
 }
 
 // ---------------------------------------------------------------- StreamHub

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -142,7 +143,15 @@ class LiveEncoder {
         std::uint64_t id;
         StreamCallbacks callbacks;
     };
+    // The encoder thread: collect, publish the cursor, wait for the rate, encode, publish.
     void run();
+    bool stop_requested();
+    void collect(FrameSubscriber& source, std::optional<FrameUpdate>& pending);
+    void end_stream();
+    void publish_cursor_change(FrameUpdate& pending);
+    bool wait_for_slot(FrameSubscriber& source, FrameUpdate& pending,
+                       std::chrono::steady_clock::time_point slot);
+    void encode_and_publish(const FrameUpdate& pending);
     void publish(const std::vector<StreamPacketPtr>& packets);
     void publish_cursor(const CursorState& cursor, int screen_width, int screen_height, bool shape);
 
@@ -166,6 +175,9 @@ class LiveEncoder {
     std::atomic<bool> keyframe_requested_{true};
     std::atomic<std::uint64_t> frames_encoded_{0};
     std::shared_ptr<const std::string> last_cursor_shape_, last_cursor_position_;
+    // The cursor shape subscribers have (the encoder thread's only).
+    std::uint64_t shape_serial_ = 0;
+    bool have_shape_ = false;
     std::mutex join_mutex_;  // stop() may be called from several threads
     std::thread thread_;
 };
