@@ -189,17 +189,30 @@ void complete_cluster(ServerConfig& c) {
         cluster.advertise = default_advertise(c.http.address, c.http.port);
 }
 
-void apply(ServerConfig& c, const std::string& key, const std::string& value) {
-    if (apply_cluster(c, key, value)) return;
-    auto number = [&](long long min, long long max) {
+// One --KEY VALUE (KEY dashed or underscored) as the option groups below read it.
+struct Option {
+    const std::string& key;
+    const std::string& value;
+
+    bool is(const char* dashed) const {
+        std::string underscored = dashed;
+        std::replace(underscored.begin(), underscored.end(), '-', '_');
+        return key == dashed || key == underscored;
+    }
+    long long number(long long min, long long max) const {
         auto v = parse_integer(value);
         if (!v || *v < min || *v > max)
             throw std::invalid_argument("--" + key + ": expected an integer in " +
                                         std::to_string(min) + ".." + std::to_string(max) +
                                         ", got '" + value + "'");
         return *v;
-    };
-    if (key == "listen") {
+    }
+};
+
+// The HTTP front door: where it listens, who may call, its limits. False for other options.
+bool apply_http(ServerConfig& c, const Option& o) {
+    const std::string& value = o.value;
+    if (o.is("listen")) {
         auto colon = value.rfind(':');
         if (colon == std::string::npos) throw std::invalid_argument("--listen: expected ADDR:PORT");
         c.http.address = value.substr(0, colon);
@@ -210,28 +223,67 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         if (!p || *p < 0 || *p > 65535)
             throw std::invalid_argument("--listen: bad port '" + port + "'");
         c.http.port = static_cast<unsigned short>(*p);
-    } else if (key == "api-key" || key == "api_key") {
+    } else if (o.is("api-key")) {
         if (value.size() < 8) throw std::invalid_argument("--api-key: use at least 8 characters");
         c.api.api_keys.push_back(value);
-    } else if (key == "state-dir" || key == "state_dir") {
+    } else if (o.is("threads")) {
+        c.http.threads = static_cast<std::size_t>(o.number(1, 256));
+    } else if (o.is("max-handlers")) {
+        c.http.max_handlers = static_cast<std::size_t>(o.number(1, 4096));
+    } else if (o.is("max-body-mb")) {
+        c.http.max_body_bytes = static_cast<std::size_t>(o.number(1, 4096)) << 20;
+        c.api.max_upload_body = c.http.max_body_bytes;
+    } else if (o.is("max-http-connections")) {
+        c.http.max_connections = static_cast<std::size_t>(o.number(1, 1 << 20));
+        c.max_http_connections_given = true;
+    } else if (o.is("max-idle-http-connections")) {
+        c.http.max_idle_connections = static_cast<std::size_t>(o.number(1, 1 << 20));
+    } else if (o.is("max-header-kb")) {
+        c.http.max_header_bytes = static_cast<std::size_t>(o.number(1, 1024)) << 10;
+    } else if (o.is("max-body-in-flight-mb")) {
+        c.http.max_body_in_flight = static_cast<std::size_t>(o.number(1, 65536)) << 20;
+    } else if (o.is("allowed-host")) {
+        const std::string name = host_name(value);
+        if (name.empty() || name.find_first_of("/ @?#") != std::string::npos)
+            throw std::invalid_argument("--allowed-host: expected a host name, got '" + value +
+                                        "'");
+        c.api.allowed_hosts.push_back(name);
+    } else if (o.is("allowed-origin")) {
+        if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0)
+            throw std::invalid_argument(
+                "--allowed-origin: expected http://HOST[:PORT] or "
+                "https://HOST[:PORT], got '" +
+                value + "'");
+        c.api.allowed_origins.push_back(value);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// Sandboxes: where their state and templates live, their defaults and limits. False for other
+// options.
+bool apply_sandboxes(ServerConfig& c, const Option& o) {
+    const std::string& value = o.value;
+    if (o.is("state-dir")) {
         c.manager.state_dir = value;
-    } else if (key == "cache-dir" || key == "cache_dir") {
+    } else if (o.is("cache-dir")) {
         c.manager.template_cache = value;
-    } else if (key == "images-dir" || key == "images_dir") {
+    } else if (o.is("images-dir")) {
         c.manager.images_dir = value;
-    } else if (key == "agent") {
+    } else if (o.is("agent")) {
         c.manager.agent_binary = value;
-    } else if (key == "default-runtime" || key == "default_runtime") {
+    } else if (o.is("default-runtime")) {
         // Which runtimes exist is the registry's to say: the manager checks the name.
         if (value.empty()) throw std::invalid_argument("--default-runtime: a runtime's name");
         c.manager.default_runtime = value;
-    } else if (key == "default-template" || key == "default_template") {
+    } else if (o.is("default-template")) {
         c.manager.default_template = value;
-    } else if (key == "max-sandboxes" || key == "max_sandboxes") {
-        c.manager.max_sandboxes = static_cast<std::size_t>(number(1, 10000));
-    } else if (key == "default-disk-mb" || key == "default_disk_mb") {
-        c.manager.default_disk_mb = static_cast<std::uint64_t>(number(0, 1 << 22));
-    } else if (key == "disk-overcommit" || key == "disk_overcommit") {
+    } else if (o.is("max-sandboxes")) {
+        c.manager.max_sandboxes = static_cast<std::size_t>(o.number(1, 10000));
+    } else if (o.is("default-disk-mb")) {
+        c.manager.default_disk_mb = static_cast<std::uint64_t>(o.number(0, 1 << 22));
+    } else if (o.is("disk-overcommit")) {
         std::size_t used = 0;
         double ratio = -1;
         try {
@@ -242,11 +294,11 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
             throw std::invalid_argument("--disk-overcommit: a ratio from 0 (off) to 1000, got '" +
                                         value + "'");
         c.manager.disk_overcommit = ratio;
-    } else if (key == "default-timeout" || key == "default_timeout") {
-        c.manager.default_timeout = std::chrono::seconds(number(1, 30 * 86400));
-    } else if (key == "max-timeout" || key == "max_timeout") {
-        c.manager.max_timeout = std::chrono::seconds(number(1, 30 * 86400));
-    } else if (key == "microvm-pool" || key == "microvm_pool") {
+    } else if (o.is("default-timeout")) {
+        c.manager.default_timeout = std::chrono::seconds(o.number(1, 30 * 86400));
+    } else if (o.is("max-timeout")) {
+        c.manager.max_timeout = std::chrono::seconds(o.number(1, 30 * 86400));
+    } else if (o.is("microvm-pool")) {
         // TEMPLATE=N: N microVM sandboxes of TEMPLATE kept restored and ready to hand out.
         auto eq = value.find('=');
         if (eq == std::string::npos || eq == 0)
@@ -257,62 +309,46 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         if (count.empty() || *end != '\0' || n < 0 || n > 64)
             throw std::invalid_argument("--microvm-pool: N must be an integer in 0..64");
         c.manager.microvm_pool[value.substr(0, eq)] = static_cast<std::size_t>(n);
-    } else if (key == "default-network" || key == "default_network") {
+    } else if (o.is("on-exit")) {
+        if (value != "keep" && value != "kill")
+            throw std::invalid_argument("--on-exit: keep or kill, got '" + value + "'");
+        c.keep_sandboxes_on_sigterm = value == "keep";
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// Sandbox networks and the sandboxes' isolation from the host. False for other options.
+bool apply_network(ServerConfig& c, const Option& o) {
+    const std::string& value = o.value;
+    if (o.is("default-network")) {
         if (value != "true" && value != "false")
             throw std::invalid_argument("--default-network: true or false, got '" + value + "'");
         c.manager.default_network =
             value == "true" ? network::NetworkPolicy::open() : network::NetworkPolicy::closed();
-    } else if (key == "dns-upstream" || key == "dns_upstream") {
+    } else if (o.is("dns-upstream")) {
         network::parse_dns_upstream(value);  // throws invalid_argument naming the flag
         c.manager.network.dns_upstream = value;
-    } else if (key == "public-range" || key == "public_range") {
+    } else if (o.is("public-range")) {
         std::string why;
         auto range = network::parse_ip_range(value, &why);
         if (!range) throw std::invalid_argument("--public-range '" + value + "': " + why);
         c.manager.network.public_ranges.push_back(*range);
-    } else if (key == "ports-domain" || key == "ports_domain") {
+    } else if (o.is("ports-domain")) {
         auto name = network::normalize_host_name(value);
         if (!name || name->find('.') == std::string::npos)
             throw std::invalid_argument("--ports-domain: expected a domain like ports.example.com");
         c.api.ports_domain = *name;
-    } else if (key == "threads") {
-        c.http.threads = static_cast<std::size_t>(number(1, 256));
-    } else if (key == "max-handlers" || key == "max_handlers") {
-        c.http.max_handlers = static_cast<std::size_t>(number(1, 4096));
-    } else if (key == "max-body-mb" || key == "max_body_mb") {
-        c.http.max_body_bytes = static_cast<std::size_t>(number(1, 4096)) << 20;
-        c.api.max_upload_body = c.http.max_body_bytes;
-    } else if (key == "max-http-connections" || key == "max_http_connections") {
-        c.http.max_connections = static_cast<std::size_t>(number(1, 1 << 20));
-        c.max_http_connections_given = true;
-    } else if (key == "max-idle-http-connections" || key == "max_idle_http_connections") {
-        c.http.max_idle_connections = static_cast<std::size_t>(number(1, 1 << 20));
-    } else if (key == "egress-max-connections" || key == "egress_max_connections") {
-        c.egress_max_connections = static_cast<std::size_t>(number(1, 1 << 20));
-    } else if (key == "egress-half-closed-idle-s" || key == "egress_half_closed_idle_s") {
-        c.manager.network.half_closed_idle = std::chrono::seconds(number(1, 86400));
-    } else if (key == "max-header-kb" || key == "max_header_kb") {
-        c.http.max_header_bytes = static_cast<std::size_t>(number(1, 1024)) << 10;
-    } else if (key == "max-body-in-flight-mb" || key == "max_body_in_flight_mb") {
-        c.http.max_body_in_flight = static_cast<std::size_t>(number(1, 65536)) << 20;
-    } else if (key == "allowed-host" || key == "allowed_host") {
-        const std::string name = host_name(value);
-        if (name.empty() || name.find_first_of("/ @?#") != std::string::npos)
-            throw std::invalid_argument("--allowed-host: expected a host name, got '" + value +
-                                        "'");
-        c.api.allowed_hosts.push_back(name);
-    } else if (key == "allowed-origin" || key == "allowed_origin") {
-        if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0)
-            throw std::invalid_argument(
-                "--allowed-origin: expected http://HOST[:PORT] or "
-                "https://HOST[:PORT], got '" +
-                value + "'");
-        c.api.allowed_origins.push_back(value);
-    } else if (key == "userns") {
+    } else if (o.is("egress-max-connections")) {
+        c.egress_max_connections = static_cast<std::size_t>(o.number(1, 1 << 20));
+    } else if (o.is("egress-half-closed-idle-s")) {
+        c.manager.network.half_closed_idle = std::chrono::seconds(o.number(1, 86400));
+    } else if (o.is("userns")) {
         if (value != "true" && value != "false")
             throw std::invalid_argument("--userns: true or false, got '" + value + "'");
         c.manager.user_namespaces = value == "true";
-    } else if (key == "userns-range" || key == "userns_range") {
+    } else if (o.is("userns-range")) {
         const auto colon = value.find(':');
         auto first = parse_integer(value.substr(0, colon));
         auto slots =
@@ -325,13 +361,18 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         if (auto problem = runtime::host_id_range_problem(c.manager.host_ids, "/nonexistent");
             !problem.empty())
             throw std::invalid_argument("--userns-range: " + problem);
-    } else if (key == "on-exit" || key == "on_exit") {
-        if (value != "keep" && value != "kill")
-            throw std::invalid_argument("--on-exit: keep or kill, got '" + value + "'");
-        c.keep_sandboxes_on_sigterm = value == "keep";
     } else {
-        throw std::invalid_argument("unknown option '--" + key + "'");
+        return false;
     }
+    return true;
+}
+
+void apply(ServerConfig& c, const std::string& key, const std::string& value) {
+    const Option option{key, value};
+    if (apply_cluster(c, key, value) || apply_http(c, option) || apply_sandboxes(c, option) ||
+        apply_network(c, option))
+        return;
+    throw std::invalid_argument("unknown option '--" + key + "'");
 }
 
 }  // namespace

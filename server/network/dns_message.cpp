@@ -138,35 +138,27 @@ std::string make_dns_query(const std::string& name, std::uint16_t type, std::uin
     return write_packet(packet.get());
 }
 
-std::optional<FilteredDnsAnswer> filter_dns_answer(
-    std::string_view response_wire, const DnsQuery& query, std::uint16_t upstream_id,
-    std::uint16_t answer_id, const std::function<bool(const IpAddress&)>& address_allowed,
-    std::string* error) {
-    Packet packet = read_packet(response_wire, error);
-    if (!packet) return std::nullopt;
-    ldns_pkt* p = packet.get();
-    auto fail = [&](const char* why) -> std::optional<FilteredDnsAnswer> {
-        if (error) *error = why;
-        return std::nullopt;
-    };
-    if (!ldns_pkt_qr(p)) return fail("the upstream sent a query, not an answer");
-    if (ldns_pkt_id(p) != upstream_id) return fail("answer id does not match the query");
+namespace {
+
+// Why `p` is not the upstream's answer to `query` (nullptr when it is).
+const char* answer_problem(ldns_pkt* p, const DnsQuery& query, std::uint16_t upstream_id) {
+    if (!ldns_pkt_qr(p)) return "the upstream sent a query, not an answer";
+    if (ldns_pkt_id(p) != upstream_id) return "answer id does not match the query";
     ldns_rr_list* question = ldns_pkt_question(p);
     if (!question || ldns_rr_list_rr_count(question) != 1)
-        return fail("an answer must repeat exactly the one question");
+        return "an answer must repeat exactly the one question";
     const ldns_rr* asked = ldns_rr_list_rr(question, 0);
     if (name_text(ldns_rr_owner(asked)) != query.name ||
         static_cast<std::uint16_t>(ldns_rr_get_type(asked)) != query.type)
-        return fail("answer is for another question");
+        return "answer is for another question";
+    return nullptr;
+}
 
-    FilteredDnsAnswer out;
-    out.rcode = static_cast<std::uint16_t>(ldns_pkt_get_rcode(p));
-    out.truncated = ldns_pkt_tc(p);
-    ldns_rr_list* answers = ldns_pkt_answer(p);
+// Only the question and the names its CNAMEs lead to belong in the answer: an A record for
+// another name would tie an allowed name to an address it does not have.
+std::set<std::string> cname_chain(ldns_rr_list* answers, const std::string& name) {
     const std::size_t count = answers ? ldns_rr_list_rr_count(answers) : 0;
-    // Only the question and the names its CNAMEs lead to belong in the answer: an A record for
-    // another name would tie an allowed name to an address it does not have.
-    std::set<std::string> chain = {query.name};
+    std::set<std::string> chain = {name};
     for (bool grew = true; grew;) {
         grew = false;
         for (std::size_t i = 0; i < count; ++i) {
@@ -178,7 +170,16 @@ std::optional<FilteredDnsAnswer> filter_dns_answer(
                 grew |= chain.insert(name_text(target)).second;
         }
     }
+    return chain;
+}
+
+// The answer records to keep (passed types on the chain, A records to allowed addresses),
+// noting in `out` the addresses kept and stripped and the CNAME targets.
+ldns_rr_list* kept_answers(ldns_rr_list* answers, const std::set<std::string>& chain,
+                           const std::function<bool(const IpAddress&)>& address_allowed,
+                           FilteredDnsAnswer& out) {
     ldns_rr_list* kept = ldns_rr_list_new();
+    const std::size_t count = answers ? ldns_rr_list_rr_count(answers) : 0;
     for (std::size_t i = 0; i < count; ++i) {
         const ldns_rr* rr = ldns_rr_list_rr(answers, i);
         ldns_rr_type type = ldns_rr_get_type(rr);
@@ -202,10 +203,11 @@ std::optional<FilteredDnsAnswer> filter_dns_answer(
         }
         ldns_rr_list_push_rr(kept, ldns_rr_clone(rr));
     }
-    const auto kept_count = ldns_rr_list_rr_count(kept);
-    replace_section(p, ldns_pkt_answer, ldns_pkt_set_answer, kept);
-    ldns_pkt_set_ancount(p, static_cast<std::uint16_t>(kept_count));
-    // Authority keeps its SOA (negative caching); NS names and additional glue go.
+    return kept;
+}
+
+// Authority keeps its SOA (negative caching); NS names and additional glue go.
+void keep_only_soa(ldns_pkt* p) {
     ldns_rr_list* soa = ldns_rr_list_new();
     ldns_rr_list* authority = ldns_pkt_authority(p);
     for (std::size_t i = 0; authority && i < ldns_rr_list_rr_count(authority); ++i) {
@@ -217,6 +219,33 @@ std::optional<FilteredDnsAnswer> filter_dns_answer(
     ldns_pkt_set_nscount(p, static_cast<std::uint16_t>(soa_count));
     replace_section(p, ldns_pkt_additional, ldns_pkt_set_additional, empty_list());
     ldns_pkt_set_arcount(p, 0);
+}
+
+}  // namespace
+
+std::optional<FilteredDnsAnswer> filter_dns_answer(
+    std::string_view response_wire, const DnsQuery& query, std::uint16_t upstream_id,
+    std::uint16_t answer_id, const std::function<bool(const IpAddress&)>& address_allowed,
+    std::string* error) {
+    Packet packet = read_packet(response_wire, error);
+    if (!packet) return std::nullopt;
+    ldns_pkt* p = packet.get();
+    auto fail = [&](const char* why) -> std::optional<FilteredDnsAnswer> {
+        if (error) *error = why;
+        return std::nullopt;
+    };
+    if (const char* problem = answer_problem(p, query, upstream_id)) return fail(problem);
+
+    FilteredDnsAnswer out;
+    out.rcode = static_cast<std::uint16_t>(ldns_pkt_get_rcode(p));
+    out.truncated = ldns_pkt_tc(p);
+    ldns_rr_list* answers = ldns_pkt_answer(p);
+    ldns_rr_list* kept =
+        kept_answers(answers, cname_chain(answers, query.name), address_allowed, out);
+    const auto kept_count = ldns_rr_list_rr_count(kept);
+    replace_section(p, ldns_pkt_answer, ldns_pkt_set_answer, kept);
+    ldns_pkt_set_ancount(p, static_cast<std::uint16_t>(kept_count));
+    keep_only_soa(p);
     ldns_pkt_set_id(p, answer_id);
     out.wire = write_packet(p);
     if (out.wire.empty()) return fail("cannot write the filtered answer");

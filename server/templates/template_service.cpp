@@ -324,59 +324,8 @@ void TemplateService::prepare_context(Job& j) {
     const auto context = j.work / "context";
     fs::create_directories(context);
     if (j.request.kind == BuildKind::import) return check_archive(j);
-    if (!j.request.upload_id.empty()) {
-        // Unpacked as the engine's root, an unprivileged id on the host: whatever the archive
-        // holds (absolute names, .., links out) can write nowhere but here, and the engine reads
-        // every file of it. Owners and modes of the archive are not kept (COPY makes files
-        // root's unless --chown says otherwise).
-        const std::string engine_root = std::to_string(options_.engine_host_base);
-        if (::chown(context.c_str(), options_.engine_host_base, options_.engine_host_base) != 0 ||
-            ::chown(upload_path(j.request.upload_id).c_str(), options_.engine_host_base,
-                    options_.engine_host_base) != 0)
-            throw std::runtime_error("cannot prepare the build context");
-        auto r =
-            run_process({"setpriv", "--reuid=" + engine_root, "--regid=" + engine_root,
-                         "--clear-groups", "tar", "-x", "--no-same-owner", "--no-same-permissions",
-                         "-f", upload_path(j.request.upload_id).string(), "-C", context.string()},
-                        std::chrono::seconds(600));
-        if (r.status.exit_code != 0)
-            throw TemplateError(Code::invalid,
-                                "the build context is not a tar archive that unpacks: " +
-                                    utf8::to_valid(r.err.substr(0, 300)),
-                                "upload_id");
-    }
-    std::string text;
-    if (!j.request.dockerfile.empty()) {
-        text = j.request.dockerfile;
-        j.dockerfile = j.work / "Dockerfile";
-        atomic_file::write(j.dockerfile, text);
-    } else {
-        if (!is_safe_relative(j.request.dockerfile_path))
-            throw TemplateError(Code::invalid, "must be a relative path inside the context",
-                                "dockerfile_path");
-        j.dockerfile = context / j.request.dockerfile_path;
-        // Resolved on the host: a linked folder in the context must not lead out of it.
-        std::error_code ec;
-        const auto root = fs::canonical(context, ec);
-        const auto resolved = fs::weakly_canonical(j.dockerfile, ec);
-        auto [end, unused] =
-            std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
-        if (ec || end != root.end())
-            throw TemplateError(
-                Code::invalid, "'" + j.request.dockerfile_path + "' leads out of the build context",
-                "dockerfile_path");
-        if (fs::is_symlink(j.dockerfile) || !fs::is_regular_file(j.dockerfile))
-            throw TemplateError(Code::invalid,
-                                "no Dockerfile at '" + j.request.dockerfile_path +
-                                    "' in the build context (give `dockerfile` or "
-                                    "`dockerfile_path`)",
-                                "dockerfile_path");
-        if (fs::file_size(j.dockerfile) > kMaxDockerfileBytes)
-            throw TemplateError(Code::invalid, "the Dockerfile is larger than 1 MiB",
-                                "dockerfile_path");
-        std::ifstream in(j.dockerfile, std::ios::binary);
-        text.assign(std::istreambuf_iterator<char>(in), {});
-    }
+    if (!j.request.upload_id.empty()) unpack_context(j, context);
+    const std::string text = load_dockerfile(j, context);
     const std::string where = j.request.dockerfile.empty() ? "dockerfile_path" : "dockerfile";
     auto reading = read_dockerfile(text);
     auto line_of = [](const DockerfileProblem& p) {
@@ -387,42 +336,98 @@ void TemplateService::prepare_context(Job& j) {
                             where);
     if (auto problem = check_copy_sources(reading.summary, context))
         throw TemplateError(Code::invalid, line_of(*problem) + problem->message, where);
-    for (const auto& [line, image] : reading.summary.base_images) {
-        const std::string at = "Dockerfile line " + std::to_string(line) + ": ";
-        if (j.base.empty()) j.base = image;
-        if (image.starts_with("deskbox/")) {
-            auto name = image.substr(8);
-            if (auto colon = name.find(':'); colon != std::string::npos) {
-                if (name.substr(colon + 1) != "latest")
-                    throw TemplateError(Code::invalid,
-                                        at + "deskbox's templates have only the tag latest", where);
-                name.resize(colon);
-            }
-            if (!hooks_.is_shipped || !hooks_.is_shipped(name))
-                throw TemplateError(Code::invalid,
-                                    at + "deskbox ships no template '" + name +
-                                        "' (FROM deskbox/minimal or deskbox/desktop)",
-                                    where);
-            try {
-                hooks_.shipped_rootfs(name);
-            } catch (const std::exception& e) {
-                throw TemplateError(Code::unavailable, at + e.what(), where);
-            }
-            if (std::find(j.shipped_bases.begin(), j.shipped_bases.end(), name) ==
-                j.shipped_bases.end())
-                j.shipped_bases.push_back(name);
-            continue;
-        }
-        auto found = run_process(engine_spawn({"inspect", "--type", "image", image}),
-                                 std::chrono::seconds(30));
-        if (found.status.exit_code != 0)
-            throw TemplateError(Code::invalid,
-                                at + "base image '" + image +
-                                    "' is not here: build FROM deskbox/minimal or "
-                                    "deskbox/desktop, a template built here, or an image "
-                                    "imported with POST /v1/templates/imports",
-                                where);
+    for (const auto& [line, image] : reading.summary.base_images)
+        check_base_image(j, image, "Dockerfile line " + std::to_string(line) + ": ", where);
+}
+
+void TemplateService::unpack_context(Job& j, const fs::path& context) {
+    // Unpacked as the engine's root, an unprivileged id on the host: whatever the archive
+    // holds (absolute names, .., links out) can write nowhere but here, and the engine reads
+    // every file of it. Owners and modes of the archive are not kept (COPY makes files
+    // root's unless --chown says otherwise).
+    const std::string engine_root = std::to_string(options_.engine_host_base);
+    if (::chown(context.c_str(), options_.engine_host_base, options_.engine_host_base) != 0 ||
+        ::chown(upload_path(j.request.upload_id).c_str(), options_.engine_host_base,
+                options_.engine_host_base) != 0)
+        throw std::runtime_error("cannot prepare the build context");
+    auto r = run_process({"setpriv", "--reuid=" + engine_root, "--regid=" + engine_root,
+                          "--clear-groups", "tar", "-x", "--no-same-owner", "--no-same-permissions",
+                          "-f", upload_path(j.request.upload_id).string(), "-C", context.string()},
+                         std::chrono::seconds(600));
+    if (r.status.exit_code != 0)
+        throw TemplateError(Code::invalid,
+                            "the build context is not a tar archive that unpacks: " +
+                                utf8::to_valid(r.err.substr(0, 300)),
+                            "upload_id");
+}
+
+std::string TemplateService::load_dockerfile(Job& j, const fs::path& context) {
+    if (!j.request.dockerfile.empty()) {
+        j.dockerfile = j.work / "Dockerfile";
+        atomic_file::write(j.dockerfile, j.request.dockerfile);
+        return j.request.dockerfile;
     }
+    if (!is_safe_relative(j.request.dockerfile_path))
+        throw TemplateError(Code::invalid, "must be a relative path inside the context",
+                            "dockerfile_path");
+    j.dockerfile = context / j.request.dockerfile_path;
+    // Resolved on the host: a linked folder in the context must not lead out of it.
+    std::error_code ec;
+    const auto root = fs::canonical(context, ec);
+    const auto resolved = fs::weakly_canonical(j.dockerfile, ec);
+    auto [end, unused] = std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
+    if (ec || end != root.end())
+        throw TemplateError(Code::invalid,
+                            "'" + j.request.dockerfile_path + "' leads out of the build context",
+                            "dockerfile_path");
+    if (fs::is_symlink(j.dockerfile) || !fs::is_regular_file(j.dockerfile))
+        throw TemplateError(Code::invalid,
+                            "no Dockerfile at '" + j.request.dockerfile_path +
+                                "' in the build context (give `dockerfile` or "
+                                "`dockerfile_path`)",
+                            "dockerfile_path");
+    if (fs::file_size(j.dockerfile) > kMaxDockerfileBytes)
+        throw TemplateError(Code::invalid, "the Dockerfile is larger than 1 MiB",
+                            "dockerfile_path");
+    std::ifstream in(j.dockerfile, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void TemplateService::check_base_image(Job& j, const std::string& image, const std::string& at,
+                                       const std::string& where) {
+    if (j.base.empty()) j.base = image;
+    if (image.starts_with("deskbox/")) return check_shipped_base(j, image.substr(8), at, where);
+    auto found =
+        run_process(engine_spawn({"inspect", "--type", "image", image}), std::chrono::seconds(30));
+    if (found.status.exit_code != 0)
+        throw TemplateError(Code::invalid,
+                            at + "base image '" + image +
+                                "' is not here: build FROM deskbox/minimal or "
+                                "deskbox/desktop, a template built here, or an image "
+                                "imported with POST /v1/templates/imports",
+                            where);
+}
+
+void TemplateService::check_shipped_base(Job& j, std::string name, const std::string& at,
+                                         const std::string& where) {
+    if (auto colon = name.find(':'); colon != std::string::npos) {
+        if (name.substr(colon + 1) != "latest")
+            throw TemplateError(Code::invalid, at + "deskbox's templates have only the tag latest",
+                                where);
+        name.resize(colon);
+    }
+    if (!hooks_.is_shipped || !hooks_.is_shipped(name))
+        throw TemplateError(Code::invalid,
+                            at + "deskbox ships no template '" + name +
+                                "' (FROM deskbox/minimal or deskbox/desktop)",
+                            where);
+    try {
+        hooks_.shipped_rootfs(name);
+    } catch (const std::exception& e) {
+        throw TemplateError(Code::unavailable, at + e.what(), where);
+    }
+    if (std::find(j.shipped_bases.begin(), j.shipped_bases.end(), name) == j.shipped_bases.end())
+        j.shipped_bases.push_back(name);
 }
 
 void TemplateService::forget_old_builds() {

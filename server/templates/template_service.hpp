@@ -112,7 +112,17 @@ class TemplateService {
     void finish(Job& job, BuildState state, std::optional<BuildFailure> failure);
     std::shared_ptr<Job> job(const std::string& id) const;
     std::filesystem::path upload_path(const std::string& id) const;
+    // A build's context, Dockerfile and base images, checked before the engine runs.
     void prepare_context(Job& job);
+    // The uploaded context unpacked into `context` as the engine's root.
+    void unpack_context(Job& job, const std::filesystem::path& context);
+    // The Dockerfile's text (given, or found in the context); sets job.dockerfile.
+    std::string load_dockerfile(Job& job, const std::filesystem::path& context);
+    // A FROM image (`at`: "Dockerfile line N: "): a template deskbox ships, or one the engine has.
+    void check_base_image(Job& job, const std::string& image, const std::string& at,
+                          const std::string& where);
+    void check_shipped_base(Job& job, std::string name, const std::string& at,
+                            const std::string& where);
     // An import's upload: an OCI or Docker archive, handed to the engine's root.
     void check_archive(Job& job);
     void forget_old_builds();
