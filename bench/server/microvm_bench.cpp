@@ -33,6 +33,7 @@
 #include "protocol/rpc.hpp"
 #include "server/runtime/microvm/qemu_command.hpp"
 #include "server/runtime/microvm/runtime.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace {
 
@@ -354,12 +355,12 @@ int main(int argc, char** argv) {
     const Accelerator accel = args.accel;
     const std::string template_name = args.template_name;
     auto printed = run_process(
-        {"python3", DESKBOX_SOURCE_DIR "/images/build.py", template_name, "--print-path"});
+        {"python3", deskbox::test_paths::source("images/build.py"), template_name, "--print-path"});
     fs::path rootfs = printed.out.substr(0, printed.out.find('\n'));
 
     TempDir agent("deskbox-bench-agent");
     fs::create_directories(agent.path() / "bin");
-    fs::copy_file(DESKBOX_AGENT_BINARY, agent.path() / "bin/deskbox-agent");
+    fs::copy_file(deskbox::test_paths::kAgent, agent.path() / "bin/deskbox-agent");
     TempDir state("deskbox-bench-state");
 
     MicrovmRuntimeOptions options;

@@ -40,6 +40,7 @@
 #include "server/runtime/container/cgroups.hpp"
 #include "server/runtime/container/runtime.hpp"
 #include "tests/support/deskboxd_process.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace {
 
@@ -237,7 +238,7 @@ class Server {
     explicit Server(const fs::path& dir) : dir_(dir) { start(); }
     void start() {
         process_.emplace(
-            DESKBOXD_PATH, dir_ / "state", dir_ / "deskboxd.log",
+            deskbox::test_paths::kDeskboxd, dir_ / "state", dir_ / "deskboxd.log",
             std::vector<std::string>{"--max-sandboxes", "100", "--default-disk-mb", "512"});
         client::ClientOptions options;
         options.server = process_->url();

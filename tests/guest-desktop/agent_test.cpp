@@ -22,6 +22,7 @@
 #include "common/temp_dir.hpp"
 #include "protocol/rpc.hpp"
 #include "tests/support/processes.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox {
 namespace {
@@ -69,8 +70,13 @@ class AgentProcess {
     explicit AgentProcess(std::vector<std::string> extra = {}) {
         socket_ = (dir_.path() / "agent.sock").string();
         SpawnOptions o;
-        o.argv = {DESKBOX_AGENT_PATH, "--channel", "unix-listen:" + socket_, "--size",
-                  "1024x768",         "--log-dir", dir_.path().string()};
+        o.argv = {deskbox::test_paths::kAgent,
+                  "--channel",
+                  "unix-listen:" + socket_,
+                  "--size",
+                  "1024x768",
+                  "--log-dir",
+                  dir_.path().string()};
         for (auto& a : extra) o.argv.push_back(a);
         o.env_overrides = {{"LANG", "C.UTF-8"}, {"LC_ALL", "C.UTF-8"}};
         o.stderr_file = (dir_.path() / "agent.log").string();

@@ -38,6 +38,7 @@
 #include "guest-desktop/services/system_service.hpp"
 #include "protocol/rpc.hpp"
 #include "tests/support/processes.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox {
 namespace {
@@ -426,7 +427,7 @@ class ConfinedAgent {
                   "--inh-caps=-all,+sys_admin",
                   "--ambient-caps=+sys_admin",
                   "--bounding-set=-all,+sys_admin",
-                  DESKBOX_AGENT_PATH,
+                  deskbox::test_paths::kAgent,
                   "--channel",
                   "unix-listen:" + socket_,
                   "--size",

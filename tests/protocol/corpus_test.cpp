@@ -10,6 +10,7 @@
 
 #include "protocol/fuzz/fuzz_limits.hpp"
 #include "protocol/message.hpp"
+#include "tests/support/test_paths.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 
@@ -38,7 +39,7 @@ std::string decode_error(std::string_view input, std::size_t& messages) {
 }
 
 TEST(ProtocolCorpus, EverySeedPassesTheFuzzChecksWithItsExpectedOutcome) {
-    const fs::path dir = DESKBOX_PROTOCOL_CORPUS_DIR;
+    const fs::path dir = deskbox::test_paths::source("protocol/fuzz/corpus");
     ASSERT_TRUE(fs::is_directory(dir)) << dir;
     int valid = 0, invalid = 0;
     for (const auto& entry : fs::directory_iterator(dir)) {
@@ -62,7 +63,7 @@ TEST(ProtocolCorpus, EverySeedPassesTheFuzzChecksWithItsExpectedOutcome) {
 }
 
 TEST(ProtocolCorpus, SeedsDecodeToTheExpectedMessages) {
-    const fs::path dir = DESKBOX_PROTOCOL_CORPUS_DIR;
+    const fs::path dir = deskbox::test_paths::source("protocol/fuzz/corpus");
     std::size_t messages = 0;
     EXPECT_EQ(decode_error(read_file(dir / "valid-all-kinds.bin"), messages), "");
     EXPECT_EQ(messages, 6u);

@@ -29,6 +29,7 @@
 #include "common/unique_fd.hpp"
 #include "server/api/api_routes.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox {
 namespace {
@@ -133,7 +134,7 @@ TEST(Api, ApiKeyIsRequiredWhenConfigured) {
 }
 
 TEST(Api, RefusesPublicListenWithoutKey) {
-    auto r = run_process({DESKBOXD_PATH, "--listen", "0.0.0.0:0"}, 10s);
+    auto r = run_process({deskbox::test_paths::kDeskboxd, "--listen", "0.0.0.0:0"}, 10s);
     EXPECT_EQ(r.status.exit_code, 2);
     EXPECT_NE(r.err.find("without an API key"), std::string::npos) << r.err;
 }
@@ -400,8 +401,8 @@ TEST(Api, ASecondServerOnTheSameStateDirIsRefused) {
     auto created = first.post("/v1/sandboxes", json::object());
     ASSERT_EQ(created.status, 201u) << created.body;
     const std::string id = created.js()["id"];
-    auto second = run_process({DESKBOXD_PATH, "--listen", "127.0.0.1:0", "--state-dir",
-                               first.state().string(), "--on-exit", "kill"},
+    auto second = run_process({deskbox::test_paths::kDeskboxd, "--listen", "127.0.0.1:0",
+                               "--state-dir", first.state().string(), "--on-exit", "kill"},
                               30s);
     EXPECT_EQ(second.status.exit_code, 1) << second.out << second.err;
     EXPECT_NE(second.err.find("is in use by another deskboxd (pid " + std::to_string(first.pid())),
@@ -600,7 +601,7 @@ TEST(OpenApi, DocumentsEveryRouteAndEveryRouteAnswers) {
     json doc = served.js();
     ASSERT_TRUE(doc.is_object()) << served.body.substr(0, 200);
     EXPECT_EQ(doc["openapi"], "3.1.0");
-    std::ifstream file(std::string(DESKBOX_SOURCE_DIR) + "/server/api/openapi.json");
+    std::ifstream file(deskbox::test_paths::source("server/api/openapi.json"));
     EXPECT_EQ(json::parse(file), doc) << "/v1/openapi.json is server/api/openapi.json";
     const std::set<std::string> operation_keys = {"get",     "put",  "post",  "delete",
                                                   "options", "head", "patch", "trace"};

@@ -5,13 +5,14 @@
 #include <string>
 
 #include "tests/server/deskboxd_fixture.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kDeskbox = DESKBOX_CLI_BINARY;
+const std::string kDeskbox = deskbox::test_paths::kDeskboxCli;
 
 void write_file(const fs::path& path, const std::string& text) {
     fs::create_directories(path.parent_path());

@@ -31,6 +31,7 @@
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox {
 namespace {
@@ -43,7 +44,7 @@ using tcp = asio::ip::tcp;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kDeskbox = DESKBOX_CLI_BINARY;
+const std::string kDeskbox = deskbox::test_paths::kDeskboxCli;
 
 int hex_value(char c) {
     if (c >= '0' && c <= '9') return c - '0';

@@ -26,6 +26,7 @@
 #include "common/temp_dir.hpp"
 #include "tests/support/deskboxd_process.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox {
 namespace test {
@@ -52,8 +53,8 @@ class Server {
                     unsigned long max_open_files = 0)
         : state_(state_dir.empty() ? dir_.path() / "state" : std::move(state_dir)) {
         try {
-            process_.emplace(DESKBOXD_PATH, state_, dir_.path() / "deskboxd.log", extra,
-                             max_open_files);
+            process_.emplace(deskbox::test_paths::kDeskboxd, state_, dir_.path() / "deskboxd.log",
+                             extra, max_open_files);
             port_ = process_->port();
         } catch (const std::exception& e) {
             ADD_FAILURE() << e.what();
@@ -107,7 +108,7 @@ class Server {
     Answer del(const std::string& target) { return call(http::verb::delete_, target); }
 
   private:
-#ifdef DESKBOX_API_RECORD_FILE
+#ifdef DESKBOX_RECORD_API_EXCHANGES
     // Every exchange, as a JSON line, for tests/api/openapi_validate.py to check against
     // server/api/openapi.json. One write(2) per line on an O_APPEND fd: test processes running
     // side by side do not interleave lines.
@@ -127,7 +128,8 @@ class Server {
                      {"content_type", type},
                      {"body", parsed(a.body, type)}};
         std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-        int fd = ::open(DESKBOX_API_RECORD_FILE, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        int fd = ::open(deskbox::test_paths::kApiRecordFile,
+                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) return;
         [[maybe_unused]] auto written = ::write(fd, text.data(), text.size());
         ::close(fd);
@@ -143,7 +145,7 @@ class Server {
 
 inline bool template_built(const std::string& name = "minimal") {
     auto r = run_process(
-        {"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build.py", "--print-path", name});
+        {"python3", deskbox::test_paths::source("images/build.py"), "--print-path", name});
     std::string path = r.out;
     while (!path.empty() && path.back() == '\n') path.pop_back();
     return r.status.exit_code == 0 && std::filesystem::exists(path + "/usr/bin/Xvfb");

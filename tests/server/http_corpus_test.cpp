@@ -15,6 +15,7 @@
 #include "server/api/api_router.hpp"
 #include "tests/support/corpus_replay.hpp"
 #include "tests/support/fake_sandbox_manager.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 using nlohmann::json;
 
 TEST(HttpCorpus, EverySeedPassesTheFuzzChecks) {
-    EXPECT_GE(test::replay_corpus(DESKBOX_HTTP_CORPUS_DIR), 30u);
+    EXPECT_GE(test::replay_corpus(deskbox::test_paths::source("server/api/fuzz/corpus")), 30u);
 }
 
 class FakeSandboxApi : public ::testing::Test {

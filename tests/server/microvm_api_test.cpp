@@ -10,6 +10,7 @@
 #include "tests/server/deskboxd_fixture.hpp"
 #include "tests/support/host_state.hpp"
 #include "tests/support/test_internet.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox {
 namespace {
@@ -17,9 +18,8 @@ namespace {
 using namespace test;
 
 bool microvm_image_built() {
-    auto image =
-        run_process({"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build_microvm.py",
-                     "--print-path", "minimal"});
+    auto image = run_process({"python3", deskbox::test_paths::source("images/build_microvm.py"),
+                              "--print-path", "minimal"});
     std::string dir = image.out.substr(0, image.out.find('\n'));
     return image.status.exit_code == 0 && std::filesystem::exists(dir + "/rootfs.ext4") &&
            run_process({"sh", "-c", "command -v qemu-system-x86_64"}).status.exit_code == 0;
@@ -307,7 +307,8 @@ TEST(MicrovmApi, PoolHandsOutReadySandboxesAndRefills) {
 
 TEST(MicrovmApi, PoolOptionIsChecked) {
     for (std::string bad : {"minimal", "=2", "minimal=x", "minimal=-1", "minimal=65"}) {
-        auto r = run_process({DESKBOXD_PATH, "--microvm-pool", bad}, std::chrono::seconds(20));
+        auto r = run_process({deskbox::test_paths::kDeskboxd, "--microvm-pool", bad},
+                             std::chrono::seconds(20));
         EXPECT_EQ(r.status.exit_code, 2) << bad;
         EXPECT_NE(r.err.find("--microvm-pool"), std::string::npos) << bad << ": " << r.err;
     }

@@ -26,6 +26,7 @@
 #include "server/network/sandbox_network.hpp"
 #include "server/runtime/microvm/runtime.hpp"
 #include "tests/support/test_internet.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox::runtime {
 namespace {
@@ -34,8 +35,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const fs::path kSourceDir = DESKBOX_SOURCE_DIR;
-const fs::path kAgentBinary = DESKBOX_AGENT_BINARY;
+const fs::path kSourceDir = deskbox::test_paths::kSourceDir;
+const fs::path kAgentBinary = deskbox::test_paths::kAgent;
 // Booting under TCG on a loaded 2-core machine: tens of seconds; this only bounds a hang.
 constexpr auto kBootTimeout = 240s;
 

@@ -12,6 +12,7 @@
 #include "tests/server/ws_client.hpp"
 #include "tests/support/host_state.hpp"
 #include "tests/support/test_internet.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox {
 namespace {
@@ -96,7 +97,7 @@ TEST(NetworkApiRequests, ServerFlagsAreChecked) {
                                                             {"--dns-upstream", "not-an-ip"},
                                                             {"--dns-upstream", "1.2.3.4:99999"},
                                                             {"--public-range", "10.0.0.1/8"}}) {
-        std::vector<std::string> argv = {DESKBOXD_PATH, "--listen", "127.0.0.1:0"};
+        std::vector<std::string> argv = {deskbox::test_paths::kDeskboxd, "--listen", "127.0.0.1:0"};
         argv.insert(argv.end(), flags.begin(), flags.end());
         auto r = run_process(argv, 10s);
         EXPECT_EQ(r.status.exit_code, 2) << flags[0] << " " << flags[1] << ": " << r.err;

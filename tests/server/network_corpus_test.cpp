@@ -12,6 +12,7 @@
 #include "server/network/dns_message.hpp"
 #include "server/network/sniff.hpp"
 #include "tests/support/corpus_replay.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox::network {
 namespace {
@@ -19,14 +20,15 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string seed(const std::string& name) {
-    std::ifstream in(fs::path(DESKBOX_NETWORK_CORPUS_DIR) / name, std::ios::binary);
+    std::ifstream in(fs::path(deskbox::test_paths::source("server/network/fuzz/corpus")) / name,
+                     std::ios::binary);
     std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     if (bytes.empty()) throw std::runtime_error("no seed " + name);
     return bytes.substr(1);  // byte 0 picks the parser
 }
 
 TEST(EgressCorpus, EverySeedPassesTheFuzzChecks) {
-    EXPECT_GE(test::replay_corpus(DESKBOX_NETWORK_CORPUS_DIR), 15u);
+    EXPECT_GE(test::replay_corpus(deskbox::test_paths::source("server/network/fuzz/corpus")), 15u);
 }
 
 TEST(EgressCorpus, SeedsFromRealClientsReadAsTheyShould) {

@@ -19,6 +19,7 @@
 #include "server/runtime/container/runtime.hpp"
 #include "server/runtime/runtime_util.hpp"
 #include "tests/server/runtime_test_support.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox::runtime {
 namespace {
@@ -28,7 +29,7 @@ using deskbox::testing::eventually;
 using deskbox::testing::read_file;
 using namespace std::chrono_literals;
 
-const fs::path kHelper = DESKBOX_RUNTIME_TEST_HELPER;
+const fs::path kHelper = deskbox::test_paths::kRuntimeTestHelper;
 const std::string kGuestHelper = "/opt/deskbox/bin/runtime_test_helper";
 
 std::string trimmed(std::optional<std::string> s) {

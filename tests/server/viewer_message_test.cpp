@@ -10,6 +10,7 @@
 
 #include "server/stream/viewer_messages.hpp"
 #include "tests/support/corpus_replay.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 using Kind = ViewerRequest::Kind;
 
 TEST(ViewerMessageCorpus, EverySeedPassesTheFuzzChecks) {
-    EXPECT_GE(test::replay_corpus(DESKBOX_VIEWER_CORPUS_DIR), 12u);
+    EXPECT_GE(test::replay_corpus(deskbox::test_paths::source("server/stream/fuzz/corpus")), 12u);
 }
 
 TEST(ViewerMessages, DecodeToInputOrSayWhy) {

@@ -17,6 +17,7 @@
 #include "server/client/api_client.hpp"
 #include "tests/support/debian_mirror.hpp"
 #include "tests/support/deskboxd_process.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox::test {
 
@@ -62,8 +63,9 @@ struct TemplateServer {
     void start() {
         auto flags = debian_mirror_flags();
         flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
-        process = std::make_unique<DeskboxdProcess>(DESKBOXD_PATH, dir.path() / "state",
-                                                    dir.path() / "deskboxd.log", flags);
+        process =
+            std::make_unique<DeskboxdProcess>(deskbox::test_paths::kDeskboxd, dir.path() / "state",
+                                              dir.path() / "deskboxd.log", flags);
         client::ClientOptions o;
         o.server = process->url();
         api = std::make_unique<client::ApiClient>(o);

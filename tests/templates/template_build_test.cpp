@@ -25,6 +25,7 @@
 #include "common/unique_fd.hpp"
 #include "server/client/api_client.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/test_paths.hpp"
 #include "tests/templates/template_api.hpp"
 
 namespace fs = std::filesystem;
@@ -401,7 +402,7 @@ TEST_F(TemplateBuild, RunStepsRunInAUserNamespaceOfTheirOwn) {
 // Without user namespaces a build would run its RUN steps as host root: refused, saying why.
 TEST_F(TemplateBuild, WithoutUserNamespacesBuildsAreRefused) {
     TempDir dir("deskbox-templates-nouserns");
-    deskbox::test::DeskboxdProcess server(DESKBOXD_PATH, dir.path() / "state",
+    deskbox::test::DeskboxdProcess server(deskbox::test_paths::kDeskboxd, dir.path() / "state",
                                           dir.path() / "deskboxd.log", {"--userns", "false"});
     deskbox::client::ClientOptions o;
     o.server = server.url();
@@ -416,8 +417,8 @@ TEST_F(TemplateBuild, WithoutUserNamespacesBuildsAreRefused) {
 // An OCI archive made here (the minimal rootfs committed by the engine in storage of the test's
 // own) imports and runs; one without a desktop is refused, naming what is missing.
 TEST_F(TemplateBuild, OciArchivesImportOrAreRefusedClearly) {
-    auto rootfs = run_process({"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build.py",
-                               "minimal", "--print-path"});
+    auto rootfs = run_process(
+        {"python3", deskbox::test_paths::source("images/build.py"), "minimal", "--print-path"});
     std::string minimal = rootfs.out.substr(0, rootfs.out.find('\n'));
     TempDir work("deskbox-oci");
     const std::vector<std::string> engine = {"buildah",

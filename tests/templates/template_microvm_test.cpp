@@ -17,6 +17,7 @@
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
+#include "tests/support/test_paths.hpp"
 #include "tests/templates/template_api.hpp"
 
 namespace fs = std::filesystem;
@@ -31,9 +32,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 bool microvm_image_of_minimal_built() {
-    auto image =
-        run_process({"python3", std::string(DESKBOX_SOURCE_DIR) + "/images/build_microvm.py",
-                     "--print-path", "minimal"});
+    auto image = run_process({"python3", deskbox::test_paths::source("images/build_microvm.py"),
+                              "--print-path", "minimal"});
     const std::string dir = image.out.substr(0, image.out.find('\n'));
     return image.status.exit_code == 0 && fs::exists(dir + "/rootfs.ext4") &&
            run_process({"sh", "-c", "command -v qemu-system-x86_64"}).status.exit_code == 0;

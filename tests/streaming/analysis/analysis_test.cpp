@@ -13,6 +13,7 @@
 #include "streaming/analysis/screen_compare.hpp"
 #include "streaming/analysis/shared_correlation.hpp"
 #include "streaming/analysis/text_recognition.hpp"
+#include "tests/support/test_paths.hpp"
 
 namespace deskbox::analysis {
 namespace {
@@ -53,7 +54,9 @@ Picture picture_of(const cv::Mat& bgra) {
 // the true place ranked below a hundred such spots and an exact match went unfound for one
 // window position in eight (a flaky end-to-end test found it).
 TEST(ImageSearch, AWindowCornerIsFoundAtEveryPixelPhase) {
-    const cv::Mat screen = cv::imread(DESKBOX_TEST_DATA "/terminal_window.png", cv::IMREAD_COLOR);
+    const cv::Mat screen = cv::imread(
+        deskbox::test_paths::source("tests/streaming/analysis/data/terminal_window.png").c_str(),
+        cv::IMREAD_COLOR);
     ASSERT_FALSE(screen.empty());
     cv::Mat bgrx;
     cv::cvtColor(screen, bgrx, cv::COLOR_BGR2BGRA);

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/corpus_replay.hpp"
+#include "tests/support/test_paths.hpp"
 
 // Defined in streaming/vnc/fuzz/vnc_handshake_fuzz.cpp, compiled into this test.
 namespace deskbox::streaming::vnc_fuzz {
@@ -36,7 +37,8 @@ std::string read_file(const fs::path& path) {
 }
 
 std::string seed(const std::string& name) {
-    std::string bytes = read_file(fs::path(DESKBOX_VNC_CORPUS_DIR) / name);
+    std::string bytes =
+        read_file(fs::path(deskbox::test_paths::source("streaming/vnc/fuzz/corpus")) / name);
     if (bytes.empty()) throw std::runtime_error("no seed " + name);
     return bytes;
 }
@@ -65,7 +67,7 @@ void expect_server_init(const std::string& rx, std::size_t result_at) {
 }
 
 TEST(VncCorpus, EverySeedPassesTheFuzzChecks) {
-    EXPECT_GE(test::replay_corpus(DESKBOX_VNC_CORPUS_DIR), 15u);
+    EXPECT_GE(test::replay_corpus(deskbox::test_paths::source("streaming/vnc/fuzz/corpus")), 15u);
     vnc_fuzz::check_still_serving();  // aborts if the seeds left the server unable to serve
 }
 
