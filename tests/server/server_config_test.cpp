@@ -37,6 +37,43 @@ TEST(ServerConfigLimits, LimitFlagsReachTheirOptionsAndBadValuesAreRefused) {
               std::string::npos);
 }
 
+// One option of each group (HTTP, sandboxes, networks), dashed or underscored, and what is
+// none of them.
+TEST(ServerConfigOptions, EachGroupTakesItsOptionsInEitherSpellingAndOthersAreUnknown) {
+    auto c = parse_server_config({"--listen",
+                                  "[::1]:8712",
+                                  "--max_handlers",
+                                  "9",
+                                  "--api-key",
+                                  "12345678",
+                                  "--state-dir",
+                                  "/tmp/s",
+                                  "--max-sandboxes",
+                                  "3",
+                                  "--microvm_pool",
+                                  "desktop=2",
+                                  "--on-exit",
+                                  "kill",
+                                  "--default-network",
+                                  "false",
+                                  "--userns",
+                                  "true",
+                                  "--egress_max_connections",
+                                  "77"});
+    EXPECT_EQ(c.http.address, "::1");
+    EXPECT_EQ(c.http.port, 8712);
+    EXPECT_EQ(c.http.max_handlers, 9u);
+    EXPECT_EQ(c.api.api_keys, std::vector<std::string>{"12345678"});
+    EXPECT_EQ(c.manager.state_dir, "/tmp/s");
+    EXPECT_EQ(c.manager.max_sandboxes, 3u);
+    EXPECT_EQ(c.manager.microvm_pool.at("desktop"), 2u);
+    EXPECT_FALSE(c.keep_sandboxes_on_sigterm);
+    EXPECT_TRUE(c.manager.user_namespaces);
+    EXPECT_EQ(c.egress_max_connections, 77u);
+    EXPECT_EQ(refusal({"--threads", "0"}), "--threads: expected an integer in 1..256, got '0'");
+    EXPECT_EQ(refusal({"--no-such-flag", "1"}), "unknown option '--no-such-flag'");
+}
+
 TEST(ServerConfigCluster, WithoutClusterOptionsThereIsNoCluster) {
     EXPECT_FALSE(parse_server_config({}).cluster);
 }
