@@ -14,6 +14,7 @@
 #include "server/runtime/container/runtime.hpp"
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/microvm/runtime.hpp"
+#include "server/templates/registry.hpp"
 
 namespace deskbox::server {
 
@@ -69,6 +70,14 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
                           range is the template build engine's (RUN steps' root)
   --userns true|false     false: guest ids are host ids (weaker; for kernels without
                           idmapped mounts; default true); template builds are then refused
+  --template-registry H[:P]  a registry Dockerfiles' FROM and imports by reference may pull
+                          from, over HTTPS with a verified certificate, anonymously (repeatable;
+                          default none: builds use only images that are here)
+  --template-registry-insecure H[:P]  the same over plain HTTP or unverified HTTPS (a test or
+                          lab registry; repeatable)
+  --template-pull-timeout-s N  how long one pull may take (default 600)
+  --template-pull-max-mb N  the largest image a pull fetches, its layers compressed as the
+                          registry's manifest declares them (default 8192)
   --cluster etcd=URL,...  join a cluster coordinated by etcd (docs/CLUSTER.md); then also:
   --node-name N           this node's name (default: the host name)
   --advertise URL         where the other nodes reach this API (default: http://LISTEN)
@@ -270,6 +279,17 @@ void apply(ServerConfig& c, const std::string& key, const std::string& value) {
         auto range = network::parse_ip_range(value, &why);
         if (!range) throw std::invalid_argument("--public-range '" + value + "': " + why);
         c.manager.network.public_ranges.push_back(*range);
+    } else if (key == "template-registry" || key == "template_registry" ||
+               key == "template-registry-insecure" || key == "template_registry_insecure") {
+        if (auto problem = templates::registry_entry_problem(value))
+            throw std::invalid_argument("--" + key + ": " + *problem);
+        auto& registries = c.manager.template_registries;
+        (key.ends_with("insecure") ? registries.insecure : registries.allowed).push_back(value);
+    } else if (key == "template-pull-timeout-s" || key == "template_pull_timeout_s") {
+        c.manager.template_registries.pull_timeout = std::chrono::seconds(number(10, 86400));
+    } else if (key == "template-pull-max-mb" || key == "template_pull_max_mb") {
+        c.manager.template_registries.max_pull_bytes =
+            static_cast<std::uint64_t>(number(1, 1 << 24)) << 20;
     } else if (key == "ports-domain" || key == "ports_domain") {
         auto name = network::normalize_host_name(value);
         if (!name || name->find('.') == std::string::npos)
@@ -382,6 +402,13 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
                 } else if (v.is_array() &&
                            (k == "public_range" || k == "public-range" || k == "public_ranges")) {
                     for (auto& range : v) apply(c, "public-range", range.get<std::string>());
+                } else if (v.is_array() && k.starts_with("template") &&
+                           k.find("registr") != std::string::npos) {
+                    // {"template_registry": ["reg.example:5000"]} (or _registries, _insecure)
+                    const std::string one = k.find("insecure") != std::string::npos
+                                                ? "template-registry-insecure"
+                                                : "template-registry";
+                    for (auto& item : v) apply(c, one, item.get<std::string>());
                 } else if (v.is_object() && (k == "microvm_pool" || k == "microvm-pool")) {
                     // {"microvm_pool": {"minimal": 2}}
                     for (auto& [name, n] : v.items()) apply(c, k, name + "=" + n.dump());
