@@ -20,6 +20,12 @@ if ((${#missing[@]})); then
      [[ -d /run/systemd/system ]]; then
     $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
   fi
+  # The same for the packaged registry (:5000 on every address): the template registry tests
+  # run one of their own in a network namespace.
+  if [[ " ${missing[*]} " == *" docker-registry "* ]] && command -v systemctl >/dev/null &&
+     [[ -d /run/systemd/system ]]; then
+    $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true
+  fi
 fi
 # npm: NodeSource's nodejs brings its own (and conflicts with Debian's npm package); Debian's
 # nodejs needs the npm package beside it.

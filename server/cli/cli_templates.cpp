@@ -402,39 +402,46 @@ int template_build(Context& context, const CommandTokens& tokens) {
 int template_import(Context& context, const CommandTokens& tokens) {
     auto options = follow_options();
     options.push_back({"--format", ""});
+    options.push_back({"--image", ""});
     Command c(context, "template", tokens, options);
-    c.expect(3, 3);
+    // An image the server pulls from a registry it allows, or an archive to upload: one of them.
+    const auto image = c.args.get("--image");
+    c.expect(image ? 2 : 3, image ? 2 : 3);
     json body = json::object();
     put_ref(body, c.arg(1));
     if (auto format = c.args.get("--format")) {
+        if (image) throw UsageError("--format is for an archive, not --image");
         if (*format != "oci-archive" && *format != "docker-archive")
             throw UsageError("--format: expected oci-archive or docker-archive, got \"" + *format +
                              "\"");
         body["format"] = *format;
     }
+    if (image) body["image"] = *image;
     put_commands(body, c.args);
     const auto part_bytes = static_cast<std::size_t>(part_bytes_of(c.args));
-    const std::string& file = c.arg(2);
+    const std::string file = image ? "" : c.arg(2);
     std::ifstream in;
     std::istream* source = &context.in;
-    if (file != "-") {
+    if (!image && file != "-") {
         in.open(file, std::ios::binary);
         if (!in) throw std::runtime_error("cannot read " + file + ": " + std::strerror(errno));
         source = &in;
     }
     InterruptCatcher catcher;
     try {
-        const auto upload = upload_parts(
-            context.client(),
-            [&](char* buffer, std::size_t size) {
-                source->read(buffer, static_cast<std::streamsize>(size));
-                if (source->bad()) throw std::runtime_error("cannot read " + file);
-                return static_cast<std::size_t>(source->gcount());
-            },
-            part_bytes, throw_if_interrupted);
-        body["upload_id"] = upload.id;
-        context.err << "deskbox: sent " << human_bytes(upload.bytes) << " of "
-                    << (file == "-" ? "stdin" : file) << "\n";
+        if (!image) {
+            const auto upload = upload_parts(
+                context.client(),
+                [&](char* buffer, std::size_t size) {
+                    source->read(buffer, static_cast<std::streamsize>(size));
+                    if (source->bad()) throw std::runtime_error("cannot read " + file);
+                    return static_cast<std::size_t>(source->gcount());
+                },
+                part_bytes, throw_if_interrupted);
+            body["upload_id"] = upload.id;
+            context.err << "deskbox: sent " << human_bytes(upload.bytes) << " of "
+                        << (file == "-" ? "stdin" : file) << "\n";
+        }
         context.client().set_request_timeout(std::chrono::minutes(10));
         json started = context.client().post_json("/v1/templates/imports", body);
         return follow_and_report(context, c.args, started);

@@ -46,6 +46,7 @@ Templates (your own, from a Dockerfile or an image archive):
   template build NAME[:TAG] [-f Dockerfile] [CONTEXT_DIR] [--build-arg K=V]... [--start-cmd CMD]
          [--ready-cmd CMD] [--no-cache] [--network on|off|JSON] [--timeout S] [-q] [-d]
   template import NAME[:TAG] FILE.tar|- [--format oci-archive|docker-archive]
+  template import NAME[:TAG] --image REGISTRY[:PORT]/REPO[:TAG|@sha256:D]
   template ls [--json]    template inspect NAME[:TAG]    template rm NAME[:TAG]...
   template builds [--json]    template logs BUILD_ID [-f]    template cancel BUILD_ID...
 Cluster (deskboxd --cluster):
@@ -155,6 +156,8 @@ const std::map<std::string, std::string> kUsage = {
      "         [--timeout S] [--part-mb N] [-q|--quiet] [-d|--detach]\n"
      "       deskbox template import NAME[:TAG] FILE.tar|- [--format oci-archive|docker-archive]\n"
      "         [--start-cmd CMD] [--ready-cmd CMD] [--timeout S] [--part-mb N] [-q] [-d]\n"
+     "       deskbox template import NAME[:TAG] --image REGISTRY[:PORT]/REPO[:TAG|@sha256:D]\n"
+     "         [--start-cmd CMD] [--ready-cmd CMD] [--timeout S] [-q] [-d]\n"
      "       deskbox template ls [--json]\n"
      "       deskbox template inspect NAME[:TAG]\n"
      "       deskbox template rm NAME[:TAG]...\n"
@@ -171,7 +174,8 @@ const std::map<std::string, std::string> kUsage = {
      "build's, in seconds (default 1800). Uploads go in parts of --part-mb (default 32; the\n"
      "server's --max-body-mb bounds it). -q: no log, only the result; -d: print the build id and\n"
      "return at once (then template logs BUILD_ID -f). ^C cancels the build.\n"
-     "import takes an image archive (docker save, skopeo copy ... oci-archive:F) the same way.\n"
+     "import takes an image archive (docker save, skopeo copy ... oci-archive:F) the same way,\n"
+     "or with --image an image the server pulls from a registry its --template-registry allows.\n"
      "Exit codes of build, import and logs -f: 0 built, 1 failed, cancelled or an API error\n"
      "(the failing step, its exit code and the message are on stderr), 130 interrupted.\n"
      "A sandbox of it: deskbox create --template NAME[:TAG]."},

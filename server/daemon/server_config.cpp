@@ -14,6 +14,7 @@
 #include "server/runtime/container/runtime.hpp"
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/microvm/runtime.hpp"
+#include "server/templates/registry.hpp"
 
 namespace deskbox::server {
 
@@ -69,6 +70,14 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
                           range is the template build engine's (RUN steps' root)
   --userns true|false     false: guest ids are host ids (weaker; for kernels without
                           idmapped mounts; default true); template builds are then refused
+  --template-registry H[:P]  a registry Dockerfiles' FROM and imports by reference may pull
+                          from, over HTTPS with a verified certificate, anonymously (repeatable;
+                          default none: builds use only images that are here)
+  --template-registry-insecure H[:P]  the same over plain HTTP or unverified HTTPS (a test or
+                          lab registry; repeatable)
+  --template-pull-timeout-s N  how long one pull may take (default 600)
+  --template-pull-max-mb N  the largest image a pull fetches, its layers compressed as the
+                          registry's manifest declares them (default 8192)
   --cluster etcd=URL,...  join a cluster coordinated by etcd (docs/CLUSTER.md); then also:
   --node-name N           this node's name (default: the host name)
   --advertise URL         where the other nodes reach this API (default: http://LISTEN)
@@ -319,6 +328,23 @@ bool apply_sandboxes(ServerConfig& c, const Option& o) {
     return true;
 }
 
+// Templates users build: the registries their images may come from. False for other options.
+bool apply_templates(ServerConfig& c, const Option& o) {
+    auto& registries = c.manager.template_registries;
+    if (o.is("template-registry") || o.is("template-registry-insecure")) {
+        if (auto problem = templates::registry_entry_problem(o.value))
+            throw std::invalid_argument("--" + o.key + ": " + *problem);
+        (o.key.ends_with("insecure") ? registries.insecure : registries.allowed).push_back(o.value);
+    } else if (o.is("template-pull-timeout-s")) {
+        registries.pull_timeout = std::chrono::seconds(o.number(10, 86400));
+    } else if (o.is("template-pull-max-mb")) {
+        registries.max_pull_bytes = static_cast<std::uint64_t>(o.number(1, 1 << 24)) << 20;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 // Sandbox networks and the sandboxes' isolation from the host. False for other options.
 bool apply_network(ServerConfig& c, const Option& o) {
     const std::string& value = o.value;
@@ -370,7 +396,7 @@ bool apply_network(ServerConfig& c, const Option& o) {
 void apply(ServerConfig& c, const std::string& key, const std::string& value) {
     const Option option{key, value};
     if (apply_cluster(c, key, value) || apply_http(c, option) || apply_sandboxes(c, option) ||
-        apply_network(c, option))
+        apply_templates(c, option) || apply_network(c, option))
         return;
     throw std::invalid_argument("unknown option '--" + key + "'");
 }
@@ -423,6 +449,13 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
                 } else if (v.is_array() &&
                            (k == "public_range" || k == "public-range" || k == "public_ranges")) {
                     for (auto& range : v) apply(c, "public-range", range.get<std::string>());
+                } else if (v.is_array() && k.starts_with("template") &&
+                           k.find("registr") != std::string::npos) {
+                    // {"template_registry": ["reg.example:5000"]} (or _registries, _insecure)
+                    const std::string one = k.find("insecure") != std::string::npos
+                                                ? "template-registry-insecure"
+                                                : "template-registry";
+                    for (auto& item : v) apply(c, one, item.get<std::string>());
                 } else if (v.is_object() && (k == "microvm_pool" || k == "microvm-pool")) {
                     // {"microvm_pool": {"minimal": 2}}
                     for (auto& [name, n] : v.items()) apply(c, k, name + "=" + n.dump());

@@ -60,6 +60,9 @@ struct ManagerOptions {
     // the largest upload (build context or image archive).
     std::filesystem::path templates_run_dir = "/run/deskbox-templates";
     std::uint64_t max_template_upload_bytes = 4ull << 30;
+    // Registries a Dockerfile's FROM or an import by reference may pull from
+    // (--template-registry; none by default), the pull's timeout and size limit.
+    templates::RegistryOptions template_registries;
 };
 
 class SandboxManager {

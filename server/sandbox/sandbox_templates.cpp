@@ -26,6 +26,7 @@ void SandboxManager::start_template_service() {
         o.engine_host_base = engine_ids_.host_base();
     }
     o.max_upload_bytes = options_.max_template_upload_bytes;
+    o.registries = options_.template_registries;
     templates::TemplateService::Hooks hooks;
     hooks.is_shipped = [this](const std::string& name) {
         const auto names = shipped_template_names();

@@ -40,6 +40,9 @@ struct BuildRequest {
     std::vector<std::string> start_command;
     nlohmann::json ready;        // null: the template default; else template.json's "ready"
     std::string archive_format;  // import: "oci-archive", "docker-archive" or "" (detect)
+    // import by reference instead of an upload: an image in an allowed registry
+    // (registry.example:5000/team/app:1, or @sha256:...).
+    std::string image;
     network::NetworkPolicy network = network::NetworkPolicy::open();
     std::chrono::seconds timeout{1800};
     BuildLimits limits;
@@ -50,7 +53,8 @@ const char* to_string(BuildState state);
 const char* to_string(BuildKind kind);
 
 struct BuildFailure {
-    std::string code;  // step_failed, contract, timeout, cancelled, restarted, engine, context
+    // step_failed, contract, timeout, cancelled, restarted, engine, context, pull_failed
+    std::string code;
     std::string message;
     int step = 0;  // the Dockerfile step that failed (1-based), 0 if none
     std::string instruction;

@@ -22,12 +22,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-class TemplateService::StepFailed : public std::runtime_error {
-  public:
-    explicit StepFailed(BuildFailure f) : std::runtime_error(f.message), failure(std::move(f)) {}
-    BuildFailure failure;
-};
-
 namespace {
 
 // <image dir>/bases.json (template_store.hpp): the shipped templates' rootfs an image was built
@@ -217,6 +211,8 @@ void TemplateService::run(Job& j) {
         j.cgroup_procs = limit_build_cgroup(j);
         if (j.request.kind == BuildKind::dockerfile)
             build_dockerfile(j);
+        else if (!j.request.image.empty())
+            import_reference(j);
         else
             import_archive(j);
     } catch (const StepFailed& f) {
@@ -281,6 +277,7 @@ void TemplateService::ensure_shipped_base(Job& j, const std::string& name) {
 
 void TemplateService::build_dockerfile(Job& j) {
     for (const auto& name : j.shipped_bases) ensure_shipped_base(j, name);
+    for (const auto& image : j.pulls) pull_image(j, image);
     if (j.request.network.enabled()) {
         try {
             // Owned by the engine's user namespace: rootless runc may join it.
@@ -396,6 +393,8 @@ void TemplateService::add_deskbox_layer(Job& j, const std::string& image) {
     stored.ref = j.info.ref;
     stored.definition = definition;
     stored.base = j.base;
+    stored.base_digest = j.base_digest;
+    stored.pulled = j.pulled;
     stored.layers = config.layers + 1;
     stored.created_at = now_rfc3339();
     stored.build_id = j.info.id;

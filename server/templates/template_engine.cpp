@@ -95,13 +95,34 @@ EnginePaths TemplateService::engine() const {
 
 SpawnOptions TemplateService::engine_spawn(std::vector<std::string> args, const Job* j,
                                            bool merge_stderr) const {
+    EnginePaths paths = engine();
+    paths.enter.clear();
+    return engine_tool_spawn(engine_command(paths, std::move(args)), j, merge_stderr);
+}
+
+SpawnOptions TemplateService::engine_tool_spawn(std::vector<std::string> command, const Job* j,
+                                                bool merge_stderr) const {
     const EnginePaths paths = engine();
     SpawnOptions spawn;
     spawn.argv = {"sh", "-c", std::string(kJoinThenRun) + (merge_stderr ? " 2>&1" : ""), "sh"};
     if (j)
         for (const auto& procs : j->cgroup_procs) spawn.argv.push_back(procs.string());
     spawn.argv.push_back("--");
-    for (auto& a : engine_command(paths, std::move(args))) spawn.argv.push_back(std::move(a));
+    std::vector<std::string> enter = paths.enter;
+    // A pull's network namespace (the engine's own, made by deskboxd): joined first, as host
+    // root, then the engine's user and mount namespaces.
+    if (j && !j->engine_netns.empty() && !enter.empty())
+        enter.insert(enter.end() - 1, "--net=" + j->engine_netns);
+    for (auto& a : enter) spawn.argv.push_back(std::move(a));
+    if (j && !j->engine_netns.empty() && !j->engine_resolv_conf.empty()) {
+        // A mount namespace of its own (the engine's root may make one: it owns the user
+        // namespace) where /etc/resolv.conf is the network's.
+        for (const char* a : {"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                              "mount --bind \"$0\" /etc/resolv.conf && exec \"$@\""})
+            spawn.argv.push_back(a);
+        spawn.argv.push_back(j->engine_resolv_conf.string());
+    }
+    for (auto& a : command) spawn.argv.push_back(std::move(a));
     spawn.env_overrides = engine_env(paths);
     return spawn;
 }

@@ -25,7 +25,15 @@ struct TemplateService::Job {
     std::filesystem::path work;              // work/<id>: context, Dockerfile, the final layer
     std::filesystem::path dockerfile;        // what the engine reads
     std::vector<std::string> shipped_bases;  // deskbox/<name> it stands on
+    std::vector<ImageReference> pulls;       // registry images it stands on (FROM, import)
+    std::vector<std::string> pulled;         // the same, pinned to the digests pulled
     std::string base;
+    std::string base_digest;  // the base pinned, when it came from a registry
+    // A network namespace the engine's commands run in (a pull's), or empty: the host's; and
+    // the resolv.conf they see there (the network's DNS, not the host's, which may be on the
+    // host's loopback), or empty.
+    std::string engine_netns;
+    std::filesystem::path engine_resolv_conf;
     bool cancel_requested = false;  // guarded by the service's mutex
     std::optional<std::chrono::steady_clock::time_point> started;
     std::chrono::steady_clock::time_point deadline;
@@ -34,6 +42,13 @@ struct TemplateService::Job {
     std::vector<std::filesystem::path> cgroup_procs;  // what the engine joins: the build's cgroup
     UniqueFd log_fd;
     std::string partial_line;  // engine output after the last newline
+};
+
+// A build step that failed, as the build's failure says it.
+class TemplateService::StepFailed : public std::runtime_error {
+  public:
+    explicit StepFailed(BuildFailure f) : std::runtime_error(f.message), failure(std::move(f)) {}
+    BuildFailure failure;
 };
 
 }  // namespace deskbox::templates

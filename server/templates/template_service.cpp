@@ -259,8 +259,10 @@ BuildInfo TemplateService::start(BuildRequest request) {
                 throw TemplateError(Code::conflict,
                                     "upload '" + j->request.upload_id + "' is in use", "upload_id");
             it->second.busy = true;
-        } else if (j->request.kind == BuildKind::import) {
-            throw TemplateError(Code::invalid, "an import needs the image archive's upload_id",
+        } else if (j->request.kind == BuildKind::import && j->request.image.empty()) {
+            throw TemplateError(Code::invalid,
+                                "an import needs the image archive's upload_id, or an image "
+                                "in a registry",
                                 "upload_id");
         }
     }
@@ -319,10 +321,26 @@ void TemplateService::check_archive(Job& j) {
     j.base = "archive (" + format + ")";
 }
 
+ImageReference TemplateService::allowed_image(const std::string& text, const std::string& field,
+                                              const std::string& at) const {
+    std::string why;
+    auto ref = parse_image_reference(text, &why);
+    if (!ref) throw TemplateError(Code::invalid, at + why, field);
+    if (!registry_allowed(options_.registries, ref->registry))
+        throw TemplateError(Code::invalid,
+                            at + registry_refusal(options_.registries, ref->registry), field);
+    return *ref;
+}
+
 void TemplateService::prepare_context(Job& j) {
     fs::create_directories(j.work);
     const auto context = j.work / "context";
     fs::create_directories(context);
+    if (j.request.kind == BuildKind::import && !j.request.image.empty()) {
+        j.pulls.push_back(allowed_image(j.request.image, "image"));
+        j.base = j.pulls.back().str();
+        return;
+    }
     if (j.request.kind == BuildKind::import) return check_archive(j);
     if (!j.request.upload_id.empty()) unpack_context(j, context);
     const std::string text = load_dockerfile(j, context);
@@ -397,14 +415,24 @@ void TemplateService::check_base_image(Job& j, const std::string& image, const s
                                        const std::string& where) {
     if (j.base.empty()) j.base = image;
     if (image.starts_with("deskbox/")) return check_shipped_base(j, image.substr(8), at, where);
+    if (names_registry(image)) {
+        // Pulled by the build (from the host's side), if the operator allows the registry.
+        auto ref = allowed_image(image, where, at);
+        if (std::none_of(j.pulls.begin(), j.pulls.end(),
+                         [&](const ImageReference& r) { return r.str() == ref.str(); }))
+            j.pulls.push_back(ref);
+        return;
+    }
     auto found =
         run_process(engine_spawn({"inspect", "--type", "image", image}), std::chrono::seconds(30));
     if (found.status.exit_code != 0)
         throw TemplateError(Code::invalid,
                             at + "base image '" + image +
                                 "' is not here: build FROM deskbox/minimal or "
-                                "deskbox/desktop, a template built here, or an image "
-                                "imported with POST /v1/templates/imports",
+                                "deskbox/desktop, a template built here, an image "
+                                "imported with POST /v1/templates/imports, or an image in "
+                                "a registry named in full (HOST[:PORT]/REPOSITORY:TAG) that "
+                                "deskboxd's --template-registry allows",
                             where);
 }
 

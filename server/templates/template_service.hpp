@@ -26,6 +26,7 @@
 #include "server/runtime/container/pinned_user_namespace.hpp"
 #include "server/templates/build_types.hpp"
 #include "server/templates/buildah.hpp"
+#include "server/templates/registry.hpp"
 #include "server/templates/template_store.hpp"
 
 namespace deskbox::templates {
@@ -43,6 +44,8 @@ class TemplateService {
         std::uint64_t max_upload_bytes = 4ull << 30;
         std::chrono::minutes upload_lifetime{60};
         std::size_t builds_kept = 100;  // finished builds remembered
+        // Registries FROM and imports by reference may pull from (none by default).
+        RegistryOptions registries;
     };
     // What the service asks the server for.
     struct Hooks {
@@ -125,11 +128,20 @@ class TemplateService {
                             const std::string& where);
     // An import's upload: an OCI or Docker archive, handed to the engine's root.
     void check_archive(Job& job);
+    // A registry reference (FROM, an import's `image`) the operator allows, or a 400 in `field`.
+    ImageReference allowed_image(const std::string& text, const std::string& field,
+                                 const std::string& at = {}) const;
     void forget_old_builds();
     // template_build_steps.cpp: what the worker does for one build.
     void run(Job& job);
     void build_dockerfile(Job& job);
     void import_archive(Job& job);
+    void import_reference(Job& job);
+    // Brings a registry image into the engine's storage (once per digest), named as the
+    // Dockerfile wrote it; returns it pinned (registry/repository@sha256:...).
+    std::string pull_image(Job& job, const ImageReference& image);
+    // The reference's manifest digest and declared size, read in the pull's network.
+    std::string resolve_digest(Job& job, const ImageReference& image);
     void ensure_shipped_base(Job& job, const std::string& name);
     void add_deskbox_layer(Job& job, const std::string& image);
     void export_rootfs(Job& job, const std::string& final_image);
@@ -142,6 +154,10 @@ class TemplateService {
     // The engine with `args`; with a job: in the build's cgroup (`merge_stderr`: 2>&1).
     SpawnOptions engine_spawn(std::vector<std::string> args, const Job* job = nullptr,
                               bool merge_stderr = false) const;
+    // Another tool (skopeo) the same way: in the engine's namespaces, as its root, with its
+    // environment, in the build's cgroup and the job's pull network if it has one.
+    SpawnOptions engine_tool_spawn(std::vector<std::string> command, const Job* job = nullptr,
+                                   bool merge_stderr = false) const;
     // A tar stream from `from` on one side of the id boundary to `to` on the other.
     RunResult copy_across(const std::filesystem::path& from, const std::filesystem::path& to,
                           bool into_engine) const;

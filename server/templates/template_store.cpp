@@ -17,6 +17,8 @@ json StoredTemplate::to_json() const {
             {"image_id", image_id},
             {"definition", definition},
             {"base", base},
+            {"base_digest", base_digest},
+            {"pulled", pulled},
             {"layers", layers},
             {"build_seconds", build_seconds},
             {"bytes", bytes},
@@ -31,6 +33,8 @@ StoredTemplate StoredTemplate::from_json(const json& j) {
     t.image_id = j.at("image_id").get<std::string>();
     t.definition = j.at("definition");
     t.base = j.value("base", "");
+    t.base_digest = j.value("base_digest", "");
+    t.pulled = j.value("pulled", std::vector<std::string>{});
     t.layers = j.value("layers", std::size_t{0});
     t.build_seconds = j.value("build_seconds", 0.0);
     t.bytes = j.value("bytes", std::uint64_t{0});

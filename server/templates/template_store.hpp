@@ -28,6 +28,10 @@ struct StoredTemplate {
     std::string image_id;       // the engine's id of the final image (64 hex)
     nlohmann::json definition;  // template.json as the server reads it (session, env, ready)
     std::string base;           // the first FROM, or the imported archive's name
+    // The base pinned to the digest it was pulled at (registry/repository@sha256:...) when it
+    // came from a registry; empty otherwise. `pulled`: every registry image the build used so.
+    std::string base_digest;
+    std::vector<std::string> pulled;
     std::size_t layers = 0;
     double build_seconds = 0;
     std::uint64_t bytes = 0;  // the rootfs's size

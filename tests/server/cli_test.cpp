@@ -1367,6 +1367,28 @@ TEST_F(CliTemplateTest, ImportFromStdinAndDetach) {
     EXPECT_EQ(bad.status.exit_code, 2);
 }
 
+// --image: nothing is uploaded, the server pulls the image from its registry.
+TEST_F(CliTemplateTest, ImportByReferenceUploadsNothing) {
+    fake.finished["template"] = "app:1";
+    RunResult result =
+        run({"template", "import", "app:1", "--image", "reg.example:5000/team/app:1", "-d"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_EQ(result.out, "bld-1\n");
+    EXPECT_TRUE(requests_to("POST", "/v1/templates/uploads").empty());
+    auto imports = requests_to("POST", "/v1/templates/imports");
+    ASSERT_EQ(imports.size(), 1u);
+    EXPECT_EQ(imports[0].json_body(),
+              json({{"name", "app"}, {"tag", "1"}, {"image", "reg.example:5000/team/app:1"}}));
+    // An image and a file, or an image with an archive's format: usage errors.
+    EXPECT_EQ(
+        run({"template", "import", "app", "x.tar", "--image", "reg.example/a"}).status.exit_code,
+        2);
+    EXPECT_EQ(
+        run({"template", "import", "app", "--image", "reg.example/a", "--format", "oci-archive"})
+            .status.exit_code,
+        2);
+}
+
 TEST_F(CliTemplateTest, LsRmLogsCancelAndUsage) {
     server.set_handler([this](const RecordedRequest& r) {
         if (r.line() == "GET /v1/templates")

@@ -36,19 +36,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
-bool subnet_in_use(int x) {
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) return false;
-    bool used = false;
-    for (ifaddrs* i = list; i; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-        auto a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
-        if ((a >> 8) == ((198u << 16) | (18u << 8) | static_cast<unsigned>(x))) used = true;
-    }
-    ::freeifaddrs(list);
-    return used;
-}
-
 // A self-signed P-256 certificate: the proxy never checks certificates, and clients in tests
 // skip verification.
 void use_self_signed(ssl::context& context) {
@@ -72,6 +59,19 @@ void use_self_signed(ssl::context& context) {
 }
 
 }  // namespace
+
+bool host_has_subnet(unsigned a, unsigned b, unsigned c) {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return false;
+    bool used = false;
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+        auto address = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+        if ((address >> 8) == ((a << 16) | (b << 8) | c)) used = true;
+    }
+    ::freeifaddrs(list);
+    return used;
+}
 
 struct TestInternet::Impl {
     int x = 0;
@@ -278,7 +278,7 @@ TestInternet::TestInternet(std::map<std::string, std::string> names)
     std::mt19937 random{std::random_device{}()};
     for (int attempt = 0; attempt < 64 && impl_->x == 0; ++attempt) {
         int x = 1 + static_cast<int>(random() % 254);
-        if (!subnet_in_use(x)) impl_->x = x;
+        if (!host_has_subnet(198, 18, static_cast<unsigned>(x))) impl_->x = x;
     }
     if (impl_->x == 0) throw std::runtime_error("test internet: no free 198.18.X.0/24");
     const std::string link = "dbxinet" + std::to_string(impl_->x);

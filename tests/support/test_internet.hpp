@@ -24,6 +24,9 @@
 
 namespace deskbox::test {
 
+// Whether one of the host's IPv4 addresses lies in a.b.c.0/24 (a test's subnet is taken).
+bool host_has_subnet(unsigned a, unsigned b, unsigned c);
+
 class TestInternet {
   public:
     // `names`: DNS name -> IPv4 address ("web", "other", "lan" stand for the hosts' addresses).

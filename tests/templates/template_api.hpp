@@ -44,6 +44,52 @@ inline void write_clock_context(const std::filesystem::path& dir) {
     std::filesystem::permissions(dir / "greet.sh", std::filesystem::perms(0755));
 }
 
+// buildah with storage of the test's own (vfs, in a temp folder, as the test's root): makes
+// the images tests import or push to a registry.
+class TestEngine {
+  public:
+    // The first line of its output; a failure fails the test.
+    std::string run(std::vector<std::string> args) const {
+        std::vector<std::string> argv = {"buildah",
+                                         "--root",
+                                         (work_.path() / "root").string(),
+                                         "--runroot",
+                                         (work_.path() / "run").string(),
+                                         "--storage-driver",
+                                         "vfs"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        auto r = run_process(argv, std::chrono::seconds(600));
+        EXPECT_EQ(r.status.exit_code, 0) << args.front() << ": " << r.err;
+        return r.out.substr(0, r.out.find('\n'));
+    }
+    // The folder `rootfs` (its files as they are) committed as image `name` with CMD `cmd`.
+    void commit_rootfs(const std::string& rootfs, const std::string& cmd,
+                       const std::string& name) const {
+        auto container = run({"from", "scratch"});
+        auto mount = run({"mount", container});
+        EXPECT_EQ(run_process({"cp", "-a", rootfs + "/.", mount + "/"}, std::chrono::seconds(600))
+                      .status.exit_code,
+                  0);
+        run({"umount", container});
+        run({"config", "--cmd", cmd, container});
+        run({"commit", "--quiet", "--rm", container, name});
+    }
+    const std::filesystem::path& dir() const { return work_.path(); }
+
+  private:
+    TempDir work_{"deskbox-test-engine"};
+};
+
+// The built `minimal`'s rootfs (empty, and the test fails, if it is not built).
+inline std::string minimal_rootfs() {
+    auto built = run_process(
+        {"python3", deskbox::test_paths::source("images/build.py"), "minimal", "--print-path"});
+    const std::string rootfs = built.out.substr(0, built.out.find('\n'));
+    EXPECT_TRUE(std::filesystem::is_directory(rootfs + "/usr"))
+        << "minimal is not built: " << built.err;
+    return rootfs;
+}
+
 // Whether a /windows answer lists a window of `window_class`.
 inline bool has_window(const nlohmann::json& windows, const std::string& window_class) {
     for (const auto& w : windows.value("windows", nlohmann::json::array()))

@@ -417,35 +417,12 @@ TEST_F(TemplateBuild, WithoutUserNamespacesBuildsAreRefused) {
 // An OCI archive made here (the minimal rootfs committed by the engine in storage of the test's
 // own) imports and runs; one without a desktop is refused, naming what is missing.
 TEST_F(TemplateBuild, OciArchivesImportOrAreRefusedClearly) {
-    auto rootfs = run_process(
-        {"python3", deskbox::test_paths::source("images/build.py"), "minimal", "--print-path"});
-    std::string minimal = rootfs.out.substr(0, rootfs.out.find('\n'));
-    TempDir work("deskbox-oci");
-    const std::vector<std::string> engine = {"buildah",
-                                             "--root",
-                                             (work.path() / "root").string(),
-                                             "--runroot",
-                                             (work.path() / "run").string(),
-                                             "--storage-driver",
-                                             "vfs"};
-    auto engine_run = [&](std::vector<std::string> args) {
-        auto argv = engine;
-        argv.insert(argv.end(), args.begin(), args.end());
-        auto r = run_process(argv, 600s);
-        EXPECT_EQ(r.status.exit_code, 0) << r.err;
-        return r.out.substr(0, r.out.find('\n'));
-    };
+    const std::string minimal = deskbox::test::minimal_rootfs();
+    deskbox::test::TestEngine engine;
     auto make_archive = [&](const std::string& source_dir, const std::string& name) {
-        auto container = engine_run({"from", "scratch"});
-        auto mount = engine_run({"mount", container});
-        EXPECT_EQ(run_process({"cp", "-a", source_dir + "/.", mount + "/"}, 600s).status.exit_code,
-                  0);
-        engine_run({"umount", container});
-        engine_run({"config", "--cmd", "xterm -title imported", container});
-        engine_run({"commit", container, name});
-        auto archive = (work.path() / (name + ".tar")).string();
-        engine_run({"push", name, "oci-archive:" + archive});
-        engine_run({"rm", container});
+        engine.commit_rootfs(source_dir, "xterm -title imported", name);
+        auto archive = (engine.dir() / (name + ".tar")).string();
+        engine.run({"push", name, "oci-archive:" + archive});
         std::ifstream in(archive, std::ios::binary);
         return std::string((std::istreambuf_iterator<char>(in)), {});
     };

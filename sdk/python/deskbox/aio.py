@@ -375,6 +375,14 @@ class AsyncTemplate:
             Template.import_archive, name, archive, *args, on_log=bridge, **kwargs))
 
     @staticmethod
+    async def import_image(name: str, image: str, *args: Any, on_log: Any = None,
+                           **kwargs: Any) -> TemplateBuild:
+        """See `Template.import_image`."""
+        bridge = _log_bridge(on_log, asyncio.get_running_loop())
+        return await asyncio.to_thread(functools.partial(
+            Template.import_image, name, image, *args, on_log=bridge, **kwargs))
+
+    @staticmethod
     async def wait(build_id: str, on_log: Any = None, check: bool = True,
                    server: Optional[str] = None, api_key: Optional[str] = None) -> TemplateBuild:
         """See `Template.wait`."""

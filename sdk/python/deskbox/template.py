@@ -47,6 +47,8 @@ class TemplateInfo:
     build_id: Optional[str] = None
     image_id: Optional[str] = None
     in_use: bool = False
+    # A base pulled from a registry, pinned: registry/repository@sha256:...
+    base_digest: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -55,7 +57,8 @@ class TemplateInfo:
                    kind=j.get("kind", ""), runtimes=list(j.get("runtimes") or []),
                    bytes=j.get("bytes"), created_at=j.get("created_at"),
                    build_id=j.get("build_id"), image_id=j.get("image_id"),
-                   in_use=bool(j.get("in_use", False)), raw=j)
+                   in_use=bool(j.get("in_use", False)),
+                   base_digest=j.get("base_digest") or None, raw=j)
 
 
 @dataclass
@@ -390,6 +393,40 @@ class Template:
             else:
                 with open(os.fspath(archive), "rb") as f:  # type: ignore[arg-type]
                     body["upload_id"] = _upload(http, f, part_size)
+            started = http.json("POST", "/v1/templates/imports", json_body=body, timeout=600)
+            return _finish(http, started, wait, on_log)
+        finally:
+            http.close()
+
+    @staticmethod
+    def import_image(
+        name: str,
+        image: str,
+        tag: Optional[str] = "latest",
+        *,
+        start_cmd: Optional[Command] = None,
+        ready_cmd: Optional[Command] = None,
+        ready: Optional[Mapping[str, Any]] = None,
+        on_log: Optional[LogCallback] = None,
+        timeout: Optional[int] = None,
+        wait: bool = True,
+        server: Optional[str] = None,
+        api_key: Optional[str] = None,
+    ) -> TemplateBuild:
+        """Imports an image the server pulls from a registry as a template.
+
+        Args:
+            image: ``HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]``, the registry named in full;
+                the server pulls only from registries its operator allows
+                (``deskboxd --template-registry``), anonymously. The template records the
+                digest pulled (``TemplateInfo.raw["base_digest"]``).
+            The others as for `build`.
+        """
+        body = _ref_body(name, tag)
+        body["image"] = image
+        _put_start_and_ready(body, start_cmd, ready_cmd, ready, timeout)
+        http = HttpClient(server, api_key)
+        try:
             started = http.json("POST", "/v1/templates/imports", json_body=body, timeout=600)
             return _finish(http, started, wait, on_log)
         finally:

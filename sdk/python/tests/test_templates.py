@@ -143,6 +143,12 @@ class TemplateBuildTest(unittest.TestCase):
         with self.assertRaises(BadRequestError) as caught:
             Template.import_archive("sdk-py-bad", b"not a tar", server=server.url)
         self.assertEqual(caught.exception.field, "upload_id")
+        # This server allows no registry (deskboxd --template-registry): refused before a pull.
+        with self.assertRaises(BadRequestError) as caught:
+            Template.import_image("sdk-py-bad", "registry.example:5000/team/app:1",
+                                  server=server.url)
+        self.assertEqual(caught.exception.field, "image")
+        self.assertIn("--template-registry", caught.exception.message)
         with self.assertRaises(ValueError):
             Template.build("sdk-py-bad", server=server.url)  # neither a Dockerfile nor a context
 

@@ -61,6 +61,8 @@ export interface TemplateInfo {
   createdAt?: string;
   buildId?: string;
   imageId?: string;
+  /** A base pulled from a registry, pinned: registry/repository@sha256:... */
+  baseDigest?: string;
   inUse: boolean;
   raw: Record<string, any>;
 }
@@ -99,6 +101,9 @@ export interface BuildOptions extends StartOptions, ConnectionOptions {
 export interface ImportOptions extends StartOptions, ConnectionOptions {
   format?: "oci-archive" | "docker-archive";
 }
+
+/** Template.importImage's options: those of a build's start and the connection. */
+export interface ImportImageOptions extends StartOptions, ConnectionOptions {}
 
 /** A build or import that failed or was cancelled: where, with what exit code, and the log's end. */
 export class TemplateBuildError extends DeskboxError {
@@ -168,6 +173,7 @@ function parseTemplate(raw: Record<string, any>): TemplateInfo {
   if (raw.created_at !== undefined) info.createdAt = raw.created_at;
   if (raw.build_id !== undefined) info.buildId = raw.build_id;
   if (raw.image_id !== undefined) info.imageId = raw.image_id;
+  if (raw.base_digest) info.baseDigest = raw.base_digest;
   return info;
 }
 
@@ -515,6 +521,21 @@ export class Template {
         partSize,
       );
     }
+    const started = await http.json("POST", "/v1/templates/imports", { json: body, timeoutMs: 600_000 });
+    return finish(http, started, options);
+  }
+
+  /**
+   * Imports an image the server pulls from a registry: `HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]`,
+   * the registry named in full. The server pulls only from registries its operator allows
+   * (`deskboxd --template-registry`), anonymously; the template records the digest pulled
+   * (`base_digest` in its JSON).
+   */
+  static async importImage(name: string, image: string, options: ImportImageOptions = {}): Promise<TemplateBuild> {
+    const body = refBody(name, options.tag ?? (name.includes(":") ? undefined : "latest"));
+    body.image = image;
+    putStart(body, options);
+    const http = new HttpClient(options);
     const started = await http.json("POST", "/v1/templates/imports", { json: body, timeoutMs: 600_000 });
     return finish(http, started, options);
   }

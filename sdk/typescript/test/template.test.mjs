@@ -142,5 +142,10 @@ describe("Template on a real deskboxd", { skip: !haveBuildah && "buildah is not 
     const notTar = await Template.importArchive("sdk-ts-bad", new TextEncoder().encode("not a tar"), opts).catch((e) => e);
     assert.ok(notTar instanceof BadRequestError, String(notTar));
     assert.equal(notTar.field, "upload_id");
+    // This server allows no registry (deskboxd --template-registry): refused before a pull.
+    const unlisted = await Template.importImage("sdk-ts-bad", "registry.example:5000/team/app:1", opts).catch((e) => e);
+    assert.ok(unlisted instanceof BadRequestError, String(unlisted));
+    assert.equal(unlisted.field, "image");
+    assert.match(unlisted.message, /--template-registry/);
   });
 });

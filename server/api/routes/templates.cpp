@@ -131,6 +131,8 @@ json describe(SandboxManager& manager, const templates::StoredTemplate& t,
               {"kind", "user"},
               {"image_id", t.image_id},
               {"base", t.base},
+              {"base_digest", t.base_digest},
+              {"pulled", t.pulled},
               {"layers", t.layers},
               {"bytes", t.bytes},
               {"build_seconds", t.build_seconds},
@@ -238,8 +240,16 @@ HttpResponse start_import(RouteContext& context) {
     BuildRequest request;
     request.kind = BuildKind::import;
     request.ref = read_ref(body);
-    request.upload_id = body.required_string("upload_id", 64);
+    // An uploaded archive, or an image in a registry deskboxd's operator allows.
+    if (auto upload = body.string("upload_id", 64)) request.upload_id = *upload;
+    if (auto image = body.string("image", 512)) request.image = *image;
+    if (request.upload_id.empty() == request.image.empty())
+        throw bad_request(request.upload_id.empty() ? "upload_id" : "image",
+                          "give upload_id (an uploaded image archive) or image (a registry's "
+                          "image, HOST[:PORT]/REPOSITORY[:TAG|@sha256:DIGEST]), one of them");
     if (auto format = body.string("format", 32)) {
+        if (!request.image.empty())
+            throw bad_request("format", "format is for an uploaded archive, not an image");
         if (*format != "oci-archive" && *format != "docker-archive")
             throw bad_request("format", "expected \"oci-archive\" or \"docker-archive\"");
         request.archive_format = *format;
