@@ -17,6 +17,7 @@
 #include "server/api/routes/system.hpp"
 #include "server/api/routes/templates.hpp"
 #include "server/api/routes/viewers.hpp"
+#include "server/api/routes/volumes.hpp"
 
 namespace deskbox::server {
 
@@ -100,6 +101,16 @@ const std::vector<ApiRoute>& api_routes() {
         {"/v1/templates/{name}",
          api_key,
          {{verb::get, get_template}, {verb::delete_, delete_template}}},
+        // Volumes (routes/volumes.cpp).
+        {"/v1/volumes", api_key, {{verb::get, list_volumes}, {verb::post, create_volume}}},
+        {"/v1/volumes/{name}", api_key, {{verb::get, get_volume}, {verb::delete_, delete_volume}}},
+        {"/v1/volumes/{name}/files",
+         api_key,
+         {{verb::get, read_volume_file},
+          {verb::put, write_volume_file},
+          {verb::delete_, remove_volume_file}},
+         false,
+         true},
         // The nodes of a cluster (routes/nodes.cpp).
         {"/v1/nodes", api_key, {{verb::get, list_nodes}}},
         {"/v1/nodes/{name}/drain", api_key, {{verb::post, drain_node}}},

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -70,6 +70,7 @@ const std::map<std::string, CommandFunction>& commands() {
         {"demo", command_demo},
         {"mcp", command_mcp},
         {"template", command_template},
+        {"volume", command_volume},
     };
     return table;
 }

@@ -130,5 +130,8 @@ std::optional<nlohmann::json> target_of(const ParsedArgs& args);
 int command_mcp(Context& context, const std::vector<std::string>& tokens);
 // Templates users build or import (cli_templates.cpp).
 int command_template(Context& context, const CommandTokens& tokens);
+int command_volume(Context& context, const CommandTokens& tokens);
+// `create --volume NAME:PATH[:ro|rw]` as the create request's volumes entry (UsageError).
+nlohmann::json parse_volume_arg(const std::string& text);
 
 }  // namespace deskbox::cli

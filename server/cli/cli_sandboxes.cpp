@@ -67,6 +67,7 @@ int command_create(Context& context, const std::vector<std::string>& tokens) {
                {"--disk", ""},
                {"--env", ""},
                {"--meta", ""},
+               {"--volume", ""},
                {"--network", ""},
                {"--allow", ""},
                {"--deny", ""},
@@ -223,6 +224,8 @@ json create_request(const ParsedArgs& args) {
     }
     if (!env.empty()) body["env"] = env;
     if (!metadata.empty()) body["metadata"] = metadata;
+    for (const auto& entry : args.all("--volume"))
+        body["volumes"].push_back(parse_volume_arg(entry));
     return body;
 }
 

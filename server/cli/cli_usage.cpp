@@ -49,6 +49,9 @@ Templates (your own, from a Dockerfile or an image archive):
   template import NAME[:TAG] --image REGISTRY[:PORT]/REPO[:TAG|@sha256:D]
   template ls [--json]    template inspect NAME[:TAG]    template rm NAME[:TAG]...
   template builds [--json]    template logs BUILD_ID [-f]    template cancel BUILD_ID...
+Volumes (data that outlives sandboxes; create --volume NAME:PATH[:ro] mounts one):
+  volume create NAME [--size MB] [--label K=V]...    volume ls [--json]
+  volume inspect NAME    volume rm NAME...
 Cluster (deskboxd --cluster):
   node list [--json]      node drain NAME      node undrain NAME
 
@@ -62,12 +65,14 @@ const std::map<std::string, std::string> kUsage = {
      "usage: deskbox create [--template NAME] [--runtime container|microvm] [--size WxH]\n"
      "         [--timeout SECONDS] [--dpi N] [--api-size WxH] [--on-timeout kill|pause]\n"
      "         [--memory MB] [--cpus N] [--pids N] [--disk MB] [--env NAME=VALUE]...\n"
-     "         [--meta NAME=VALUE]...\n"
+     "         [--meta NAME=VALUE]... [--volume NAME:PATH[:ro]]...\n"
      "         [--network on|off] [--allow ENTRY]... [--deny ENTRY]... [--egress-kbps N] [--json]\n"
      "Creates a sandbox and prints its id (--json: the whole answer). Defaults: --template\n"
      "minimal --runtime container --size 1280x800 --timeout 300, the server's network default.\n"
      "--allow/--deny: a domain (example.org), a wildcard (*.example.org), an IP or a CIDR; with\n"
-     "--allow only those are reached, --deny alone takes names or ranges off the internet."},
+     "--allow only those are reached, --deny alone takes names or ranges off the internet.\n"
+     "--volume: mount a volume (deskbox volume create) at PATH, read-only with :ro; one sandbox\n"
+     "may write a volume at a time."},
     {"ports",
      "usage: deskbox ports ID [--json]\n"
      "Lists the TCP ports programs in the sandbox listen on, with the URL deskboxd serves each\n"
@@ -179,6 +184,14 @@ const std::map<std::string, std::string> kUsage = {
      "Exit codes of build, import and logs -f: 0 built, 1 failed, cancelled or an API error\n"
      "(the failing step, its exit code and the message are on stderr), 130 interrupted.\n"
      "A sandbox of it: deskbox create --template NAME[:TAG]."},
+    {"volume",
+     "usage: deskbox volume create NAME [--size MB] [--label K=V]... [--json]\n"
+     "       deskbox volume ls [--json]\n"
+     "       deskbox volume inspect NAME\n"
+     "       deskbox volume rm NAME...\n"
+     "A volume is a filesystem of --size MB (default 1024; writes past it fail with ENOSPC) that\n"
+     "outlives sandboxes and server restarts. Mount it with deskbox create --volume\n"
+     "NAME:/data (or NAME:/data:ro); rm is refused while a sandbox mounts it."},
     {"mcp",
      "usage: deskbox mcp [--sandbox ID [--token CONTROL_TOKEN] | --create TEMPLATE [--runtime R]]\n"
      "MCP over stdio for desktop MCP clients, bridged to deskboxd's /mcp. --sandbox: the\n"

@@ -73,6 +73,35 @@ ResourceLimits limits_from_json(const nlohmann::json& j) {
     return limits;
 }
 
+std::string volume_path_problem(const std::string& path) {
+    if (path.empty() || path[0] != '/') return "must be an absolute path";
+    if (path.size() > 256) return "longer than 256 bytes";
+    for (char c : path)
+        if (c < 0x21 || c > 0x7e || c == ',' || c == ':')
+            return "may hold only printable ASCII other than space, ',' and ':'";
+    if (path.back() == '/') return "must not end with '/'";
+    std::size_t start = 1;
+    while (start <= path.size()) {
+        std::size_t end = path.find('/', start);
+        if (end == std::string::npos) end = path.size();
+        const std::string_view part(path.data() + start, end - start);
+        if (part.empty() || part == "." || part == "..")
+            return "must be a normal path (no '//', '.' or '..')";
+        start = end + 1;
+    }
+    auto at_or_under = [&](std::string_view root) {
+        return path == root ||
+               (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                path[root.size()] == '/');
+    };
+    if (at_or_under("/opt/deskbox") || path == "/opt")
+        return "would cover /opt/deskbox, where the agent lives";
+    for (std::string_view root :
+         {"/data", "/workspace", "/mnt", "/media", "/srv", "/home/user", "/opt"})
+        if (at_or_under(root)) return "";
+    return "must be at or under /data, /workspace, /mnt, /media, /srv, /home/user or /opt";
+}
+
 void validate_spec(const SandboxSpec& spec) {
     validate_id(spec.id);
     if (spec.template_rootfs.empty()) throw SpecError("template_rootfs", "must be set");
@@ -108,6 +137,16 @@ void validate_spec(const SandboxSpec& spec) {
         throw SpecError("limits.disk_mb",
                         std::to_string(limits.disk_mb) + " is outside 16..4194304 (MiB), or 0");
     validate_hostname(spec.hostname);
+    for (std::size_t i = 0; i < spec.volumes.size(); ++i) {
+        const std::string field = "volumes[" + std::to_string(i) + "]";
+        if (auto problem = volume_path_problem(spec.volumes[i].destination); !problem.empty())
+            throw SpecError(field + ".path", problem);
+        if (spec.volumes[i].source.empty() || !spec.volumes[i].source.is_absolute())
+            throw SpecError(field + ".source", "must be an absolute host path");
+        for (std::size_t j = 0; j < i; ++j)
+            if (spec.volumes[j].destination == spec.volumes[i].destination)
+                throw SpecError(field + ".path", spec.volumes[i].destination + " is mounted twice");
+    }
 }
 
 const char* to_string(SandboxState state) {

@@ -62,6 +62,13 @@ struct NetworkAttachment {
     std::function<UniqueFd()> open_tap;
 };
 
+// A directory of the host's (a volume, server/volumes/) mounted into the sandbox.
+struct VolumeMount {
+    std::filesystem::path source;  // host directory (the volume's filesystem)
+    std::string destination;       // absolute path inside the guest, checked by the server
+    bool read_only = false;
+};
+
 struct SandboxSpec {
     std::string id;                          // [A-Za-z0-9][A-Za-z0-9_.-]{0,63}
     std::filesystem::path template_rootfs;   // read-only base (never written)
@@ -90,11 +97,20 @@ struct SandboxSpec {
     // (guest ids are host ids). attachment.netns_path must then be a namespace it owns.
     std::filesystem::path user_namespace;
     std::uint32_t host_id_base = 0;
+    // Mounted in this order, after everything else (nosuid, nodev). Under a user namespace the
+    // files keep the guest's ids on disk (1000 is 1000 in every sandbox and on the host).
+    std::vector<VolumeMount> volumes;
 };
 
 // Limits as JSON ({"memory_mb","cpus","pids"}), for records that outlive a server.
 nlohmann::json limits_to_json(const ResourceLimits& limits);
 ResourceLimits limits_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
+
+// Why `path` cannot be where a volume is mounted in a guest, or "" if it can: an absolute,
+// normal path (no ".", "..", "//" or trailing "/", at most 256 bytes of printable ASCII other
+// than ',' and ':') at or under /data, /workspace, /mnt, /media, /srv, /home/user or /opt, and
+// never /opt/deskbox, what holds it, or anything under it (the agent lives there).
+std::string volume_path_problem(const std::string& path);
 
 // Checks what every runtime needs (id, entry, sizes, limits, env, hostname, paths).
 // Throws SpecError. Runtime-specific checks come on top.
@@ -286,6 +302,8 @@ class Runtime {
     // False: a sandbox's writable disk cannot be capped (limits.disk_mb is refused, not
     // silently ignored).
     virtual bool caps_disk() const { return true; }
+    // False: SandboxSpec::volumes is refused (SpecError "volumes").
+    virtual bool mounts_volumes() const { return false; }
     // True: the server gives each sandbox a user namespace with host ids of its own
     // (SandboxSpec::user_namespace); its processes run on the host's kernel.
     virtual bool needs_user_namespace() const { return false; }

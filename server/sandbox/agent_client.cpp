@@ -14,9 +14,15 @@ namespace {
 constexpr milliseconds kDefaultReply = seconds(30);
 constexpr milliseconds kFileReply = std::chrono::minutes(5);  // up to 64 MiB each way
 
-// The agent's error codes become HTTP statuses: its input errors are the client's fault.
 ApiError from_agent_error(const protocol::RpcError& e) {
-    const std::string& c = e.code();
+    return agent_error_to_api(e.code(), e.what(), e.field());
+}
+
+}  // namespace
+
+// The agent's error codes become HTTP statuses: its input errors are the client's fault.
+ApiError agent_error_to_api(const std::string& c, const std::string& message,
+                            const std::string& field) {
     unsigned status = 502;
     if (c == "invalid_action" || c == "bad_request")
         status = 400;
@@ -31,10 +37,8 @@ ApiError from_agent_error(const protocol::RpcError& e) {
         status = 413;
     else if (c == "timeout")
         status = 504;
-    return ApiError(status, c, e.what(), e.field());
+    return ApiError(status, c, message, field);
 }
-
-}  // namespace
 
 std::optional<double> CommandRequest::read_timeout(RequestReader& reader) {
     auto timeout = reader.number("timeout_s", 0, kMaxTimeoutS);

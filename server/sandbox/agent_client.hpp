@@ -74,6 +74,11 @@ struct CommandResult {
 };
 
 // A path read: a file's bytes, or a directory's listing ({"path","entries"}).
+// An agent error code (files.*: not_found, is_a_directory, ...) as the API answers it: the
+// HTTP status each code maps to, the code kept. Also what the volumes' files API answers.
+ApiError agent_error_to_api(const std::string& code, const std::string& message,
+                            const std::string& field);
+
 struct PathContents {
     bool directory = false;
     std::string bytes;

@@ -14,7 +14,10 @@ using nlohmann::json;
 const std::set<std::string> kCreateFields = {
     "template", "runtime",        "resolution", "dpi",    "timeout_s", "metadata",
     "env",      "api_resolution", "on_timeout", "limits", "network",   "record",
-    "vnc",      "fast_start",     "ready"};
+    "vnc",      "fast_start",     "ready",      "volumes"};
+
+// At most this many volumes in one sandbox.
+constexpr std::size_t kMaxVolumes = 16;
 
 std::pair<int, int> parse_size(const json& v, const std::string& field) {
     if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
@@ -145,7 +148,37 @@ void read_limits(const json& l, SandboxConfig& c) {
     limits.finish();
 }
 
+// [{"name", "path", "read_only"?}, ...]: which volumes to mount where (server/volumes/).
+void read_volumes(const json& request, SandboxConfig& c) {
+    const auto& list = request["volumes"];
+    if (!list.is_array()) throw bad_request("volumes", "expected an array of {name, path}");
+    if (list.size() > kMaxVolumes)
+        throw bad_request("volumes", "at most " + std::to_string(kMaxVolumes) + " volumes");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string field = "volumes[" + std::to_string(i) + "]";
+        RequestReader entry(list[i], field);
+        VolumeRequest volume;
+        volume.name = entry.required_string("name", 63);
+        volume.path = entry.required_string("path", 256);
+        volume.read_only = entry.boolean("read_only").value_or(false);
+        entry.finish();
+        if (auto problem = runtime::volume_path_problem(volume.path); !problem.empty())
+            throw bad_request(field + ".path", problem);
+        for (const auto& earlier : c.volumes)
+            if (earlier.path == volume.path)
+                throw bad_request(field + ".path", volume.path + " is mounted twice");
+        c.volumes.push_back(std::move(volume));
+    }
+}
+
 }  // namespace
+
+nlohmann::json volumes_to_json(const std::vector<VolumeRequest>& volumes) {
+    json out = json::array();
+    for (const auto& v : volumes)
+        out.push_back({{"name", v.name}, {"path", v.path}, {"read_only", v.read_only}});
+    return out;
+}
 
 ReadyCondition template_ready_condition(const json& definition) {
     const std::size_t autostart = autostart_entries(definition);
@@ -197,6 +230,7 @@ CreateRequest parse_create_request(const json& request, const CreateDefaults& de
         }
     }
     if (request.contains("limits")) read_limits(request["limits"], c);
+    if (request.contains("volumes")) read_volumes(request, c);
     return out;
 }
 

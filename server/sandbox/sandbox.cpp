@@ -255,6 +255,12 @@ void Sandbox::kill() {
         namespaces = std::move(namespaces_);
     }
     namespaces.reset();
+    std::vector<volumes::VolumeLease> leases;
+    {
+        std::lock_guard lock(mutex_);
+        leases = std::move(volumes_);
+    }
+    leases.clear();
     mirror_.close();
     std::lock_guard lock(mutex_);
     agent_.reset();
@@ -264,6 +270,11 @@ void Sandbox::kill() {
 std::shared_ptr<network::SandboxNetwork> Sandbox::network() const {
     std::lock_guard lock(mutex_);
     return network_;
+}
+
+void Sandbox::attach_volumes(std::vector<volumes::VolumeLease> leases) {
+    std::lock_guard lock(mutex_);
+    volumes_ = std::move(leases);
 }
 
 void Sandbox::attach_namespaces(std::unique_ptr<runtime::SandboxNamespaces> namespaces) {
@@ -324,6 +335,7 @@ void Sandbox::shutdown(bool keep_running) {
                         instance_.reset();
                         std::lock_guard lock(mutex_);
                         if (namespaces_) namespaces_->release();
+                        for (auto& lease : volumes_) lease.keep_for_next_server();
                     }
                 } catch (const std::exception& e) {
                     audit("shutdown", {{"error", e.what()}});
@@ -370,6 +382,7 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
                         {"metadata", config_.metadata}};
     if (config_.api_resolution)
         j["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
+    if (!config_.volumes.empty()) j["volumes"] = volumes_to_json(config_.volumes);
     if (auto net = network())
         j["network"] = net->describe();
     else

@@ -26,6 +26,7 @@
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_config.hpp"
+#include "server/volumes/volume_store.hpp"
 #include "streaming/frame_mirror.hpp"
 #include "streaming/image_encoder.hpp"
 #include "streaming/live/live_stream.hpp"
@@ -95,6 +96,9 @@ class Sandbox {
     // Its user namespace (containers): unpinned after its processes and network are gone,
     // kept pinned when the sandbox runs on for the next server (its record has the range).
     void attach_namespaces(std::unique_ptr<runtime::SandboxNamespaces> namespaces);
+    // Its volumes' mounts (config().volumes, in order): released after its processes, kept
+    // mounted when the sandbox runs on for the next server.
+    void attach_volumes(std::vector<volumes::VolumeLease> leases);
     std::shared_ptr<network::SandboxNetwork> network() const;
     void kill();  // idempotent; leaves nothing behind
     // The server stops: a sandbox saved to a snapshot keeps its files for the next server
@@ -242,6 +246,7 @@ class Sandbox {
     std::unique_ptr<runtime::SandboxInstance> instance_;
     std::shared_ptr<network::SandboxNetwork> network_;        // kill() ends it after the instance
     std::unique_ptr<runtime::SandboxNamespaces> namespaces_;  // and these after the network
+    std::vector<volumes::VolumeLease> volumes_;               // and these after its processes
     std::shared_ptr<protocol::RpcClient> agent_;
     AgentClient agent_client_{agent_link()};
     streaming::FrameMirror mirror_;

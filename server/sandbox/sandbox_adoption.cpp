@@ -83,6 +83,11 @@ std::vector<std::string> SandboxManager::adopt_running() {
                     Sandbox::adopt_running(record, std::move(instance), audit_path, boot_timeout);
                 sandbox->attach_network(std::move(net));
                 sandbox->attach_namespaces(std::move(namespaces));
+                // Its volumes stayed mounted: the new leases take the mounts over.
+                std::vector<volumes::VolumeLease> leases;
+                for (const auto& v : sandbox->config().volumes)
+                    leases.push_back(volumes_->acquire(v.name, {id, v.path, v.read_only}));
+                sandbox->attach_volumes(std::move(leases));
                 return sandbox;
             });
         adopted.insert(adopted.end(), ids.begin(), ids.end());
@@ -151,6 +156,8 @@ std::vector<std::string> SandboxManager::clean_leftovers() {
                              e.what());
             }
         }
+    // Volumes the previous server left mounted for sandboxes that were not adopted.
+    volumes_->release_unused();
     // Pinned namespaces of sandboxes that were not adopted (their processes are gone now).
     std::set<std::string> alive;
     {

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,16 @@
 #include "server/sandbox/readiness.hpp"
 
 namespace deskbox::server {
+
+// A volume the create asked for (server/volumes/), by name, and where it goes in the guest.
+struct VolumeRequest {
+    std::string name;
+    std::string path;
+    bool read_only = false;
+};
+
+// [{"name","path","read_only"}]: in records and describe.
+nlohmann::json volumes_to_json(const std::vector<VolumeRequest>& volumes);
 
 struct SandboxConfig {
     std::string id;
@@ -37,6 +48,7 @@ struct SandboxConfig {
     bool pooled = false;     // made ahead for the pool, not yet handed out
     // Where commands run when they name no cwd: the template's WORKDIR (as `docker exec`).
     std::string workdir;
+    std::vector<VolumeRequest> volumes;  // mounted in this order
     // When the create answers (readiness.hpp): the template's `ready`, or the request's. Only
     // the create uses it; it is not kept in the server record.
     ReadyCondition ready;

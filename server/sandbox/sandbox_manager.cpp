@@ -17,6 +17,7 @@
 #include "common/random.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/request_reader.hpp"
+#include "server/sandbox/volume_errors.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -160,6 +161,9 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
     network_ = std::make_unique<network::NetworkService>(options_.network);
+    volumes::VolumeStore::Options volume_options;
+    volume_options.root = options_.state_dir / "volumes";
+    volumes_ = std::make_unique<volumes::VolumeStore>(std::move(volume_options));
     start_template_service();
     reaper_ = std::thread([this] { reaper_loop(); });
     if (!options_.microvm_pool.empty()) pool_filler_ = std::thread([this] { pool_loop(); });
@@ -351,10 +355,14 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     spec.template_rootfs = rootfs;
     spec.agent_dir = agent_dir_;
     spec.state_root = options_.state_dir;
+    auto volume_leases = acquire_volumes(config, runtime);
+    for (const auto& lease : volume_leases)
+        spec.volumes.push_back({lease.host_path(), lease.use().path, lease.use().read_only});
 
     config.recordings_dir = recordings_dir();
     auto sandbox =
         std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
+    sandbox->attach_volumes(std::move(volume_leases));
     {
         // Containers: a user namespace with its own host ids, and the network namespace it
         // owns for the sandbox's network (runc joins both).
@@ -408,6 +416,28 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
         sandbox->boot([&] { return runtime.start(spec); }, timeout);
     }
     return sandbox;
+}
+
+std::vector<volumes::VolumeLease> SandboxManager::acquire_volumes(const SandboxConfig& config,
+                                                                  const runtime::Runtime& runtime) {
+    std::vector<volumes::VolumeLease> leases;
+    if (config.volumes.empty()) return leases;
+    if (!runtime.mounts_volumes())
+        throw ApiError(400, "unsupported",
+                       std::string("the ") + runtime.name() +
+                           " runtime cannot mount volumes yet (the container runtime can)",
+                       "volumes");
+    for (std::size_t i = 0; i < config.volumes.size(); ++i) {
+        const auto& want = config.volumes[i];
+        try {
+            leases.push_back(volumes_->acquire(want.name, {config.id, want.path, want.read_only}));
+        } catch (const volumes::VolumeError& e) {
+            const ApiError error = to_api_error(e);
+            throw ApiError(error.status(), error.code(), error.what(),
+                           "volumes[" + std::to_string(i) + "]." + e.field());
+        }
+    }
+    return leases;
 }
 
 std::filesystem::path SandboxManager::namespaces_dir(const std::string& id) const {

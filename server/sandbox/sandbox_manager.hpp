@@ -126,6 +126,8 @@ class SandboxManager {
     network::NetworkService& network_service() { return *network_; }
     // Templates users build or import (server/templates/).
     templates::TemplateService& templates() { return *templates_; }
+    // Volumes (server/volumes/): named filesystems sandboxes mount.
+    volumes::VolumeStore& volumes() { return *volumes_; }
     // Whether a sandbox was created from `ref` ("name:tag"; "name" means name:latest).
     bool template_in_use(const templates::TemplateRef& ref) const;
 
@@ -172,6 +174,10 @@ class SandboxManager {
     // For a microVM template snapshot: a network that reaches nothing, made on first use.
     runtime::NetworkAttachment throwaway_attachment();
     std::size_t pooled_count_locked() const;
+    // The mounts of config.volumes for sandbox `id` (ApiError naming volumes[i]: 404 unknown,
+    // 409 a second writer, 400 a runtime that cannot mount them).
+    std::vector<volumes::VolumeLease> acquire_volumes(const SandboxConfig& config,
+                                                      const runtime::Runtime& runtime);
     // <state>/namespaces/<id>: a container sandbox's pinned user and network namespaces.
     std::filesystem::path namespaces_dir(const std::string& id) const;
 
@@ -182,6 +188,8 @@ class SandboxManager {
     std::filesystem::path agent_dir_;
     // Before the runtimes and sandboxes: it outlives every sandbox network.
     std::unique_ptr<network::NetworkService> network_;
+    // Before the sandboxes: their leases unmount through it.
+    std::unique_ptr<volumes::VolumeStore> volumes_;
     runtime::RuntimeRegistry runtimes_;
 
     mutable std::mutex mutex_;

@@ -46,6 +46,7 @@ void Sandbox::save_record() {
                              {"expires_at_ms", to_ms(expires_at())}};
     if (config_.api_resolution)
         record["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
+    if (!config_.volumes.empty()) record["volumes"] = volumes_to_json(config_.volumes);
     {
         std::lock_guard lock(streams_mutex_);
         if (recording_options_) record["recording"] = *recording_options_;
@@ -90,6 +91,8 @@ SandboxConfig config_from_record(const nlohmann::json& r) {
     c.workdir = r.value("workdir", "");
     if (r.contains("api_resolution"))
         c.api_resolution = input::Size{r["api_resolution"][0], r["api_resolution"][1]};
+    for (const auto& v : r.value("volumes", nlohmann::json::array()))
+        c.volumes.push_back({v.at("name"), v.at("path"), v.at("read_only")});
     return c;
 }
 

@@ -423,6 +423,42 @@ TEST_F(CliTest, ListPrintsATableOrJson) {
     for (const auto& request : server.requests()) EXPECT_EQ(request.line(), "GET /v1/sandboxes");
 }
 
+TEST_F(CliTest, VolumeCommandsAndCreateVolume) {
+    server.set_handler([](const RecordedRequest& request) {
+        if (request.line() == "GET /v1/volumes")
+            return json_answer(
+                {{"volumes",
+                  {{{"name", "work"},
+                    {"size_mb", 2048},
+                    {"used_bytes", 1 << 20},
+                    {"created_at", "2026-12-06T10:00:00Z"},
+                    {"mounts",
+                     {{{"sandbox_id", "sb-1"}, {"path", "/data"}, {"read_only", true}}}}}}}});
+        if (request.path == "/v1/sandboxes") return json_answer({{"id", "sb-2"}}, 201);
+        if (request.method == "DELETE") return json_answer({{"deleted", "work"}});
+        return json_answer({{"name", "work"}, {"size_mb", 2048}}, 201);
+    });
+    EXPECT_EQ(run({"volume", "create", "work", "--size", "2048", "--label", "team=qa"}).out,
+              "work\n");
+    RunResult listed = run({"volume", "ls"});
+    EXPECT_NE(listed.out.find("sb-1(ro)"), std::string::npos) << listed.out;
+    EXPECT_NE(listed.out.find("2.0 GiB"), std::string::npos) << listed.out;
+    EXPECT_EQ(run({"volume", "rm", "work"}).out, "work\n");
+    EXPECT_EQ(run({"create", "--volume", "work:/data", "--volume", "ref:/mnt/ref:ro"}).out,
+              "sb-2\n");
+    EXPECT_EQ(run({"create", "--volume", "work"}).status.exit_code, 2);
+    EXPECT_EQ(run({"create", "--volume", "work:/data:rx"}).status.exit_code, 2);
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 4u);
+    EXPECT_EQ(requests[0].line(), "POST /v1/volumes");
+    EXPECT_EQ(requests[0].json_body(),
+              json({{"name", "work"}, {"size_mb", 2048}, {"labels", {{"team", "qa"}}}}));
+    EXPECT_EQ(requests[2].line(), "DELETE /v1/volumes/work");
+    EXPECT_EQ(requests[3].json_body()["volumes"],
+              json({{{"name", "work"}, {"path", "/data"}, {"read_only", false}},
+                    {{"name", "ref"}, {"path", "/mnt/ref"}, {"read_only", true}}}));
+}
+
 TEST_F(CliTest, LifecycleCommandsHitTheirPaths) {
     server.set_handler([](const RecordedRequest& request) {
         if (request.path == "/v1/sandboxes/sb-1/timeout") {

@@ -11,6 +11,9 @@
 
     build = Template.build("my-app", context="./app", on_log=print)   # FROM deskbox/minimal ...
     sb = Sandbox.create(template=build.template)                      # "my-app:latest"
+
+    Volume.create("work", size_mb=2048)                               # outlives sandboxes
+    sb = Sandbox.create(volumes=[Volume.mount("work", "/data")])
 """
 
 from .errors import (
@@ -41,6 +44,7 @@ from .sandbox import (
     Window,
 )
 from .template import Template, TemplateBuild, TemplateBuildError, TemplateInfo
+from .volume import Volume, VolumeInfo, VolumeMount
 from .vision import (
     CompareResult,
     Match,
@@ -89,6 +93,9 @@ __all__ = [
     "TemplateBuildError",
     "TemplateInfo",
     "TimeoutError",
+    "Volume",
+    "VolumeInfo",
+    "VolumeMount",
     "WaitResult",
     "WaitTimeoutError",
     "Window",

@@ -408,7 +408,8 @@ class Sandbox:
             **options: other create fields passed as they are: ``dpi``, ``api_resolution``,
                 ``on_timeout`` ("kill"/"pause"), ``limits``, ``record``, ``vnc``, ``fast_start``,
                 ``ready`` (False: return after the first frame; or a condition such as
-                ``{"window_title": "Mousepad", "timeout_s": 30}`` instead of the template's).
+                ``{"window_title": "Mousepad", "timeout_s": 30}`` instead of the template's),
+                ``volumes`` (``[Volume.mount("work", "/data")]``: volumes to mount).
         """
         body: Dict[str, Any] = {}
         if template is not None:

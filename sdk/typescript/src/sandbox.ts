@@ -1,6 +1,7 @@
 // A deskbox sandbox: a disposable Linux desktop served by deskboxd.
 import { DeskboxError, NotFoundError } from "./errors.js";
 import { HttpClient, type ConnectionOptions } from "./http.js";
+import { volumeMountJson } from "./volume.js";
 import type {
   Action,
   ActionResult,
@@ -104,6 +105,7 @@ function createBody(o: CreateOptions): Record<string, unknown> {
   put("env", o.env);
   put("vnc", o.vnc);
   put("record", o.record);
+  if (o.volumes) body.volumes = o.volumes.map(volumeMountJson);
   if (o.limits) {
     const limits: Record<string, number> = {};
     if (o.limits.memoryMb !== undefined) limits.memory_mb = o.limits.memoryMb;

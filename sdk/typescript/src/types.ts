@@ -1,4 +1,5 @@
 // Data shapes of deskboxd API v1, in camelCase.
+import type { VolumeMountSpec } from "./volume.js";
 
 export type Runtime = "container" | "microvm" | (string & {});
 export type MouseButton = "left" | "right" | "middle" | "back" | "forward";
@@ -31,6 +32,8 @@ export interface CreateOptions {
   /** Record from the start: true or {actions, fps}. */
   record?: boolean | { actions?: boolean; fps?: number };
   limits?: { memoryMb?: number; cpus?: number; egressKbps?: number; pids?: number };
+  /** Volumes to mount: [Volume.mount("work", "/data"), ...] (see volume.ts). */
+  volumes?: VolumeMountSpec[];
 }
 
 export interface SandboxInfo {

@@ -51,6 +51,25 @@ bool is_at_or_below(const std::filesystem::path& path, const std::filesystem::pa
     return true;
 }
 
+// A loop device already backed by `image` (its filesystem may still be alive in a sandbox's
+// mount namespace after the host unmounted it): mounting the same device again shares that
+// filesystem, where a second device over the same file would corrupt it.
+std::optional<std::string> loop_backed_by(const std::filesystem::path& image) {
+    struct stat target {};
+    if (::stat(image.c_str(), &target) != 0) return std::nullopt;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/sys/block", ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("loop", 0) != 0) continue;
+        const std::string node = "/dev/" + name;
+        UniqueFd loop(::open(node.c_str(), O_RDONLY | O_CLOEXEC));
+        loop_info64 info{};
+        if (!loop || ::ioctl(loop.get(), LOOP_GET_STATUS64, &info) != 0) continue;
+        if (info.lo_device == target.st_dev && info.lo_inode == target.st_ino) return node;
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<MountEntry> read_mountinfo(const std::filesystem::path& file) {
@@ -148,23 +167,38 @@ UniqueFd attach_loop(int image_fd, const std::filesystem::path& image) {
 
 }  // namespace
 
-void mount_capped_disk(const std::filesystem::path& image, const std::filesystem::path& mount_point,
-                       std::uint64_t size_mb, const std::string& mkfs) {
+void make_ext4_image(const std::filesystem::path& image, std::uint64_t size_mb,
+                     const Ext4ImageOptions& options) {
     {
         UniqueFd file(::open(image.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
         if (!file) throw RuntimeError("create " + image.string() + ": " + std::strerror(errno));
         if (::ftruncate(file.get(), static_cast<off_t>(size_mb << 20)) != 0)
             throw RuntimeError("size " + image.string() + ": " + std::strerror(errno));
     }
+    std::string extended =
+        "lazy_itable_init=1,nodiscard,root_owner=" + std::to_string(options.root_uid) + ":" +
+        std::to_string(options.root_gid);
+    if (options.journal) extended += ",lazy_journal_init=1";
     RunResult made;
     try {
-        made = run_process({mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal", "-E",
-                            "lazy_itable_init=1,nodiscard", image.string()},
-                           std::chrono::seconds(60));
+        made = run_process(
+            {options.mkfs, "-q", "-F", "-m", "0", "-O",
+             options.journal ? "has_journal" : "^has_journal", "-E", extended, image.string()},
+            std::chrono::seconds(60));
     } catch (const std::system_error& e) {
-        throw RuntimeError("cannot run " + mkfs + ": " + e.what());
+        throw RuntimeError("cannot run " + options.mkfs + ": " + e.what());
     }
-    check_tool(made, mkfs + " " + image.string());
+    check_tool(made, options.mkfs + " " + image.string());
+}
+
+void mount_ext4_image(const std::filesystem::path& image,
+                      const std::filesystem::path& mount_point) {
+    if (auto existing = loop_backed_by(image)) {
+        if (::mount(existing->c_str(), mount_point.c_str(), "ext4", MS_NOSUID | MS_NODEV, "") != 0)
+            throw RuntimeError("mount " + *existing + " (" + image.string() + ") at " +
+                               mount_point.string() + ": " + std::strerror(errno));
+        return;
+    }
     UniqueFd file(::open(image.c_str(), O_RDWR | O_CLOEXEC));
     if (!file) throw RuntimeError("open " + image.string() + ": " + std::strerror(errno));
     UniqueFd loop = attach_loop(file.get(), image);
@@ -176,6 +210,14 @@ void mount_capped_disk(const std::filesystem::path& image, const std::filesystem
         throw RuntimeError("mount " + std::string(node) + " (" + image.string() + ") at " +
                            mount_point.string() + ": " + std::strerror(errno));
     // The mount holds the loop device now; closing ours lets autoclear detach it on unmount.
+}
+
+void mount_capped_disk(const std::filesystem::path& image, const std::filesystem::path& mount_point,
+                       std::uint64_t size_mb, const std::string& mkfs) {
+    Ext4ImageOptions options;
+    options.mkfs = mkfs;
+    make_ext4_image(image, size_mb, options);
+    mount_ext4_image(image, mount_point);
 }
 
 std::optional<DiskUsage> disk_usage(const std::filesystem::path& path) {

@@ -42,6 +42,19 @@ void mount_overlay(const std::filesystem::path& lower, const std::filesystem::pa
 void mount_capped_disk(const std::filesystem::path& image, const std::filesystem::path& mount_point,
                        std::uint64_t size_mb, const std::string& mkfs = "mkfs.ext4");
 
+// The two halves of mount_capped_disk, for filesystems that outlive a sandbox (volumes):
+// a new sparse ext4 image of `size_mb` (`journal`: with one, for data that must survive a
+// crash; its root directory owned by `root_uid`:`root_gid`), and mounting an existing image
+// (nosuid, nodev) on an auto-clearing loop device. Throw RuntimeError naming the step.
+struct Ext4ImageOptions {
+    bool journal = false;
+    std::uint32_t root_uid = 0, root_gid = 0;
+    std::string mkfs = "mkfs.ext4";
+};
+void make_ext4_image(const std::filesystem::path& image, std::uint64_t size_mb,
+                     const Ext4ImageOptions& options);
+void mount_ext4_image(const std::filesystem::path& image, const std::filesystem::path& mount_point);
+
 // Bytes used and the size of the filesystem mounted at `path`; nullopt if unreadable.
 struct DiskUsage {
     std::uint64_t used_bytes = 0, size_bytes = 0;

@@ -152,6 +152,14 @@ json mounts_for(const SandboxSpec& spec, const BundleLayout& layout) {
                  {"type", "bind"},
                  {"source", file.string()},
                  {"options", {"bind", "rprivate", "ro", "nosuid", "nodev", "noexec"}}});
+    for (std::size_t i = 0; i < spec.volumes.size() && i < layout.volume_sources.size(); ++i) {
+        json options = {"rbind", "rprivate", "nosuid", "nodev"};
+        if (spec.volumes[i].read_only) options.push_back("ro");
+        mounts.push_back({{"destination", spec.volumes[i].destination},
+                          {"type", "bind"},
+                          {"source", layout.volume_sources[i].string()},
+                          {"options", options}});
+    }
     return mounts;
 }
 

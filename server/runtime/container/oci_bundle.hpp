@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,9 @@ struct BundleLayout {
     std::string cgroup_path;        // absolute, e.g. "/deskbox/<id>"
     // Host files bind-mounted read-only at /etc/resolv.conf and /etc/hosts; empty: none.
     std::filesystem::path resolv_conf, hosts;
+    // Host directories bound at spec.volumes[i].destination, one per volume (the volume itself,
+    // or its id-mapped copy under a user namespace).
+    std::vector<std::filesystem::path> volume_sources;
 };
 
 // Syscalls denied (EPERM) in every sandbox, and new user namespaces unless allowed;

@@ -95,6 +95,9 @@ class ContainerSandbox : public ProcessSandbox {
     // The overlay at paths_.rootfs: the template (idmapped into the sandbox's id range with a
     // user namespace) under a writable layer, on a capped disk if limits.disk_mb says so.
     void mount_rootfs();
+    // The volumes' host directories for the bundle: id-mapped copies under the sandbox dir
+    // when it has a user namespace (teardown unmounts them with the rest).
+    std::vector<std::filesystem::path> mount_volumes();
     void write_bundle();  // resolv.conf and hosts for the sandbox's DNS, config.json
     // `runc run`, until runc wrote the entry's pid file; the entry's pidfd.
     void run_until_entry_started();
@@ -134,6 +137,7 @@ class ContainerRuntime : public Runtime, public RunningAdoption {
     NetworkAttach network_attach() const override { return NetworkAttach::netns; }
     std::string agent_channel_arg() const override;
     bool needs_user_namespace() const override { return true; }
+    bool mounts_volumes() const override { return true; }
     RunningAdoption* running_adoption() override { return this; }
     // Every sandbox no live instance owns: adopt_left_running finds out which still run.
     std::vector<std::string> adoption_candidates(const std::filesystem::path& state_root) override {

@@ -132,8 +132,30 @@ void ContainerSandbox::mount_rootfs() {
     mount_overlay(lower, paths_.upper, paths_.work, paths_.rootfs);
 }
 
+std::vector<fs::path> ContainerSandbox::mount_volumes() {
+    std::vector<fs::path> sources;
+    if (spec_.user_namespace.empty()) {
+        for (const auto& volume : spec_.volumes) sources.push_back(volume.source);
+        return sources;
+    }
+    UniqueFd userns(::open(spec_.user_namespace.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns)
+        throw RuntimeError("cannot open " + spec_.user_namespace.string() + ": " +
+                           std::strerror(errno));
+    const fs::path dir = paths_.dir / "volumes";
+    make_dir(dir, 0755);
+    for (std::size_t i = 0; i < spec_.volumes.size(); ++i) {
+        const fs::path target = dir / std::to_string(i);
+        make_dir(target, 0755);
+        mount_idmapped(spec_.volumes[i].source, target, userns.get(),
+                       /*writable=*/!spec_.volumes[i].read_only);
+        sources.push_back(target);
+    }
+    return sources;
+}
+
 void ContainerSandbox::write_bundle() {
-    BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path(), {}, {}};
+    BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path(), {}, {}, mount_volumes()};
     if (!spec_.attachment.resolv_conf.empty()) {
         // The server's DNS for this sandbox, and the sandbox's own name without asking it.
         layout.resolv_conf = paths_.dir / "resolv.conf";

@@ -282,11 +282,12 @@ void SandboxNamespaces::unpin() noexcept {
     released_ = true;
 }
 
-void mount_idmapped(const fs::path& source, const fs::path& target, int userns_fd) {
+void mount_idmapped(const fs::path& source, const fs::path& target, int userns_fd, bool writable) {
     UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
     if (!tree) throw RuntimeError(errno_text("open_tree " + source.string()));
     mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (!writable) attr.attr_set |= MOUNT_ATTR_RDONLY;
     attr.userns_fd = std::uint64_t(userns_fd);
     if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
         throw RuntimeError(errno_text("cannot id-map " + source.string()));

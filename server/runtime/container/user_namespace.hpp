@@ -121,10 +121,11 @@ class SandboxNamespaces {
     bool released_ = false;
 };
 
-// Mounts `source` read-only at `target` (an existing directory) with ids shifted through
-// `userns_fd`'s mapping: a file owned by k on disk appears owned by the mapping of k.
-// Throws RuntimeError (with the kernel's reason: the filesystem may not support it).
+// Mounts `source` (read-only unless `writable`; nosuid, nodev) at `target` (an existing
+// directory) with ids shifted through `userns_fd`'s mapping: a file owned by k on disk appears
+// owned by the mapping of k, and what the namespace's k writes is stored as k. Throws
+// RuntimeError (with the kernel's reason: the filesystem may not support it).
 void mount_idmapped(const std::filesystem::path& source, const std::filesystem::path& target,
-                    int userns_fd);
+                    int userns_fd, bool writable = false);
 
 }  // namespace deskbox::runtime
