@@ -5,10 +5,10 @@
 
 #include "common/base64.hpp"
 #include "common/random.hpp"
-#include "server/api/http_util.hpp"
+#include "server/http/api_error.hpp"
+#include "server/http/json_body.hpp"
 #include "server/mcp/mcp_messages.hpp"
 #include "server/mcp/mcp_tool_calls.hpp"
-#include "server/sandbox/api_error.hpp"
 
 namespace deskbox::server {
 

@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/http/api_error.hpp"
 #include "server/http/http_server.hpp"
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server {
