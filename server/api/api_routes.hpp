@@ -38,7 +38,7 @@ struct ApiRoute {
     // max_json_body.
     bool large_body = false;
 
-    // Its {id} is a sandbox's (/v1/sandboxes/{id}..., /view/{id}): the router resolves it, in
+    // Its {id} is a sandbox's (/v1/sandboxes/{id}..., /view/{id}): admission resolves it, in
     // one place, before the handler runs (a recording's {id} is not a sandbox's).
     bool per_sandbox() const;
     // The handler of `verb`, or nullptr (405).

@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "common/ascii.hpp"
-#include "server/api/http_util.hpp"
+#include "server/http/query.hpp"
 #include "server/network/port_proxy.hpp"
 
 namespace deskbox::server {
@@ -82,6 +82,13 @@ void remove_credential_headers(HttpRequest& request) {
     }
     request.erase(http::field::cookie);
     if (!kept.empty()) request.set(http::field::cookie, kept);
+}
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+    if (a.size() != b.size()) return false;
+    unsigned char diff = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    return diff == 0;
 }
 
 bool api_key_valid(const RouteContext& context) {

@@ -28,6 +28,8 @@ std::string query_without_credentials(std::string_view raw_query);
 // case, every such header), X-API-Key, and the deskbox_token cookie.
 void remove_credential_headers(HttpRequest& request);
 
+// Whether two secrets are equal, in time that depends on their length only.
+bool constant_time_equal(const std::string& a, const std::string& b);
 // The request carries one of the server's API keys; true when the server has none.
 bool api_key_valid(const RouteContext& context);
 // The value of ?token=, or "".

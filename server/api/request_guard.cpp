@@ -1,29 +1,16 @@
 #include "server/api/request_guard.hpp"
 
-#include <algorithm>
 #include <cctype>
 
-#include "server/sandbox/api_error.hpp"
+#include "server/http/api_error.hpp"
+#include "server/http/header_text.hpp"
 
 namespace deskbox::server {
 
 namespace {
 
-std::string lower(std::string_view text) {
-    std::string out(text);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
-
 std::string_view view(boost::beast::string_view text) {
     return {text.data(), text.size()};
-}
-
-std::string trimmed(std::string_view text) {
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-    return std::string(text);
 }
 
 bool under_domain(const std::string& name, const std::string& domain) {
@@ -36,7 +23,7 @@ bool under_domain(const std::string& name, const std::string& domain) {
 
 // "scheme://authority" of an origin, lower-case, without a trailing slash.
 std::string normal_origin(std::string_view origin) {
-    std::string out = lower(trimmed(origin));
+    std::string out = ascii_lowercase(trim_blanks(origin));
     while (!out.empty() && out.back() == '/') out.pop_back();
     return out;
 }
@@ -44,7 +31,7 @@ std::string normal_origin(std::string_view origin) {
 }  // namespace
 
 std::string host_name(std::string_view host_header) {
-    std::string host = lower(trimmed(host_header));
+    std::string host = ascii_lowercase(trim_blanks(host_header));
     if (!host.empty() && host.front() == '[') {
         auto close = host.find(']');
         return close == std::string::npos ? host : host.substr(0, close + 1);
@@ -91,7 +78,8 @@ void check_origin(const HttpRequest& request, const ApiOptions& options) {
     if (scheme_end != std::string::npos) {
         const std::string authority = origin.substr(scheme_end + 3);
         auto host = request.find(http::field::host);
-        if (host != request.end() && authority == lower(trimmed(view(host->value())))) return;
+        if (host != request.end() && authority == ascii_lowercase(trim_blanks(view(host->value()))))
+            return;
     }
     for (const auto& allowed : options.allowed_origins)
         if (origin == normal_origin(allowed)) return;
@@ -105,19 +93,6 @@ void check_origin(const HttpRequest& request, const ApiOptions& options) {
 bool changes_state(http::verb method) {
     return method == http::verb::post || method == http::verb::put || method == http::verb::patch ||
            method == http::verb::delete_;
-}
-
-void check_json_content_type(const HttpRequest& request) {
-    auto it = request.find(http::field::content_type);
-    std::string_view value = it == request.end() ? std::string_view() : view(it->value());
-    const std::string type = lower(trimmed(value.substr(0, value.find(';'))));
-    if (type == "application/json" || (type.size() > 5 && type.ends_with("+json"))) return;
-    const bool from_page = request.find(http::field::origin) != request.end();
-    if (!from_page && (type.empty() || type == "application/x-www-form-urlencoded")) return;
-    throw ApiError(415, "unsupported_media_type",
-                   "a JSON request body needs Content-Type: application/json" +
-                       (type.empty() ? std::string() : " (got '" + type.substr(0, 64) + "')"),
-                   "content-type");
 }
 
 }  // namespace deskbox::server

@@ -1,7 +1,8 @@
 // What a request's header must show before any route runs, against web pages rather than
-// API clients: a Host this server answers to (DNS rebinding), an Origin allowed to change
-// state (cross-site requests), and a JSON content type on JSON bodies (a cross-site form or
-// text/plain POST needs no preflight). Each refusal is an ApiError naming the header.
+// API clients: a Host this server answers to (DNS rebinding) and an Origin allowed to change
+// state (cross-site requests); the admission stages (admission.hpp) run these. The third such
+// check, a JSON content type on JSON bodies, is parse_body's (server/http/json_body.hpp). Each
+// refusal is an ApiError naming the header.
 #pragma once
 
 #include <string>
@@ -24,9 +25,5 @@ void check_host(const HttpRequest& request, const ApiOptions& options);
 void check_origin(const HttpRequest& request, const ApiOptions& options);
 // A method that changes state: POST, PUT, PATCH, DELETE.
 bool changes_state(http::verb method);
-// 415 unsupported_media_type unless a body to be parsed as JSON comes as application/json or
-// a +json type. Without an Origin (curl -d, scripts: not a web page) no Content-Type and
-// application/x-www-form-urlencoded are taken as JSON too.
-void check_json_content_type(const HttpRequest& request);
 
 }  // namespace deskbox::server

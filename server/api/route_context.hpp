@@ -1,6 +1,6 @@
 // What a route handler is given: the request, the variables of its path template ({id},
 // {port}, {path}, {name}), the query, who is asking, and, for a route under a sandbox, the
-// sandbox the router resolved. Handlers are plain functions of this context
+// sandbox admission resolved. Handlers are plain functions of this context
 // (server/api/routes/), so each can be called and tested without the rest of the router.
 #pragma once
 

@@ -10,9 +10,9 @@
 #include <tuple>
 
 #include "common/random.hpp"
-#include "server/api/http_util.hpp"
 #include "server/cluster/template_pull.hpp"
-#include "server/sandbox/api_error.hpp"
+#include "server/http/api_error.hpp"
+#include "server/http/json_body.hpp"
 #include "server/templates/template_ref.hpp"
 
 namespace deskbox::server {

@@ -13,6 +13,7 @@
 
 #include "server/cluster/cluster_node.hpp"
 #include "server/cluster/node_forwarder.hpp"
+#include "server/cluster/owner_routing.hpp"
 #include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
@@ -27,11 +28,11 @@ struct ClusterConfig {
     std::chrono::seconds lease_ttl{10};
 };
 
-class ClusterService {
+class ClusterService : public OwnerRouting {
   public:
     // Joins the cluster (throws cluster::EtcdError, std::invalid_argument).
     ClusterService(ClusterConfig config, SandboxManager& manager);
-    ~ClusterService();
+    ~ClusterService() override;
     ClusterService(const ClusterService&) = delete;
     ClusterService& operator=(const ClusterService&) = delete;
 
@@ -46,13 +47,13 @@ class ClusterService {
     // header without the secret is an ApiError 403.
     bool from_peer(const HttpRequest& request) const;
     // Whether `request` carries the cluster secret (routes only nodes may call).
-    bool secret_valid(const HttpRequest& request) const;
+    bool secret_valid(const HttpRequest& request) const override;
 
     // For a request about sandbox `id`: nullopt when this node serves it (its own, or unknown
     // to the cluster: the usual 404); else the answer (forwarded to the owner, or 503 node_lost
     // / node_unreachable). When it relayed the connection (upgrades, ports), exchange.taken is
     // set and the returned response is unused.
-    std::optional<HttpResponse> route(HttpExchange& exchange, const std::string& id);
+    std::optional<HttpResponse> route(HttpExchange& exchange, const std::string& id) override;
 
     // POST /v1/sandboxes: placed by capacity, made here or on the chosen node. Returns the
     // answer to send (201 with the sandbox, or the owner's error). Throws ApiError.

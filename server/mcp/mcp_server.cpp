@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <set>
+#include <variant>
 
 #include "common/base64.hpp"
 #include "common/random.hpp"
-#include "server/api/http_util.hpp"
+#include "server/http/api_error.hpp"
+#include "server/http/json_body.hpp"
 #include "server/mcp/mcp_messages.hpp"
 #include "server/mcp/mcp_tool_calls.hpp"
-#include "server/sandbox/api_error.hpp"
 
 namespace deskbox::server {
 
@@ -62,7 +63,6 @@ HttpResponse McpServer::error_answer(const ApiError& e, int rpc_code) {
 }
 
 HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& access) {
-    const std::string session_id = header(request, "Mcp-Session-Id");
     if (request.method() == http::verb::get) {
         // Streamable HTTP lets a server offer no stream of its own: it never sends first.
         HttpResponse res = rpc_answer(405, rpc_error(nullptr, kInvalidRequest,
@@ -71,18 +71,28 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
         res.set(http::field::allow, "POST, DELETE");
         return res;
     }
-    if (request.method() == http::verb::delete_) {
-        std::lock_guard lock(mutex_);
-        auto it = sessions_.find(session_id);
-        if (session_id.empty() || it == sessions_.end())
-            return rpc_answer(404, rpc_error(nullptr, kInvalidRequest, "no such session"));
-        if (!it->second.opened_by(access))
-            return rpc_answer(403, rpc_error(nullptr, kInvalidRequest,
-                                             "this session was opened with other credentials"));
-        sessions_.erase(it);
-        HttpResponse res{http::status::no_content, 11};
-        return res;
-    }
+    const std::string session_id = header(request, "Mcp-Session-Id");
+    if (request.method() == http::verb::delete_) return close_session(session_id, access);
+    auto read = read_message(request);
+    if (auto* refusal = std::get_if<HttpResponse>(&read)) return std::move(*refusal);
+    const auto& message = std::get<McpMessage>(read);
+    if (message.method == "initialize") return initialize(message, access);
+    return answer_in_session(session_id, message, access);
+}
+
+HttpResponse McpServer::close_session(const std::string& session_id, const McpAccess& access) {
+    std::lock_guard lock(mutex_);
+    auto it = sessions_.find(session_id);
+    if (session_id.empty() || it == sessions_.end())
+        return rpc_answer(404, rpc_error(nullptr, kInvalidRequest, "no such session"));
+    if (!it->second.opened_by(access))
+        return rpc_answer(403, rpc_error(nullptr, kInvalidRequest,
+                                         "this session was opened with other credentials"));
+    sessions_.erase(it);
+    return HttpResponse{http::status::no_content, 11};
+}
+
+std::variant<McpMessage, HttpResponse> McpServer::read_message(const HttpRequest& request) {
     const std::string version = header(request, "MCP-Protocol-Version");
     if (!version.empty() && !kKnownVersions.count(version))
         return rpc_answer(400,
@@ -102,49 +112,56 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
     if (!message.is_object() || message.value("jsonrpc", "") != "2.0")
         return rpc_answer(
             400, rpc_error(nullptr, kInvalidRequest, "expected a JSON-RPC 2.0 message object"));
-    const json id = message.contains("id") ? message["id"] : json();
-    const bool is_request = message.contains("method") && message.contains("id");
-    if (message.contains("id") && !id.is_string() && !id.is_number_integer())
+    McpMessage out;
+    out.id = message.contains("id") ? message["id"] : json();
+    out.is_request = message.contains("method") && message.contains("id");
+    if (message.contains("id") && !out.id.is_string() && !out.id.is_number_integer())
         return rpc_answer(400,
                           rpc_error(nullptr, kInvalidRequest, "id must be a string or an integer"));
     if (message.contains("method") && !message["method"].is_string())
-        return rpc_answer(400, rpc_error(id, kInvalidRequest, "method must be a string"));
-    const std::string method = message.value("method", "");
-    const json params = message.contains("params") ? message["params"] : json::object();
+        return rpc_answer(400, rpc_error(out.id, kInvalidRequest, "method must be a string"));
+    out.method = message.value("method", "");
+    out.params = message.contains("params") ? message["params"] : json::object();
+    return out;
+}
 
-    if (method == "initialize") {
-        if (!is_request)
-            return rpc_answer(400, rpc_error(nullptr, kInvalidRequest, "initialize needs an id"));
-        if (!params.is_object())
-            return rpc_answer(200, rpc_error(id, kInvalidParams, "params must be an object"));
-        const std::string asked = params.value("protocolVersion", "");
-        Session session;
-        session.access = access;
-        session.protocol = kKnownVersions.count(asked) ? asked : kProtocolVersion;
-        session.sandbox = access.initial;
-        session.last_used = std::chrono::steady_clock::now();
-        if (!session.sandbox.empty()) manager_.find(session.sandbox);  // 404 for unknown ids
-        const std::string new_id = random::hex(16);
-        {
-            std::lock_guard lock(mutex_);
-            evict_locked();
-            sessions_[new_id] = session;
-        }
-        json result = {
-            {"protocolVersion", session.protocol},
-            {"capabilities",
-             {{"tools", {{"listChanged", false}}},
-              {"resources", {{"subscribe", false}, {"listChanged", false}}}}},
-            {"serverInfo",
-             {{"name", "deskbox"}, {"title", "deskbox desktops"}, {"version", "0.1.0"}}},
-            {"instructions",
-             "Linux desktops for computer use. create_sandbox starts one (or the session already "
-             "has one); computer drives its mouse and keyboard and answers with a screenshot."}};
-        HttpResponse res = rpc_answer(200, {{"jsonrpc", "2.0"}, {"id", id}, {"result", result}});
-        res.set("Mcp-Session-Id", new_id);
-        return res;
+HttpResponse McpServer::initialize(const McpMessage& message, const McpAccess& access) {
+    if (!message.is_request)
+        return rpc_answer(400, rpc_error(nullptr, kInvalidRequest, "initialize needs an id"));
+    const json& params = message.params;
+    if (!params.is_object())
+        return rpc_answer(200, rpc_error(message.id, kInvalidParams, "params must be an object"));
+    const std::string asked = params.value("protocolVersion", "");
+    Session session;
+    session.access = access;
+    session.protocol = kKnownVersions.count(asked) ? asked : kProtocolVersion;
+    session.sandbox = access.initial;
+    session.last_used = std::chrono::steady_clock::now();
+    if (!session.sandbox.empty()) manager_.find(session.sandbox);  // 404 for unknown ids
+    const std::string new_id = random::hex(16);
+    {
+        std::lock_guard lock(mutex_);
+        evict_locked();
+        sessions_[new_id] = session;
     }
+    json result = {
+        {"protocolVersion", session.protocol},
+        {"capabilities",
+         {{"tools", {{"listChanged", false}}},
+          {"resources", {{"subscribe", false}, {"listChanged", false}}}}},
+        {"serverInfo", {{"name", "deskbox"}, {"title", "deskbox desktops"}, {"version", "0.1.0"}}},
+        {"instructions",
+         "Linux desktops for computer use. create_sandbox starts one (or the session already "
+         "has one); computer drives its mouse and keyboard and answers with a screenshot."}};
+    HttpResponse res =
+        rpc_answer(200, {{"jsonrpc", "2.0"}, {"id", message.id}, {"result", result}});
+    res.set("Mcp-Session-Id", new_id);
+    return res;
+}
 
+HttpResponse McpServer::answer_in_session(const std::string& session_id, const McpMessage& message,
+                                          const McpAccess& access) {
+    const json& id = message.id;
     std::unique_lock lock(mutex_);
     if (session_id.empty())
         return rpc_answer(400, rpc_error(id, kInvalidRequest,
@@ -162,13 +179,12 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
     lock.unlock();
 
     // Notifications and answers to us (we ask nothing) need no reply.
-    if (!is_request) {
-        HttpResponse res{http::status::accepted, 11};
-        return res;
-    }
+    if (!message.is_request) return HttpResponse{http::status::accepted, 11};
     json answer;
     try {
-        answer = {{"jsonrpc", "2.0"}, {"id", id}, {"result", dispatch(session, method, params)}};
+        answer = {{"jsonrpc", "2.0"},
+                  {"id", id},
+                  {"result", dispatch(session, message.method, message.params)}};
     } catch (const RpcFailure& f) {
         answer = rpc_error(id, f.code, f.message);
     } catch (const ApiError& e) {

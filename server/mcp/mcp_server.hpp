@@ -14,11 +14,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
+#include "server/http/api_error.hpp"
 #include "server/http/http_server.hpp"
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server {
@@ -40,6 +41,14 @@ struct McpSession {
     }
 };
 
+// A POST's JSON-RPC message, its envelope checked.
+struct McpMessage {
+    nlohmann::json id;        // null for a notification
+    bool is_request = false;  // has a method and an id: needs an answer
+    std::string method;
+    nlohmann::json params;  // {} when absent
+};
+
 class McpServer {
   public:
     static constexpr const char* kProtocolVersion = "2025-11-25";
@@ -54,6 +63,13 @@ class McpServer {
 
   private:
     using Session = McpSession;
+    HttpResponse close_session(const std::string& session_id, const McpAccess& access);
+    // The message of a POST, or the answer refusing it (protocol version, body, envelope).
+    static std::variant<McpMessage, HttpResponse> read_message(const HttpRequest& request);
+    HttpResponse initialize(const McpMessage& message, const McpAccess& access);
+    // Any other message: in the session `session_id` names, opened with the same access.
+    HttpResponse answer_in_session(const std::string& session_id, const McpMessage& message,
+                                   const McpAccess& access);
     nlohmann::json dispatch(Session& session, const std::string& method,
                             const nlohmann::json& params);
     nlohmann::json read_resource(Session& session, const std::string& uri);

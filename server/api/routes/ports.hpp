@@ -31,7 +31,7 @@ struct PortTarget {
 // empty). Throws ApiError 404 for a malformed host label, 400 for a bad port.
 std::optional<PortTarget> host_port_target(const HttpRequest& request,
                                            const std::string& ports_domain);
-// Relays the request to `target` of context.sandbox (resolved by the router): authorises,
+// Relays the request to `target` of context.sandbox (resolved by admission): authorises,
 // answers a first ?token= visit with a cookie, then hands the connection to the port proxy.
 HttpResponse relay(RouteContext& context, const PortTarget& target);
 
