@@ -92,7 +92,7 @@ void serve(ServerConfig& config, SandboxManager& manager, const sigset_t& signal
                  keep ? "running sandboxes stay for the next deskboxd" : "killing every sandbox");
     manager.keep_sandboxes_on_exit(keep);
     // Live encoders post to viewer sockets' executors: stop them before those go away.
-    for (const auto& sandbox : manager.list()) sandbox->streams().stop_all();
+    for (const auto& sandbox : manager.list()) sandbox->media().streams().stop_all();
     http.stop();
     // Killed sandboxes leave the cluster with the node; kept ones stay recorded for the
     // next deskboxd, and the node's record lapses unless it is back within the lease.

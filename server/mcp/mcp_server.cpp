@@ -250,7 +250,7 @@ json McpServer::read_resource(Session& session, const std::string& uri) {
     const std::string id = uri.substr(prefix.size(), uri.size() - prefix.size() - suffix.size());
     mcp::ToolContext context{session, manager_};
     auto sandbox = context.target({{"sandbox_id", id}});
-    auto image = sandbox->screenshot({});
+    auto image = sandbox->screen().screenshot({});
     std::string bytes(image.bytes.begin(), image.bytes.end());
     return {{"contents", json::array({{{"uri", uri},
                                        {"mimeType", image.content_type},

@@ -9,6 +9,7 @@
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/api_error.hpp"
 #include "server/sandbox/request_reader.hpp"
+#include "server/sandbox/screen_request.hpp"
 
 namespace deskbox::server::mcp {
 
@@ -40,7 +41,7 @@ json computer(ToolContext& context, const json& arguments) {
     const bool returns_image = action == "screenshot" || action == "zoom";
     json answer;
     try {
-        answer = sandbox->actions(input, input::Dialect::anthropic, !returns_image);
+        answer = sandbox->input().actions(input, input::Dialect::anthropic, !returns_image);
     } catch (const ApiError& e) {
         if (e.code() == "invalid_action")
             return tool_error(std::string(e.what()));  // the parser's words name the field
@@ -72,7 +73,7 @@ json screenshot(ToolContext& context, const json& arguments) {
             throw bad_request("format", "expected png, jpeg or webp");
         }
     }
-    auto image = sandbox->screenshot(options);
+    auto image = sandbox->screen().screenshot(options);
     std::string bytes(image.bytes.begin(), image.bytes.end());
     return {{"content", json::array({image_content(base64_encode(bytes), image.content_type)})},
             {"isError", false}};
@@ -83,13 +84,13 @@ json screen_tool(ToolContext& context, const json& arguments, const std::string&
     json request = arguments;
     request.erase("sandbox_id");
     if (name == "read_screen") {
-        json r = sandbox->ocr(request);
+        json r = sandbox->screen().ocr(read_ocr_request(request));
         return {{"content", json::array({text_content(r.value("text", ""))})},
                 {"structuredContent", r},
                 {"isError", false}};
     }
     if (name == "find_on_screen") {
-        json r = sandbox->locate(request);
+        json r = sandbox->screen().locate(read_locate_request(request));
         std::string text;
         for (const auto& m : r["matches"])
             text += m.value("text", "") + " at " + m["center"][0].dump() + "," +
@@ -100,7 +101,7 @@ json screen_tool(ToolContext& context, const json& arguments, const std::string&
                 {"structuredContent", r},
                 {"isError", false}};
     }
-    json r = sandbox->wait(request);
+    json r = sandbox->screen().wait(read_wait_request(request));
     std::string text = std::string(r.value("matched", false) ? "matched" : "timed out") +
                        " after " + r["elapsed_ms"].dump() + " ms";
     if (r.contains("match"))

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "server/sandbox/api_error.hpp"
+#include "server/sandbox/recording_request.hpp"
 #include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server {
@@ -101,12 +102,7 @@ void read_switches(const json& request, SandboxConfig& c) {
         const auto& r = request["record"];
         if (!r.is_boolean() && !r.is_object())
             throw bad_request("record", "expected true or {\"actions\": bool, \"fps\": n}");
-        if (r.is_object()) {
-            RequestReader record(r, "record");
-            record.boolean("actions");
-            record.integer("fps", 1, 60);
-            record.finish();
-        }
+        if (r.is_object()) read_recording_request(r, "record");
     }
     if (request.contains("fast_start")) {
         if (!request["fast_start"].is_boolean())

@@ -43,8 +43,6 @@ Sandbox::Sandbox(SandboxConfig config, std::filesystem::path audit_path)
       view_token_(random::hex(16)),
       control_token_(random::hex(16)),
       expires_at_(SystemClock::now() + config_.timeout) {
-    if (config_.api_resolution)
-        scaler_.emplace(*config_.api_resolution, input::Size{config_.width, config_.height});
     std::filesystem::create_directories(audit_path.parent_path());
     audit_.open(audit_path, std::ios::app);
 }
@@ -90,9 +88,7 @@ void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
         audit_.flush();
     }
     // The recording's actions track carries the same events on the video's clock.
-    std::lock_guard lock(streams_mutex_);
-    if (recorder_ && recording_actions_)
-        recorder_->add_event({{"kind", kind}, {"detail", escaped.is_null() ? detail : escaped}});
+    media_.record_event(kind, escaped.is_null() ? detail : escaped);
 }
 
 void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent_timeout,
@@ -168,20 +164,21 @@ void Sandbox::attach_agent(std::chrono::milliseconds timeout) {
     auto channel = std::make_unique<protocol::Channel>(raw, raw);
     nlohmann::json hello = protocol::handshake(*channel, "host");
     int w = hello["screen"]["width"], h = hello["screen"]["height"];
+    auto& mirror = screen_.mirror();
     if (!attached_once_ || w != config_.width || h != config_.height)
-        mirror_.reset(w, h, 0);
+        mirror.reset(w, h, 0);
     else
-        mirror_.restart_seq();  // a restored agent: keep showing the last frame until its own
+        mirror.restart_seq();  // a restored agent: keep showing the last frame until its own
     config_.width = w;
     config_.height = h;
-    if (config_.api_resolution) scaler_.emplace(*config_.api_resolution, input::Size{w, h});
+    screen_.set_size({w, h});
     auto client = std::make_shared<protocol::RpcClient>(std::move(channel));
     protocol::RpcClient* self = client.get();  // the callbacks run on its own reader thread
     client->on_event([this, self](protocol::Message&& m) { on_event(*self, std::move(m)); });
     client->on_close([this, self](const std::string& reason) { on_close(*self, reason); });
     client->start();
     // The agent sends a full frame first; a sync makes sure the mirror has it.
-    mirror_.wait_for_seq(AgentClient::over(client).sync_screen().seq, std::chrono::seconds(5));
+    mirror.wait_for_seq(AgentClient::over(client).sync_screen().seq, std::chrono::seconds(5));
     std::lock_guard lock(mutex_);
     agent_ = std::move(client);
     attached_once_ = true;
@@ -225,14 +222,14 @@ void Sandbox::sync_guest(bool new_identity) {
 
 void Sandbox::kill() {
     if (killing_.exchange(true)) return;
-    stop_streams();  // the recording gets the last frame; VNC stops feeding input
+    media_.stop();  // the recording gets the last frame; VNC stops feeding input
     std::shared_ptr<protocol::RpcClient> client;
     {
         std::lock_guard lock(mutex_);
         client = agent_;
     }
     if (client) client->close();
-    input_worker_.stop();
+    input_.stop();
     if (instance_) {
         try {
             instance_->kill();
@@ -261,7 +258,7 @@ void Sandbox::kill() {
         leases = std::move(volumes_);
     }
     leases.clear();
-    mirror_.close();
+    screen_.mirror().close();
     std::lock_guard lock(mutex_);
     agent_.reset();
     status_ = SandboxStatus::killed;
@@ -308,10 +305,7 @@ void Sandbox::claim_locked(const SandboxConfig& request) {
     config_.timeout = request.timeout;
     config_.pause_on_timeout = request.pause_on_timeout;
     config_.api_resolution = request.api_resolution;
-    if (config_.api_resolution)
-        scaler_.emplace(*config_.api_resolution, input::Size{config_.width, config_.height});
-    else
-        scaler_.reset();
+    screen_.set_api_resolution(config_.api_resolution);
     created_at_ = SystemClock::now();
     expires_at_ = created_at_ + config_.timeout;
 }
@@ -327,7 +321,7 @@ void Sandbox::shutdown(bool keep_running) {
             const auto status = this->status();
             if (status == SandboxStatus::running || status == SandboxStatus::paused) {
                 // The recording ends here (its encoder is ours); the desktop runs on.
-                stop_streams();
+                media_.stop();
                 try {
                     save_record();
                     if (instance_->release()) {
@@ -410,35 +404,26 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
         j["view_token"] = view_token_;
         j["control_token"] = control_token_;
     }
-    {
-        std::lock_guard lock(streams_mutex_);
-        if (vnc_) {
-            j["vnc"] = {{"host", vnc_->listen_address()}, {"port", vnc_->port()}};
-            if (with_tokens) {
-                j["vnc"]["password"] = vnc_password_;
-                j["vnc"]["view_password"] = vnc_view_password_;
-            }
-        }
-        if (recorder_) j["recording"] = recording_id_;
-    }
+    media_.describe_into(j, with_tokens);
     return j;
 }
 
 void Sandbox::on_event(protocol::RpcClient& client, protocol::Message&& m) {
     const auto& h = m.header;
     const std::string event = h.value("event", "");
+    auto& mirror = screen_.mirror();
     try {
         if (event == "damage") {
-            mirror_.apply_damage(h.at("seq").get<std::uint64_t>(), h.at("x").get<int>(),
-                                 h.at("y").get<int>(), h.at("width").get<int>(),
-                                 h.at("height").get<int>(), std::string_view(m.body));
+            mirror.apply_damage(h.at("seq").get<std::uint64_t>(), h.at("x").get<int>(),
+                                h.at("y").get<int>(), h.at("width").get<int>(),
+                                h.at("height").get<int>(), std::string_view(m.body));
             // Pixels were copied into the mirror; the next large frame reuses this buffer
             // instead of faulting in fresh pages (about 2x channel throughput on full frames).
             client.channel().recycle(std::move(m.body));
         } else if (event == "cursor.position") {
-            mirror_.set_cursor_position(h.at("x").get<int>(), h.at("y").get<int>());
+            mirror.set_cursor_position(h.at("x").get<int>(), h.at("y").get<int>());
         } else if (event == "cursor.shape") {
-            mirror_.set_cursor_shape(
+            mirror.set_cursor_shape(
                 h.at("width").get<int>(), h.at("height").get<int>(), h.at("xhot").get<int>(),
                 h.at("yhot").get<int>(), h.at("serial").get<std::uint64_t>(),
                 std::span(reinterpret_cast<const std::uint8_t*>(m.body.data()), m.body.size()));
@@ -517,6 +502,36 @@ AgentLink Sandbox::agent_link() {
     link.way_back = way_back();
     link.default_cwd = [this] { return config_.workdir; };
     return link;
+}
+
+InputLink Sandbox::input_link() {
+    InputLink link;
+    link.sandbox_id = config_.id;
+    link.running = [this] { return status() == SandboxStatus::running; };
+    link.audit = [this](const std::string& kind, const nlohmann::json& detail) {
+        audit(kind, detail);
+    };
+    return link;
+}
+
+MediaLink Sandbox::media_link() {
+    MediaLink link;
+    link.sandbox_id = config_.id;
+    link.recordings_dir = config_.recordings_dir;
+    link.check_recordable = [this] {
+        const auto status = this->status();
+        if (status != SandboxStatus::running && status != SandboxStatus::paused)
+            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status));
+    };
+    link.audit = [this](const std::string& kind, const nlohmann::json& detail) {
+        audit(kind, detail);
+    };
+    link.recording_changed = [this] { save_record_or_audit(); };
+    return link;
+}
+
+void Sandbox::start_vnc() {
+    media_.start_vnc({config_.width, config_.height});
 }
 
 runtime::ResourceUsage Sandbox::usage() const {

@@ -1,5 +1,9 @@
-// One sandbox as the server sees it: the runtime instance, the agent channel, the frame
-// mirror fed by the agent's damage events, tokens, deadline and audit log.
+// One sandbox as the server sees it: its lifecycle (boot, ready, pause and snapshots, adoption,
+// kill), the runtime instance, the agent channel, tokens, deadline, server record and audit log.
+// It owns the parts the routes use, each with its own state and lock:
+//   screen() — the frame mirror the agent's damage events feed, screenshots, analysis;
+//   input()  — actions, coordinate scaling, targets, viewers' and VNC clients' input;
+//   media()  — live encoders, the VNC server, recordings.
 #pragma once
 
 #include <atomic>
@@ -14,10 +18,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/serial_worker.hpp"
-#include "input/parse.hpp"
-#include "input/pointer_input.hpp"
-#include "input/scaling.hpp"
 #include "protocol/rpc.hpp"
 #include "server/network/network_policy.hpp"
 #include "server/network/sandbox_network.hpp"
@@ -26,12 +26,10 @@
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_config.hpp"
+#include "server/sandbox/sandbox_input.hpp"
+#include "server/sandbox/sandbox_media.hpp"
+#include "server/sandbox/sandbox_screen.hpp"
 #include "server/volumes/volume_store.hpp"
-#include "streaming/frame_mirror.hpp"
-#include "streaming/image_encoder.hpp"
-#include "streaming/live/live_stream.hpp"
-#include "streaming/video/recorder.hpp"
-#include "streaming/vnc/vnc_server.hpp"
 
 namespace deskbox::server {
 
@@ -39,14 +37,6 @@ using SystemClock = std::chrono::system_clock;
 
 enum class SandboxStatus { starting, running, paused, error, killed };
 const char* to_string(SandboxStatus status);
-
-// The VNC clients' pointer and key state. libvncserver's callbacks do not say which client
-// sent an event, so all of a sandbox's control clients share one.
-struct VncInput {
-    explicit VncInput(input::PointerInput p) : pointer(std::move(p)) {}
-    std::mutex mutex;
-    input::PointerInput pointer;
-};
 
 class Sandbox {
   public:
@@ -129,73 +119,23 @@ class Sandbox {
     // Checks the runtime: a dead sandbox becomes `error` with the reason. Returns status.
     SandboxStatus check_health();
 
-    // --- desktop operations; each throws ApiError ---
-    streaming::EncodedImage screenshot(const streaming::EncodeOptions& options, int settle_ms = 30);
-    // Runs one action, a batch or a model's whole output item (parse.hpp). with_screenshot:
-    // the answer also has the screen afterwards, and for anthropic/openai the tool_result /
-    // computer_call_output item that carries it.
-    nlohmann::json actions(const nlohmann::json& body, input::Dialect dialect,
-                           bool with_screenshot = false);
+    // --- the parts (see the top of this file); each throws ApiError ---
+    SandboxScreen& screen() { return screen_; }
+    SandboxInput& input() { return input_; }
+    SandboxMedia& media() { return media_; }
     // The agent's methods, typed (each throws ApiError); what the routes and MCP tools call.
     AgentClient& agent_client() { return agent_client_; }
-    streaming::FrameMirror& mirror() { return mirror_; }
     runtime::ResourceUsage usage() const;
-    // Live encoders of this sandbox's screen, shared by its viewers.
-    streaming::StreamHub& streams() { return streams_; }
-    // The loopback port of this sandbox's VNC server; nullopt if it has none.
-    std::optional<unsigned short> vnc_port() const;
-
-    // ---- recording (sandbox_streams.cpp): one at a time, MP4 plus optional actions track ----
-    // {"actions": bool, "fps": 1..60}; throws ApiError (409 if one is running, 400 bad field).
-    nlohmann::json start_recording(const nlohmann::json& options);  // saved in the record
-    nlohmann::json stop_recording();                                // 409 if none is running
-    nlohmann::json recording_status() const;
-    // Input from a viewer or VNC client (screen coordinates, already on screen): run in order
-    // on the sandbox's input thread, so I/O threads never wait for the agent. False if it was
-    // dropped: the sandbox is not running or too much input is queued.
-    bool queue_input(std::vector<input::Action> actions, const std::string& source);
 
     void audit(const std::string& kind, const nlohmann::json& detail);
     // One line in the audit log of a sandbox there is no object for (one that is cleaned up).
     static void append_audit(const std::filesystem::path& audit_path, const std::string& id,
                              const std::string& kind, const nlohmann::json& detail);
 
-    // ---- screen analysis (sandbox_analysis.cpp): on the mirror's frames, in API pixels ----
-    // The bodies and answers are in server/api/openapi.json; each throws ApiError.
-    nlohmann::json locate(const nlohmann::json& body);
-    nlohmann::json ocr(const nlohmann::json& body);
-    nlohmann::json compare(const nlohmann::json& body);
-    // Blocks until the condition holds or its timeout (answers matched:false); woken by the
-    // mirror's damage, never by polling.
-    nlohmann::json wait(const nlohmann::json& body);
-
-    // Opaque here; sandbox_analysis.cpp defines them.
-    struct ScreenView;
-    struct TargetSpec;
-    struct AnalysisState;
-
   private:
     // 409 sandbox_exhausted naming the limit the sandbox is at, if it is at one.
     std::optional<ApiError> exhaustion(const std::string& what_failed) const;
     std::string way_back() const;  // "; POST .../processes/kill ...", for those answers
-    // Asks the agent for what it has not sent yet and waits until the mirror has it.
-    void sync_screen(int settle_ms);
-    // The current frame at the size the client sees; `sync`: first ask the agent for what it
-    // has not sent yet (so it shows the last action's effect).
-    ScreenView screen_view(bool sync);
-    // The targets of a batch's actions (null where an action has none), read and checked
-    // before anything in the batch runs. `fields[i]`: where action i sat in the request.
-    using TargetSpecs = std::vector<std::shared_ptr<const TargetSpec>>;
-    TargetSpecs read_targets(const std::vector<input::Action>& actions,
-                             const std::vector<std::string>& fields);
-    // Finds the target (waiting for it up to its timeout) and aims the action there. Returns
-    // the match. 422 target_not_found if it does not appear.
-    nlohmann::json resolve_target(input::Action& action, const TargetSpec& spec);
-
-    // A screenshot's options at the size the agent sees (its API resolution, if any).
-    streaming::EncodeOptions api_sized() const;
-    streaming::EncodedImage zoom_image(const input::Zoom& zoom);
-
     // Connects to the agent (again, after a restore), handshakes and waits for a frame.
     void attach_agent(std::chrono::milliseconds timeout);
     void detach_agent();  // closes the host's session; the agent waits for the next one
@@ -215,13 +155,9 @@ class Sandbox {
     void fail(const std::string& reason);
     std::shared_ptr<protocol::RpcClient> connection();  // throws ApiError unless running
     AgentLink agent_link();                             // agent_client_'s view of this
-    nlohmann::json run_segment(const std::vector<input::Action>& actions, std::size_t offset);
-    void start_vnc();     // after boot: the mirror has a frame
-    void stop_streams();  // VNC and recording, first thing on kill
-    nlohmann::json begin_recording(const nlohmann::json& options);  // start_recording's work
-    // An adopted sandbox that was recording when its old server stopped: a new recording
-    // with the same options (audited).
-    void continue_recording();
+    InputLink input_link();                             // input_'s
+    MediaLink media_link();                             // media_'s
+    void start_vnc();                                   // after boot: the mirror has a frame
 
     SandboxConfig config_;
     SystemClock::time_point created_at_ = SystemClock::now();
@@ -249,30 +185,17 @@ class Sandbox {
     std::vector<volumes::VolumeLease> volumes_;               // and these after its processes
     std::shared_ptr<protocol::RpcClient> agent_;
     AgentClient agent_client_{agent_link()};
-    streaming::FrameMirror mirror_;
-    std::optional<input::CoordinateScaler> scaler_;
 
     std::mutex audit_mutex_;
     std::ofstream audit_;
 
-    streaming::StreamHub streams_{mirror_};
-    static std::shared_ptr<AnalysisState> new_analysis_state();
-    std::shared_ptr<AnalysisState> analysis_ = new_analysis_state();  // OCR cache, waits
-    SerialWorker input_worker_{512};  // stopped before what its jobs use goes away
-
-    // VNC and recording read the mirror and feed the input worker: declared after both, so
-    // they go first.
-    mutable std::mutex streams_mutex_;
-    std::string vnc_password_, vnc_view_password_;
-    std::unique_ptr<streaming::VncServer> vnc_;
-    std::unique_ptr<VncInput> vnc_input_;
-    std::unique_ptr<streaming::Recorder> recorder_;
-    std::string recording_id_;
-    bool recording_actions_ = false;
-    int recordings_started_ = 0;
-    // The running recording's options ({"actions","fps"}) until a client stops it: kept in
-    // the server record, so the next server continues it (as a new recording) on adoption.
-    std::optional<nlohmann::json> recording_options_;
+    // The parts, each using those declared before it: input runs on the screen (targets,
+    // screenshots), media reads the screen's mirror and feeds input (VNC). Destroyed in
+    // reverse, so VNC and recording stop before the input worker and the mirror they use go,
+    // and the input worker before the agent client its jobs call.
+    SandboxScreen screen_{agent_client_, {config_.width, config_.height}, config_.api_resolution};
+    SandboxInput input_{agent_client_, screen_, input_link()};
+    SandboxMedia media_{screen_.mirror(), input_, media_link()};
 };
 
 }  // namespace deskbox::server

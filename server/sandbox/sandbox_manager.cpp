@@ -332,8 +332,9 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
         ready_or_kill(*sandbox, config.ready);
     }
     if (request.contains("record") && request["record"] != false)
-        sandbox->start_recording(request["record"].is_object() ? request["record"]
-                                                               : nlohmann::json::object());
+        sandbox->media().start_recording(request["record"].is_object()
+                                             ? read_recording_request(request["record"], "record")
+                                             : RecordingRequest{});
     std::lock_guard lock(mutex_);
     sandboxes_[sandbox->id()] = sandbox;
     return sandbox;

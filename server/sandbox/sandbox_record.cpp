@@ -47,10 +47,7 @@ void Sandbox::save_record() {
     if (config_.api_resolution)
         record["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
     if (!config_.volumes.empty()) record["volumes"] = volumes_to_json(config_.volumes);
-    {
-        std::lock_guard lock(streams_mutex_);
-        if (recording_options_) record["recording"] = *recording_options_;
-    }
+    if (auto recording = media_.recording_options()) record["recording"] = *recording;
     bool saved_to_disk = false;
     {
         std::lock_guard lock(mutex_);
@@ -110,7 +107,7 @@ std::shared_ptr<Sandbox> Sandbox::from_record(const nlohmann::json& r,
     sandbox->agent_timeout_ = agent_timeout;
     sandbox->instance_ = std::move(instance);
     if (r.contains("recording") && r["recording"].is_object())
-        sandbox->recording_options_ = r["recording"];
+        sandbox->media_.set_recording_options(r["recording"]);
     if (r.contains("ready_ms") && r["ready_ms"].is_number_integer())
         sandbox->ready_ms_ = r["ready_ms"].get<long long>();
     return sandbox;
@@ -125,8 +122,8 @@ std::shared_ptr<Sandbox> Sandbox::adopt(const nlohmann::json& r,
     sandbox->snapshot_at_ = from_ms(r.at("snapshot_at_ms"));
     sandbox->snapshotted_ = true;
     sandbox->status_ = SandboxStatus::paused;
-    sandbox->mirror_.reset(sandbox->config_.width, sandbox->config_.height,
-                           0);  // black until resumed
+    sandbox->screen_.mirror().reset(sandbox->config_.width, sandbox->config_.height,
+                                    0);  // black until resumed
     sandbox->attached_once_ = true;
     return sandbox;
 }
@@ -139,7 +136,7 @@ std::shared_ptr<Sandbox> Sandbox::adopt_running(const nlohmann::json& record,
     auto sandbox = from_record(record, std::move(instance), audit_path, agent_timeout);
     sandbox->status_ = paused ? SandboxStatus::paused : SandboxStatus::starting;
     // A frozen agent cannot answer: a paused sandbox is attached on resume.
-    if (paused) sandbox->mirror_.reset(sandbox->config_.width, sandbox->config_.height, 0);
+    if (paused) sandbox->screen_.mirror().reset(sandbox->config_.width, sandbox->config_.height, 0);
     return sandbox;
 }
 
@@ -154,7 +151,7 @@ void Sandbox::reattach(std::chrono::milliseconds timeout) {
         std::lock_guard lock(mutex_);
         status_ = SandboxStatus::running;
     }
-    continue_recording();  // a paused one records its (black) mirror until resumed
+    media_.continue_recording();  // a paused one records its (black) mirror until resumed
 }
 
 }  // namespace deskbox::server

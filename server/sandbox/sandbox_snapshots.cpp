@@ -121,12 +121,7 @@ void Sandbox::resume() {
     }
     try {
         attach_agent(agent_timeout_);
-        bool need_vnc;  // an adopted sandbox has none yet
-        {
-            std::lock_guard lock(streams_mutex_);
-            need_vnc = config_.vnc && !vnc_;
-        }
-        if (need_vnc) start_vnc();
+        if (config_.vnc && !media_.has_vnc()) start_vnc();  // an adopted sandbox has none yet
         sync_guest(/*new_identity=*/false);
     } catch (const std::exception& e) {
         std::string reason = std::string("the agent did not come back after the restore: ") +

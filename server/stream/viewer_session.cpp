@@ -51,7 +51,7 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
 
     ~ViewerSession() {
         subscription_.reset();
-        if (control_) sandbox_->queue_input(pointer_.release_all(), "viewer");
+        if (control_) sandbox_->input().queue_input(pointer_.release_all(), "viewer");
         --counters_.connected;
     }
 
@@ -248,7 +248,7 @@ class ViewerSession : public std::enable_shared_from_this<ViewerSession> {
                 }
                 return;
             case ViewerRequest::Kind::input:
-                if (!sandbox_->queue_input(std::move(r.actions), "viewer"))
+                if (!sandbox_->input().queue_input(std::move(r.actions), "viewer"))
                     send_text({{"type", "error"},
                                {"code", "input_dropped"},
                                {"message", "the sandbox is not taking input now"}});

@@ -156,7 +156,7 @@ class VncProxy : public std::enable_shared_from_this<VncProxy> {
 
 void start_vnc_proxy(HttpExchange& exchange, std::shared_ptr<Sandbox> sandbox,
                      ViewerCounters& counters) {
-    auto port = sandbox->vnc_port();
+    auto port = sandbox->media().vnc_port();
     if (!port) throw ApiError(409, "conflict", "sandbox " + sandbox->id() + " has no VNC server");
     auto proxy =
         std::make_shared<VncProxy>(std::move(*exchange.stream), std::move(exchange.request),

@@ -22,8 +22,9 @@ ActionsQuery parse_actions_query(const Query& query) {
 HttpResponse run_actions(RouteContext& context) {
     const ActionsQuery query = parse_actions_query(context.query);
     ScopedTimer timer(context.api.metrics.action_seconds);
-    return json_response(200, context.sandbox->actions(parse_body(context.request()), query.dialect,
-                                                       query.with_screenshot));
+    return json_response(
+        200, context.sandbox->input().actions(parse_body(context.request()), query.dialect,
+                                              query.with_screenshot));
 }
 
 }  // namespace deskbox::server::routes

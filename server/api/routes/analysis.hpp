@@ -1,4 +1,4 @@
-// Screen analysis (server/sandbox/sandbox_analysis.cpp validates the bodies): wait for the
+// Screen analysis (server/sandbox/screen_request.cpp reads the bodies): wait for the
 // screen to show something or settle, locate an image or text, read text, compare images.
 #pragma once
 

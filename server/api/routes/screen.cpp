@@ -25,7 +25,7 @@ HttpResponse screenshot(RouteContext& context) {
     const auto options = parse_screenshot_query(context.query);
     Sandbox& sandbox = *context.sandbox;
     ScopedTimer timer(context.api.metrics.screenshot_seconds);
-    auto image = sandbox.screenshot(options);
+    auto image = sandbox.screen().screenshot(options);
     HttpResponse res{http::status::ok, 11};
     res.set(http::field::content_type, image.content_type);
     res.set("X-Screen-Width", std::to_string(sandbox.config().width));

@@ -65,7 +65,7 @@ HttpResponse stream_socket(RouteContext& context) {
     // the upgrade rather than a closed socket.
     std::shared_ptr<streaming::LiveEncoder> encoder;
     try {
-        encoder = sandbox.streams().encoder(settings);
+        encoder = sandbox.media().streams().encoder(settings);
     } catch (const streaming::TooManyEncoders& e) {
         throw ApiError(503, "too_many_encoders", e.what());
     }

@@ -1,0 +1,63 @@
+// A sandbox's input: action requests in any dialect (scaled from API to screen pixels, aimed at
+// targets found on the screen, split at screenshots and zooms), and the input of viewers and
+// VNC clients, run in order on one worker so I/O threads never wait for the agent.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/serial_worker.hpp"
+#include "input/parse.hpp"
+#include "server/sandbox/agent_client.hpp"
+#include "server/sandbox/sandbox_screen.hpp"
+
+namespace deskbox::server {
+
+// What input needs of its sandbox besides the agent and the screen.
+struct InputLink {
+    std::string sandbox_id;         // for the server's log
+    std::function<bool()> running;  // queued input is dropped unless it is
+    std::function<void(const std::string& kind, const nlohmann::json& detail)> audit;
+};
+
+class SandboxInput {
+  public:
+    // `agent` and `screen` outlive the input (all are the sandbox's).
+    SandboxInput(AgentClient& agent, SandboxScreen& screen, InputLink link);
+    SandboxInput(const SandboxInput&) = delete;
+    SandboxInput& operator=(const SandboxInput&) = delete;
+
+    // Runs one action, a batch or a model's whole output item (parse.hpp). with_screenshot:
+    // the answer also has the screen afterwards, and for anthropic/openai the tool_result /
+    // computer_call_output item that carries it. Throws ApiError.
+    nlohmann::json actions(const nlohmann::json& body, input::Dialect dialect,
+                           bool with_screenshot = false);
+    // Input from a viewer or VNC client (screen coordinates, already on screen): run in order
+    // on the input worker. False if it was dropped: the sandbox is not running or too much
+    // input is queued.
+    bool queue_input(std::vector<input::Action> actions, const std::string& source);
+    // A VNC client's clipboard text, set in the guest in order with its input (dropped past
+    // 256 KiB or when the sandbox is not running).
+    void queue_clipboard(std::string text);
+    // Runs what is queued, then refuses more; idempotent. Before the agent client goes.
+    void stop() { worker_.stop(); }
+
+  private:
+    struct Parsed;  // a request's actions in screen pixels and their targets
+    Parsed parse(const nlohmann::json& body, input::Dialect dialect);
+    nlohmann::json run(Parsed& parsed);
+    nlohmann::json run_segment(const std::vector<input::Action>& actions, std::size_t offset);
+    // Finds the target (waiting for it up to its timeout) and aims the action there. Returns
+    // the match. 422 target_not_found if it does not appear.
+    nlohmann::json aim_at_target(input::Action& action, const TargetSpec& target);
+
+    AgentClient& agent_;
+    SandboxScreen& screen_;
+    InputLink link_;
+    SerialWorker worker_{512};  // stopped before what its jobs use goes away
+};
+
+}  // namespace deskbox::server
