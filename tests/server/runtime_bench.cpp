@@ -105,7 +105,7 @@ int run(int argc, char** argv) {
         write_oci_config(
             make_oci_config(
                 spec,
-                {paths.rootfs, paths.run_dir, "/" + options.cgroup_parent + "/" + id, {}, {}}),
+                {paths.rootfs, paths.run_dir, "/" + options.cgroup_parent + "/" + id, {}, {}, {}}),
             paths.bundle);
         fs::path marker = paths.upper / "home/user" / id;
         auto t0 = Clock::now();

@@ -683,12 +683,48 @@ TEST_F(ContainerRuntimeTest, SpecEnvReachesTheEntryAndOverridesDefaults) {
               "hi there|1024x768|120|/home/user|de_DE.UTF-8");
 }
 
+// Volumes are bound last, in order, nosuid and nodev, read-only ones ro; their paths are the
+// ones validate_spec allows.
+TEST(OciConfig, BindsVolumesLastAndChecksTheirPaths) {
+    SandboxSpec s;
+    s.id = "vol";
+    s.entry = {"/bin/true"};
+    s.volumes = {{"/host/a", "/data", false}, {"/host/b", "/mnt/ref", true}};
+    auto config = make_oci_config(
+        s, {"/x/rootfs", "/x/run", "/deskbox/vol", {}, {}, {"/state/v/0", "/state/v/1"}});
+    const auto& mounts = config["mounts"];
+    ASSERT_GE(mounts.size(), 2u);
+    const auto& first = mounts[mounts.size() - 2];
+    const auto& second = mounts[mounts.size() - 1];
+    EXPECT_EQ(first["destination"], "/data");
+    EXPECT_EQ(first["source"], "/state/v/0");
+    EXPECT_EQ(first["options"], nlohmann::json({"rbind", "rprivate", "nosuid", "nodev"}));
+    EXPECT_EQ(second["destination"], "/mnt/ref");
+    EXPECT_EQ(second["options"].back(), "ro");
+    for (const char* good : {"/data", "/workspace/x", "/home/user", "/opt/app", "/srv/a.b-c"})
+        EXPECT_EQ(volume_path_problem(good), "") << good;
+    for (const char* bad :
+         {"", "data", "/", "/opt", "/opt/deskbox", "/opt/deskbox/bin", "/etc", "/data/", "/data//x",
+          "/data/./x", "/data/../etc", "/home/other", "/data/a,b", "/data/a:b", "/data/a b"})
+        EXPECT_NE(volume_path_problem(bad), "") << bad;
+    s.template_rootfs = "/x/template";
+    s.state_root = "/x/state";
+    EXPECT_NO_THROW(validate_spec(s));
+    s.volumes.push_back({"/host/c", "/data", false});
+    try {
+        validate_spec(s);
+        ADD_FAILURE() << "a path mounted twice passed";
+    } catch (const SpecError& e) {
+        EXPECT_EQ(e.field(), "volumes[2].path");
+    }
+}
+
 TEST(OciConfig, HasNoCapabilitiesAndTheLimits) {
     SandboxSpec s;
     s.id = "cfg";
     s.entry = {"/opt/deskbox/bin/deskbox-agent", "--listen", "unix:/run/deskbox/agent.sock"};
     s.limits = {1024, 1.5, 500};
-    auto config = make_oci_config(s, {"/x/rootfs", "/x/run", "/deskbox/cfg", {}, {}});
+    auto config = make_oci_config(s, {"/x/rootfs", "/x/run", "/deskbox/cfg", {}, {}, {}});
     for (const char* set : {"bounding", "effective", "permitted", "inheritable", "ambient"})
         EXPECT_TRUE(config["process"]["capabilities"][set].empty()) << set;
     EXPECT_EQ(config["process"]["noNewPrivileges"], true);

@@ -69,7 +69,10 @@ TEST(Volumes, DataOutlivesSandboxesAndServersWithOneWriterAndAHardSize) {
             EXPECT_TRUE(a.status == 404u || a.status == 400u) << escape << ": " << a.status;
             EXPECT_EQ(a.body.find("root:"), std::string::npos) << escape << ": the host's shadow";
         }
-        const std::string bytes("\x00\xff\xfebinary\n", 10);
+        const std::string bytes(
+            "\x00\xff\xfe"
+            "binary\n",
+            10);
         auto put = s.call(http::verb::put, "/v1/volumes/work/files?path=/api/deep/b.bin", bytes);
         EXPECT_EQ(put.status, 200u) << put.body;
         EXPECT_EQ(s.get("/v1/volumes/work/files?path=/api/deep/b.bin").body, bytes);
