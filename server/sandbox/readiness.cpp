@@ -140,6 +140,67 @@ ReadyCondition parse_ready_condition(const json& ready, const std::string& field
     return c;
 }
 
+namespace {
+
+// What the windows lack of `c` (a count, a title), appended to `unmet`.
+void check_windows(const ReadyCondition& c, ReadinessProbe& probe, const std::string& after,
+                   std::vector<std::string>& unmet) {
+    try {
+        const auto windows = probe.mapped_windows();
+        if (c.windows && windows.size() < static_cast<std::size_t>(*c.windows)) {
+            const int n = *c.windows;
+            unmet.push_back(std::to_string(n) + (c.windows_from_autostart ? " autostart" : "") +
+                            (n == 1 ? " window" : " windows") + " expected, " +
+                            std::to_string(windows.size()) + " mapped" + after + ": " +
+                            window_names(windows));
+        }
+        if (!c.window_title.empty() &&
+            std::none_of(windows.begin(), windows.end(), [&](const auto& w) {
+                return w.title.find(c.window_title) != std::string::npos;
+            }))
+            unmet.push_back(
+                "no mapped window's title contains " +
+                json(c.window_title).dump(-1, ' ', false, json::error_handler_t::replace) + after +
+                ": " + window_names(windows));
+    } catch (const ProbeError& e) {
+        unmet.push_back("the windows could not be listed" + after + ": " + e.what());
+    }
+}
+
+void check_port(int port, ReadinessProbe& probe, const std::string& after,
+                std::vector<std::string>& unmet) {
+    try {
+        const auto ports = probe.listening_ports();
+        if (std::find(ports.begin(), ports.end(), port) == ports.end())
+            unmet.push_back("nothing listens on TCP port " + std::to_string(port) + after);
+    } catch (const ProbeError& e) {
+        unmet.push_back("the listening ports could not be read" + after + ": " + e.what());
+    }
+}
+
+// One run of the ready command, bounded by `limit`.
+void check_command(const std::vector<std::string>& command, milliseconds limit,
+                   ReadinessProbe& probe, const std::string& after,
+                   std::vector<std::string>& unmet) {
+    try {
+        const auto r = probe.run(command, limit);
+        if (r.timed_out) {
+            unmet.push_back("command " + argv_text(command) + " still runs past " +
+                            seconds_text(limit) + after);
+        } else if (r.exit_code != 0) {
+            const std::string err = last_line(r.stderr_text);
+            unmet.push_back("command " + argv_text(command) + " still exits " +
+                            std::to_string(r.exit_code) + after +
+                            (err.empty() ? "" : " (stderr: " + err + ")"));
+        }
+    } catch (const ProbeError& e) {
+        unmet.push_back("command " + argv_text(command) + " could not run" + after + ": " +
+                        e.what());
+    }
+}
+
+}  // namespace
+
 ReadyOutcome wait_until_ready(const ReadyCondition& c, ReadinessProbe& probe) {
     ReadyOutcome out;
     if (!c.waits()) {
@@ -166,58 +227,12 @@ ReadyOutcome wait_until_ready(const ReadyCondition& c, ReadinessProbe& probe) {
     while (true) {
         const auto round = probe.now();
         std::vector<std::string> unmet;
-        if (look_at_windows) {
-            try {
-                const auto windows = probe.mapped_windows();
-                if (c.windows && windows.size() < static_cast<std::size_t>(*c.windows)) {
-                    const int n = *c.windows;
-                    unmet.push_back(std::to_string(n) +
-                                    (c.windows_from_autostart ? " autostart" : "") +
-                                    (n == 1 ? " window" : " windows") + " expected, " +
-                                    std::to_string(windows.size()) + " mapped" + after + ": " +
-                                    window_names(windows));
-                }
-                if (!c.window_title.empty() &&
-                    std::none_of(windows.begin(), windows.end(), [&](const auto& w) {
-                        return w.title.find(c.window_title) != std::string::npos;
-                    }))
-                    unmet.push_back(
-                        "no mapped window's title contains " +
-                        json(c.window_title).dump(-1, ' ', false, json::error_handler_t::replace) +
-                        after + ": " + window_names(windows));
-            } catch (const ProbeError& e) {
-                unmet.push_back("the windows could not be listed" + after + ": " + e.what());
-            }
-        }
-        if (c.port) {
-            try {
-                const auto ports = probe.listening_ports();
-                if (std::find(ports.begin(), ports.end(), *c.port) == ports.end())
-                    unmet.push_back("nothing listens on TCP port " + std::to_string(*c.port) +
-                                    after);
-            } catch (const ProbeError& e) {
-                unmet.push_back("the listening ports could not be read" + after + ": " + e.what());
-            }
-        }
-        if (!c.command.empty()) {
-            // Each run may take what is left, at least a second and at most 30 s.
-            const auto limit = std::clamp(left(), milliseconds(1000), milliseconds(30'000));
-            try {
-                const auto r = probe.run(c.command, limit);
-                if (r.timed_out) {
-                    unmet.push_back("command " + argv_text(c.command) + " still runs past " +
-                                    seconds_text(limit) + after);
-                } else if (r.exit_code != 0) {
-                    const std::string err = last_line(r.stderr_text);
-                    unmet.push_back("command " + argv_text(c.command) + " still exits " +
-                                    std::to_string(r.exit_code) + after +
-                                    (err.empty() ? "" : " (stderr: " + err + ")"));
-                }
-            } catch (const ProbeError& e) {
-                unmet.push_back("command " + argv_text(c.command) + " could not run" + after +
-                                ": " + e.what());
-            }
-        }
+        if (look_at_windows) check_windows(c, probe, after, unmet);
+        if (c.port) check_port(*c.port, probe, after, unmet);
+        // Each run of the command may take what is left, at least a second and at most 30 s.
+        if (!c.command.empty())
+            check_command(c.command, std::clamp(left(), milliseconds(1000), milliseconds(30'000)),
+                          probe, after, unmet);
         if (unmet.empty()) break;
         if (probe.now() >= deadline) return finish(std::move(unmet));
         probe.sleep_until(std::min<ReadinessProbe::Clock::time_point>(round + interval, deadline));
