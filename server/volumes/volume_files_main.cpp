@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <iterator>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -78,9 +78,14 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (int status = confine(argv[1], argv[2], argv[3])) return status;
+    // Whole-buffer reads and writes: a character at a time through a stdio-synced stream made a
+    // 16 MiB write take a second.
+    std::ios::sync_with_stdio(false);
     std::string header;
     std::getline(std::cin, header);
-    const std::string body((std::istreambuf_iterator<char>(std::cin)), {});
+    std::ostringstream rest;
+    rest << std::cin.rdbuf();
+    const std::string body = std::move(rest).str();
     Reply reply;
     json answer;
     try {
