@@ -281,4 +281,20 @@ int run_cli(const std::vector<std::string>& args, const Environment& environment
     }
 }
 
+int delete_each(Context& context, const Command& command,
+                const std::function<std::string(const std::string&)>& path_of) {
+    int status = kExitOk;
+    for (std::size_t i = 1; i < command.args.positional.size(); ++i) {
+        const std::string& name = command.arg(i);
+        try {
+            context.out << context.client().delete_json(path_of(name)).value("deleted", name)
+                        << "\n";
+        } catch (const client::ApiError& error) {
+            context.err << "deskbox: error: " << name << ": " << error.what() << "\n";
+            status = kExitApiError;
+        }
+    }
+    return status;
+}
+
 }  // namespace deskbox::cli

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -89,6 +90,11 @@ class Command {
   private:
     std::string name_;
 };
+
+// DELETE path_of(NAME) for each positional after the verb, printing what the server deleted; one
+// that fails (missing, in use) is reported and the rest go on. Exit 1 if any failed.
+int delete_each(Context& context, const Command& command,
+                const std::function<std::string(const std::string&)>& path_of);
 
 // Each command: its tokens after the command's name; returns the exit code.
 using CommandTokens = std::vector<std::string>;

@@ -485,19 +485,7 @@ int template_inspect(Context& context, const CommandTokens& tokens) {
 int template_remove(Context& context, const CommandTokens& tokens) {
     Command c(context, "template", tokens, {});
     c.expect(2, SIZE_MAX);
-    int status = kExitOk;
-    for (std::size_t i = 1; i < c.args.positional.size(); ++i) {
-        const std::string& ref = c.arg(i);
-        try {
-            json answer = context.client().delete_json(template_path(ref));
-            context.out << answer.value("deleted", ref) << "\n";
-        } catch (const ApiError& error) {
-            // One missing or busy template should not keep the others.
-            context.err << "deskbox: error: " << ref << ": " << error.what() << "\n";
-            status = kExitApiError;
-        }
-    }
-    return status;
+    return delete_each(context, c, template_path);
 }
 
 int template_builds(Context& context, const CommandTokens& tokens) {

@@ -69,19 +69,7 @@ int volume_inspect(Context& context, const CommandTokens& tokens) {
 int volume_remove(Context& context, const CommandTokens& tokens) {
     Command c(context, "volume", tokens, {});
     c.expect(2, SIZE_MAX);
-    int status = kExitOk;
-    for (std::size_t i = 1; i < c.args.positional.size(); ++i) {
-        const std::string& name = c.arg(i);
-        try {
-            context.out << context.client().delete_json(volume_path(name)).value("deleted", name)
-                        << "\n";
-        } catch (const ApiError& error) {
-            // One missing or mounted volume should not keep the others.
-            context.err << "deskbox: error: " << name << ": " << error.what() << "\n";
-            status = kExitApiError;
-        }
-    }
-    return status;
+    return delete_each(context, c, volume_path);
 }
 
 }  // namespace
