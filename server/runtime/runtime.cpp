@@ -161,6 +161,10 @@ const char* to_string(SandboxState state) {
     return "unknown";
 }
 
+const char* to_string(CopyKind kind) {
+    return kind == CopyKind::memory ? "memory" : "filesystem";
+}
+
 UniqueFd connect_unix_retry(const std::filesystem::path& path,
                             std::chrono::steady_clock::time_point deadline,
                             const std::function<std::string()>& still_alive) {

@@ -100,6 +100,9 @@ struct SandboxSpec {
     // Mounted in this order, after everything else (nosuid, nodev). Under a user namespace the
     // files keep the guest's ids on disk (1000 is 1000 in every sandbox and on the host).
     std::vector<VolumeMount> volumes;
+    // Containers: a saved writable layer (a CopySaving copy's files, owned by guest ids) the
+    // sandbox starts with instead of an empty one. Empty: none.
+    std::filesystem::path seed_files;
 };
 
 // Limits as JSON ({"memory_mb","cpus","pids"}), for records that outlive a server.
@@ -175,6 +178,32 @@ class Snapshots {
     ~Snapshots() = default;
 };
 
+// What a saved copy of a sandbox (CopySaving) holds: `memory` (a microVM: memory, devices and
+// disk; a start from it runs on where the copy stood) or `filesystem` (a container: the files
+// it wrote; a start from it boots the template's entry on them).
+enum class CopyKind { memory, filesystem };
+const char* to_string(CopyKind kind);
+
+struct SavedCopy {
+    CopyKind kind = CopyKind::filesystem;
+    std::uint64_t bytes = 0;  // what the copy's directory holds on disk
+};
+
+// Optional capability of a sandbox: a copy of it saved to a directory that outlives it (a named
+// snapshot, a fork's source) while it runs on.
+class CopySaving {
+  public:
+    // Saves into `dir` (made here; it must not exist yet), synced to disk on return. The
+    // sandbox stands still meanwhile and then runs on as it was (a paused one stays paused).
+    // A memory copy's agent must have no host session (copies wait for a host of their own).
+    // Throws RuntimeError: the sandbox runs on and the caller removes `dir`.
+    virtual SavedCopy save_copy(const std::filesystem::path& dir) = 0;
+    virtual CopyKind copy_kind() const = 0;
+
+  protected:
+    ~CopySaving() = default;
+};
+
 class SandboxInstance {
   public:
     virtual ~SandboxInstance() = default;  // implementations kill and tear everything down
@@ -207,6 +236,8 @@ class SandboxInstance {
     virtual bool release() { return false; }
     // Snapshots of this sandbox, or nullptr if its runtime cannot save one.
     virtual Snapshots* snapshots() { return nullptr; }
+    // Copies of this sandbox that outlive it, or nullptr if its runtime cannot save one.
+    virtual CopySaving* copy_saving() { return nullptr; }
     // True: its clock is the host's (a container), so it is right after a pause. False: a
     // guest kernel keeps its own, which the server sets after a resume or restore.
     virtual bool shares_host_clock() const { return true; }
@@ -276,6 +307,23 @@ class TemplateSnapshots {
     ~TemplateSnapshots() = default;
 };
 
+// Optional capability of a runtime: sandboxes started from a saved copy (CopySaving), any
+// number of times; each gets the copy's state and `spec`'s identity. A memory copy runs the saved
+// machine: `spec`'s memory, vCPUs and network must be the source's (copy_spec_problem tells).
+class CopyStarts {
+  public:
+    // Throws SpecError, RuntimeError; on failure nothing is left behind.
+    virtual std::unique_ptr<SandboxInstance> start_from_copy(const SandboxSpec& spec,
+                                                             const std::filesystem::path& dir) = 0;
+    // Why `spec` cannot start from the copy in `dir`, or "" if it can.
+    virtual std::string copy_spec_problem(const SandboxSpec& spec,
+                                          const std::filesystem::path& dir) = 0;
+    virtual CopyKind copy_kind() const = 0;  // what its sandboxes' copies hold
+
+  protected:
+    ~CopyStarts() = default;
+};
+
 class Runtime {
   public:
     virtual ~Runtime() = default;
@@ -315,6 +363,7 @@ class Runtime {
     virtual RunningAdoption* running_adoption() { return nullptr; }
     virtual SnapshotAdoption* snapshot_adoption() { return nullptr; }
     virtual TemplateSnapshots* template_snapshots() { return nullptr; }
+    virtual CopyStarts* copy_starts() { return nullptr; }
 };
 
 // Connects to a Unix stream socket, retrying while it is missing or refusing until

@@ -107,6 +107,12 @@ std::string read_tail(const std::filesystem::path& file, std::size_t max_bytes) 
     return data;
 }
 
+void sync_filesystem(const std::filesystem::path& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd || ::syncfs(fd.get()) != 0)
+        throw RuntimeError("cannot sync " + path.string() + ": " + std::strerror(errno));
+}
+
 void make_dir(const std::filesystem::path& dir, mode_t mode) {
     if (::mkdir(dir.c_str(), mode) != 0)
         throw RuntimeError("mkdir " + dir.string() + ": " + std::strerror(errno));

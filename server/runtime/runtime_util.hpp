@@ -53,6 +53,9 @@ void require_removed(const std::string& id, const std::vector<std::string>& left
 
 // mkdir with exactly `mode` (not narrowed by the umask). Throws RuntimeError.
 void make_dir(const std::filesystem::path& dir, mode_t mode);
+// syncfs of the filesystem holding `path`: everything written there is on disk (a tree of many
+// files, where fsync of each would cost more). Throws RuntimeError.
+void sync_filesystem(const std::filesystem::path& path);
 
 // pidfd_open(2); -1 with errno on failure (ESRCH: already gone).
 int pidfd_open(pid_t pid);

@@ -78,6 +78,23 @@ std::unique_ptr<SandboxInstance> ContainerRuntime::start(const SandboxSpec& spec
     return start_container(spec);
 }
 
+std::string ContainerRuntime::copy_spec_problem(const SandboxSpec& spec, const fs::path& dir) {
+    (void)spec;  // files fit any container of the same template
+    std::error_code ec;
+    if (!fs::is_directory(dir / "files", ec))
+        return "'" + dir.string() + "' holds no saved files of a container";
+    return {};
+}
+
+std::unique_ptr<SandboxInstance> ContainerRuntime::start_from_copy(const SandboxSpec& spec,
+                                                                   const fs::path& dir) {
+    if (auto problem = copy_spec_problem(spec, dir); !problem.empty())
+        throw SpecError("seed_files", problem);
+    SandboxSpec seeded = spec;
+    seeded.seed_files = dir / "files";
+    return start_container(seeded);
+}
+
 std::unique_ptr<ContainerSandbox> ContainerRuntime::start_container(const SandboxSpec& spec) {
     validate_spec(spec);
     if (spec.network && spec.attachment.netns_path.empty())

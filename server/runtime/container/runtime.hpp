@@ -55,7 +55,7 @@ struct ContainerPaths {
 
 class ContainerRuntime;
 
-class ContainerSandbox : public ProcessSandbox {
+class ContainerSandbox : public ProcessSandbox, public CopySaving {
   public:
     ~ContainerSandbox() override;
 
@@ -68,6 +68,11 @@ class ContainerSandbox : public ProcessSandbox {
     bool release() override;
     // The sandbox's own network namespace (its entry's).
     UniqueFd adopted_network_namespace() override;
+    // The writable layer's files (owners as guest ids) in <dir>/files, copied while the
+    // sandbox is frozen. Its processes are not saved: a start from the copy boots afresh.
+    SavedCopy save_copy(const std::filesystem::path& dir) override;
+    CopyKind copy_kind() const override { return CopyKind::filesystem; }
+    CopySaving* copy_saving() override { return this; }
 
     const ContainerPaths& paths() const { return paths_; }
     std::string cgroup_path() const;
@@ -113,7 +118,7 @@ class ContainerSandbox : public ProcessSandbox {
     pid_t entry_pid_ = -1;
 };
 
-class ContainerRuntime : public Runtime, public RunningAdoption {
+class ContainerRuntime : public Runtime, public RunningAdoption, public CopyStarts {
   public:
     explicit ContainerRuntime(ContainerRuntimeOptions options = {});
     // Removes the cgroup parent's directories if they are empty (never kills anything).
@@ -139,6 +144,13 @@ class ContainerRuntime : public Runtime, public RunningAdoption {
     bool needs_user_namespace() const override { return true; }
     bool mounts_volumes() const override { return true; }
     RunningAdoption* running_adoption() override { return this; }
+    CopyStarts* copy_starts() override { return this; }
+    CopyKind copy_kind() const override { return CopyKind::filesystem; }
+    // A start whose writable layer begins as the copy's files (SandboxSpec::seed_files).
+    std::unique_ptr<SandboxInstance> start_from_copy(const SandboxSpec& spec,
+                                                     const std::filesystem::path& dir) override;
+    std::string copy_spec_problem(const SandboxSpec& spec,
+                                  const std::filesystem::path& dir) override;
     // Every sandbox no live instance owns: adopt_left_running finds out which still run.
     std::vector<std::string> adoption_candidates(const std::filesystem::path& state_root) override {
         return list_leftovers(state_root);

@@ -30,6 +30,7 @@
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/exit_classification.hpp"
 #include "server/runtime/runtime_util.hpp"
+#include "server/runtime/tree_copy.hpp"
 
 namespace deskbox::runtime {
 
@@ -129,7 +130,46 @@ void ContainerSandbox::mount_rootfs() {
         lower = paths_.lower;
         chown_dir(paths_.upper, base, base);
     }
+    if (!spec_.seed_files.empty()) {
+        // A saved writable layer: the guest's ids become this sandbox's.
+        try {
+            copy_tree(spec_.seed_files, paths_.upper, {0, base});
+        } catch (const RuntimeError& e) {
+            throw RuntimeError(std::string("cannot start from the saved files: ") + e.what());
+        }
+    }
     mount_overlay(lower, paths_.upper, paths_.work, paths_.rootfs);
+}
+
+SavedCopy ContainerSandbox::save_copy(const fs::path& dir) {
+    std::lock_guard lock(mutex_);
+    require_running_locked("save a copy of");
+    // The writable layer's root is the guest's root: its owner is the id range's base.
+    struct stat upper {};
+    if (::stat(paths_.upper.c_str(), &upper) != 0)
+        throw RuntimeError("cannot save sandbox " + spec_.id + ": stat " + paths_.upper.string() +
+                           ": " + std::strerror(errno));
+    const bool was_paused = paused_;
+    if (!was_paused)
+        check_runc(run_runc(shared_->options, paths_.runc_root, {"pause", spec_.id}),
+                   "pause " + spec_.id);
+    auto thaw = [&] {
+        if (!was_paused)
+            check_runc(run_runc(shared_->options, paths_.runc_root, {"resume", spec_.id}),
+                       "resume " + spec_.id);
+    };
+    TreeCopyStats stats;
+    try {
+        make_dir(dir, 0700);
+        make_dir(dir / "files", 0755);
+        stats = copy_tree(paths_.upper, dir / "files", {upper.st_uid, 0});
+        sync_filesystem(dir);
+    } catch (const std::exception& e) {
+        thaw();
+        throw RuntimeError("cannot save sandbox " + spec_.id + ": " + e.what());
+    }
+    thaw();
+    return {CopyKind::filesystem, stats.bytes};
 }
 
 std::vector<fs::path> ContainerSandbox::mount_volumes() {

@@ -84,7 +84,8 @@ struct MicrovmRuntimeOptions {
 class MicrovmRuntime : public Runtime,
                        public RunningAdoption,
                        public SnapshotAdoption,
-                       public TemplateSnapshots {
+                       public TemplateSnapshots,
+                       public CopyStarts {
   public:
     explicit MicrovmRuntime(MicrovmRuntimeOptions options = {});
     ~MicrovmRuntime() override;
@@ -108,6 +109,14 @@ class MicrovmRuntime : public Runtime,
     RunningAdoption* running_adoption() override { return this; }
     SnapshotAdoption* snapshot_adoption() override { return this; }
     TemplateSnapshots* template_snapshots() override { return this; }
+    CopyStarts* copy_starts() override { return this; }
+    CopyKind copy_kind() const override { return CopyKind::memory; }
+    // A restore of the copy (a template snapshot's files) with `spec`'s identity.
+    std::unique_ptr<SandboxInstance> start_from_copy(const SandboxSpec& spec,
+                                                     const std::filesystem::path& dir) override;
+    // The saved machine's memory, vCPUs, network and accelerator must be `spec`'s.
+    std::string copy_spec_problem(const SandboxSpec& spec,
+                                  const std::filesystem::path& dir) override;
 
     // What of sandbox `id` still exists: a QEMU process, its directory. Empty: nothing.
     std::vector<std::string> residue(const std::filesystem::path& state_root,

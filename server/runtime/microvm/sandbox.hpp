@@ -23,7 +23,7 @@ namespace deskbox::runtime {
 
 class MicrovmRuntime;
 
-class MicrovmSandbox : public ProcessSandbox, public Snapshots {
+class MicrovmSandbox : public ProcessSandbox, public Snapshots, public CopySaving {
   public:
     ~MicrovmSandbox() override;
 
@@ -63,6 +63,12 @@ class MicrovmSandbox : public ProcessSandbox, public Snapshots {
     // Bytes of the memory file while snapshotted, else 0.
     std::uint64_t snapshot_bytes() override;
     Snapshots* snapshots() override { return this; }
+    // Memory, devices and disk into `dir` as a template snapshot's files (a start from it is a
+    // restore), while the VM stands still; then it runs on. Its disk there is one layer on
+    // the image's rootfs, so the copy depends on nothing of this sandbox.
+    SavedCopy save_copy(const std::filesystem::path& dir) override;
+    CopyKind copy_kind() const override { return CopyKind::memory; }
+    CopySaving* copy_saving() override { return this; }
     bool shares_host_clock() const override { return false; }  // a guest kernel keeps its own
 
     const MicrovmPaths& paths() const { return paths_; }
@@ -124,6 +130,8 @@ class MicrovmSandbox : public ProcessSandbox, public Snapshots {
     // returns once saved. Throws RuntimeError.
     void save_locked(UniqueFd file, const std::filesystem::path& temp);
     void quit_after_save_locked();  // QEMU ends (flushing disk.qcow2); snapshotted from here
+    // The VM stopped with its disk flushed: its disk as one qcow2 layer on the image's rootfs.
+    void copy_disk_locked(const std::filesystem::path& to);
     // Moves `temp` to the memory file, keeps the agent image beside it, writes the record.
     std::uint64_t keep_memory_file_locked(const std::filesystem::path& temp,
                                           const std::string& what);

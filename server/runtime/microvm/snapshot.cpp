@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <ctime>
@@ -146,6 +147,71 @@ std::uint64_t MicrovmSandbox::keep_memory_file_locked(const fs::path& temp,
                              {"bytes", bytes},
                              {"saved_unix", static_cast<std::int64_t>(std::time(nullptr))}}}});
     return bytes;
+}
+
+SavedCopy MicrovmSandbox::save_copy(const fs::path& dir) {
+    std::lock_guard lock(mutex_);
+    const std::string what = "cannot save a copy of sandbox " + spec_.id + ": ";
+    if (snapshotted_) throw RuntimeError(what + "it is saved to a snapshot; resume it first");
+    if (!alive_locked())
+        throw RuntimeError(what + "it is not running (" + (exit_ ? exit_->reason : "") + ")");
+    make_dir(dir, 0700);
+    const fs::path temp = dir / "memory.tmp";
+    UniqueFd file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!file)
+        throw RuntimeError(what + "cannot create " + temp.string() + ": " + std::strerror(errno));
+    const bool was_paused = paused_;
+    auto run_on = [&]() -> std::string {
+        if (was_paused || !alive_locked()) return {};
+        try {
+            qmp_.execute("cont");
+            paused_ = false;
+            return {};
+        } catch (const std::exception& e) {
+            paused_ = true;
+            return std::string("; then it did not run on: ") + e.what();
+        }
+    };
+    try {
+        save_locked(std::move(file), temp);
+        copy_disk_locked(dir / "disk.qcow2");
+        if (agent_image_) link_or_copy(*agent_image_, dir / "agent.img");
+    } catch (const std::exception& e) {
+        throw RuntimeError(what + e.what() + run_on());
+    }
+    if (auto failed = run_on(); !failed.empty()) throw RuntimeError(what + "saved" + failed);
+    // Starts from it only ever read these.
+    for (const char* name : {"memory.tmp", "disk.qcow2", "agent.img"})
+        ::chmod((dir / name).c_str(), 0444);
+    fs::rename(temp, dir / "memory");
+    const std::uint64_t memory_bytes = file_size_or_zero(dir / "memory");
+    json record = {{"kind", "memory"},
+                   {"template_rootfs", spec_.template_rootfs.string()},
+                   {"memory_mb", spec_.limits.memory_mb},
+                   {"vcpus", microvm_vcpus(spec_.limits.cpus)},
+                   {"network", spec_.network},
+                   {"accelerator", to_string(accelerator_)},
+                   {"tsc_khz", tsc_khz_},
+                   {"memory_bytes", memory_bytes},
+                   {"saved_unix", static_cast<std::int64_t>(std::time(nullptr))}};
+    sync_filesystem(dir);
+    write_file_atomic(dir / "snapshot.json", record.dump(2) + "\n", 0644,
+                      atomic_file::Durability::power_loss);
+    return {CopyKind::memory, memory_bytes + file_size_or_zero(dir / "disk.qcow2")};
+}
+
+void MicrovmSandbox::copy_disk_locked(const fs::path& to) {
+    const auto& options = shared_->options;
+    check_tool(run_tool({"cp", "--sparse=always", paths_.disk.string(), to.string()},
+                        options.snapshot_timeout, "coreutils"),
+               "cp " + paths_.disk.string());
+    // A start from a template snapshot stands on that snapshot's disk (base.qcow2): fold its
+    // changes in, so the copy is one layer on the rootfs like every template snapshot.
+    if (template_dir_)
+        check_tool(run_tool({options.qemu_img, "rebase", "-q", "-f", "qcow2", "-b",
+                             image_.rootfs.string(), "-F", "raw", to.string()},
+                            options.snapshot_timeout, "qemu-utils"),
+                   "qemu-img rebase " + to.string());
 }
 
 bool MicrovmSandbox::release_snapshot() {

@@ -216,6 +216,37 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::start_from_template(const Sandbo
     return sandbox;
 }
 
+std::string MicrovmRuntime::copy_spec_problem(const SandboxSpec& spec, const fs::path& dir) {
+    if (!template_snapshot_complete(dir))
+        return "'" + dir.string() + "' holds no saved microVM (memory, disk, snapshot.json)";
+    json record;
+    try {
+        record = read_json_file(dir / "snapshot.json");
+    } catch (const RuntimeError& e) {
+        return e.what();
+    }
+    auto differs = [&](const char* key, const json& want) -> std::string {
+        if (record.value(key, json()) == want) return {};
+        return std::string("the saved machine has ") + key + " " +
+               record.value(key, json()).dump() + ", this sandbox " + want.dump();
+    };
+    for (const auto& problem :
+         {differs("template_rootfs", spec.template_rootfs.string()),
+          differs("memory_mb", spec.limits.memory_mb),
+          differs("vcpus", microvm_vcpus(spec.limits.cpus)), differs("network", spec.network),
+          differs("accelerator", to_string(accelerator().accelerator))})
+        if (!problem.empty()) return problem;
+    return {};
+}
+
+std::unique_ptr<SandboxInstance> MicrovmRuntime::start_from_copy(const SandboxSpec& spec,
+                                                                 const fs::path& dir) {
+    validate_spec(spec);
+    if (auto problem = copy_spec_problem(spec, dir); !problem.empty())
+        throw SpecError("copy", problem);
+    return start_from_template(spec, dir);
+}
+
 std::size_t MicrovmRuntime::remove_template_snapshots(const fs::path& state_root) {
     std::size_t removed = 0;
     std::error_code ec;
