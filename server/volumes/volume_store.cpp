@@ -15,6 +15,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/random.hpp"
+#include "common/resource_name.hpp"
 #include "common/unique_fd.hpp"
 #include "common/utc_time.hpp"
 #include "server/runtime/container/mounts.hpp"
@@ -195,13 +196,7 @@ void VolumeLease::release() {
 }
 
 std::string VolumeStore::name_problem(const std::string& name) {
-    if (name.empty() || name.size() > 63) return "must be 1 to 63 characters";
-    if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
-        return "must start with a lowercase letter or a digit";
-    for (char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
-            return "may hold only lowercase letters, digits, '_', '.' and '-'";
-    return "";
+    return resource_name_problem(name);
 }
 
 VolumeStore::VolumeStore(Options options) : state_(std::make_shared<VolumeStoreState>()) {
