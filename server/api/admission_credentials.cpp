@@ -43,6 +43,7 @@ std::shared_ptr<Sandbox> resolve_for_token(const RouteContext& context, const st
 void admit_to_port(RouteContext& context, const std::string& id) {
     context.sandbox = resolve_for_token(context, id, routes::port_refusal());
     if (!port_access(context, *context.sandbox)) throw routes::port_refusal();
+    context.sandbox->wake();
 }
 
 // What the route's RouteAuth asks; sets context.access and, for a per-sandbox route,
@@ -66,6 +67,8 @@ void admit_to_route(Admission& a) {
     } else if (route.path == "/mcp") {
         routes::mcp_access(context);  // 401 before the body is read
     }
+    // After the credentials: a stranger's request wakes nothing.
+    if (context.sandbox && route.wakes_sandbox()) context.sandbox->wake();
 }
 
 void admit_to_port_or_route(Admission& a) {

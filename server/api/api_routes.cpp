@@ -1,5 +1,7 @@
 #include "server/api/api_routes.hpp"
 
+#include <set>
+
 #include "server/api/routes/actions.hpp"
 #include "server/api/routes/analysis.hpp"
 #include "server/api/routes/cluster_templates.hpp"
@@ -14,6 +16,7 @@
 #include "server/api/routes/recordings.hpp"
 #include "server/api/routes/sandboxes.hpp"
 #include "server/api/routes/screen.hpp"
+#include "server/api/routes/snapshots.hpp"
 #include "server/api/routes/system.hpp"
 #include "server/api/routes/templates.hpp"
 #include "server/api/routes/viewers.hpp"
@@ -75,6 +78,14 @@ bool ApiRoute::per_sandbox() const {
     return path.starts_with("/v1/sandboxes/{id}") || path.starts_with("/view/{id}");
 }
 
+bool ApiRoute::wakes_sandbox() const {
+    // What reads or changes the sandbox's lifecycle itself leaves it as it is.
+    static const std::set<std::string_view> kLifecycle = {
+        "/v1/sandboxes/{id}", "/v1/sandboxes/{id}/timeout", "/v1/sandboxes/{id}/pause",
+        "/v1/sandboxes/{id}/resume"};
+    return per_sandbox() && !kLifecycle.count(path);
+}
+
 RouteHandler ApiRoute::handler_for(http::verb verb) const {
     for (const auto& method : methods)
         if (method.verb == verb) return method.handler;
@@ -125,6 +136,13 @@ const std::vector<ApiRoute>& api_routes() {
         {"/v1/sandboxes/{id}/timeout", api_key, {{verb::post, set_timeout}}},
         {"/v1/sandboxes/{id}/pause", api_key, {{verb::post, pause_sandbox}}},
         {"/v1/sandboxes/{id}/resume", api_key, {{verb::post, resume_sandbox}}},
+        // Named snapshots and forks (routes/snapshots.cpp).
+        {"/v1/sandboxes/{id}/snapshots", api_key, {{verb::post, create_snapshot}}},
+        {"/v1/sandboxes/{id}/fork", api_key, {{verb::post, fork_sandbox}}},
+        {"/v1/snapshots", api_key, {{verb::get, list_snapshots}}},
+        {"/v1/snapshots/{name}",
+         api_key,
+         {{verb::get, get_snapshot}, {verb::delete_, delete_snapshot}}},
         // The screen, input and analysis (routes/screen.cpp, actions.cpp, analysis.cpp).
         {"/v1/sandboxes/{id}/screenshot", api_key, {{verb::get, screenshot}}},
         {"/v1/sandboxes/{id}/actions", api_key, {{verb::post, run_actions}}},

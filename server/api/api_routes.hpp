@@ -41,6 +41,9 @@ struct ApiRoute {
     // Its {id} is a sandbox's (/v1/sandboxes/{id}..., /view/{id}): admission resolves it, in
     // one place, before the handler runs (a recording's {id} is not a sandbox's).
     bool per_sandbox() const;
+    // A request to it needs the sandbox running: one its timeout paused with auto_resume
+    // resumes first (all per-sandbox routes but inspect, kill, timeout, pause and resume).
+    bool wakes_sandbox() const;
     // The handler of `verb`, or nullptr (405).
     RouteHandler handler_for(http::verb verb) const;
 };

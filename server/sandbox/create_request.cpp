@@ -13,9 +13,9 @@ namespace {
 using nlohmann::json;
 
 const std::set<std::string> kCreateFields = {
-    "template", "runtime",        "resolution", "dpi",    "timeout_s", "metadata",
-    "env",      "api_resolution", "on_timeout", "limits", "network",   "record",
-    "vnc",      "fast_start",     "ready",      "volumes"};
+    "template", "runtime",        "resolution", "dpi",     "timeout_s",  "metadata",
+    "env",      "api_resolution", "on_timeout", "limits",  "network",    "record",
+    "vnc",      "fast_start",     "ready",      "volumes", "auto_resume"};
 
 // At most this many volumes in one sandbox.
 constexpr std::size_t kMaxVolumes = 16;
@@ -71,6 +71,15 @@ void read_lifetime(const json& request, const CreateDefaults& defaults, SandboxC
         if (v != "kill" && v != "pause")
             throw bad_request("on_timeout", "expected \"kill\" or \"pause\"");
         c.pause_on_timeout = v == "pause";
+    }
+    if (request.contains("auto_resume")) {
+        if (!request["auto_resume"].is_boolean())
+            throw bad_request("auto_resume", "expected a boolean");
+        c.auto_resume = request["auto_resume"];
+        if (c.auto_resume && request.contains("on_timeout") && !c.pause_on_timeout)
+            throw bad_request("auto_resume",
+                              "resumes a sandbox its timeout paused: on_timeout must be \"pause\"");
+        if (c.auto_resume) c.pause_on_timeout = true;
     }
 }
 

@@ -304,6 +304,7 @@ void Sandbox::claim_locked(const SandboxConfig& request) {
     config_.metadata = request.metadata;
     config_.timeout = request.timeout;
     config_.pause_on_timeout = request.pause_on_timeout;
+    config_.auto_resume = request.auto_resume;
     config_.api_resolution = request.api_resolution;
     screen_.set_api_resolution(config_.api_resolution);
     created_at_ = SystemClock::now();
@@ -373,7 +374,9 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
                         {"created_at", iso8601(created_at_)},
                         {"expires_at", iso8601(expires_at())},
                         {"on_timeout", config_.pause_on_timeout ? "pause" : "kill"},
+                        {"auto_resume", config_.auto_resume},
                         {"metadata", config_.metadata}};
+    if (!config_.from_snapshot.empty()) j["from_snapshot"] = config_.from_snapshot;
     if (config_.api_resolution)
         j["api_resolution"] = {config_.api_resolution->width, config_.api_resolution->height};
     if (!config_.volumes.empty()) j["volumes"] = volumes_to_json(config_.volumes);
@@ -392,6 +395,7 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
         if (snapshotted_)
             j["snapshot"] = {{"bytes", snapshot_bytes_}, {"saved_at", iso8601(snapshot_at_)}};
         if (ready_ms_) j["ready_ms"] = *ready_ms_;
+        if (status_ == SandboxStatus::paused) j["paused_reason"] = to_string(paused_reason_);
     }
     auto u = usage();
     nlohmann::json used = nlohmann::json::object();
@@ -472,7 +476,9 @@ SandboxStatus Sandbox::check_health() {
 }
 
 std::shared_ptr<protocol::RpcClient> Sandbox::connection() {
-    std::lock_guard lock(mutex_);
+    wake();
+    std::unique_lock lock(mutex_);
+    if (saving_) saved_.wait_for(lock, agent_timeout_, [&] { return !saving_; });
     switch (status_) {
         case SandboxStatus::running:
             if (!agent_) throw ApiError(503, "agent_unavailable", "the agent is reconnecting");

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -37,6 +38,10 @@ using SystemClock = std::chrono::system_clock;
 
 enum class SandboxStatus { starting, running, paused, error, killed };
 const char* to_string(SandboxStatus status);
+
+// Why a paused sandbox is paused: a client asked, or its timeout did (on_timeout "pause").
+enum class PauseReason { none, request, timeout };
+const char* to_string(PauseReason reason);
 
 class Sandbox {
   public:
@@ -109,8 +114,18 @@ class Sandbox {
 
     // `snapshot`: save the whole VM (memory, devices, disk) to the state dir and end its
     // process (microvm runtime only); resume restores it. Survives a server restart.
-    void pause(bool snapshot = false);
+    void pause(bool snapshot = false, PauseReason reason = PauseReason::request);
     void resume();
+    // A request needs the sandbox: one its timeout paused resumes if it has auto_resume, and
+    // its timeout starts again. True if it did. Throws ApiError like resume().
+    bool wake();
+    // A copy of the sandbox in `dir` that outlives it (a named snapshot, a fork's source),
+    // while it runs on; requests meanwhile wait for it. Throws ApiError: 400 unsupported (its
+    // runtime cannot), 409 (not running, or saved to disk), 507 (disk full), 500.
+    runtime::SavedCopy save_copy(const std::filesystem::path& dir);
+    // Its settings as a create request would give them (template, runtime, resolution, dpi,
+    // limits, env, network, api_resolution, vnc): what a start from a copy of it begins with.
+    nlohmann::json create_settings() const;
     bool snapshotted() const;
     bool can_snapshot() const;  // its runtime can save it (pause with `snapshot`)
     // How long a sandbox saved to a snapshot is kept without a resume (the server's maximum
@@ -170,6 +185,10 @@ class Sandbox {
     SystemClock::time_point expires_at_;
     std::atomic<bool> killing_{false};
     bool snapshotted_ = false;
+    PauseReason paused_reason_ = PauseReason::none;
+    // save_copy is at work: connection() waits (the agent's session is closed meanwhile).
+    bool saving_ = false;
+    std::condition_variable saved_;
     bool attached_once_ = false;         // the mirror has this screen's size
     std::optional<long long> ready_ms_;  // how long the create waited for ready (wait_ready)
     std::uint64_t snapshot_bytes_ = 0;

@@ -37,6 +37,10 @@ struct SandboxConfig {
     std::optional<input::Size> api_resolution;
     std::chrono::seconds timeout{300};
     bool pause_on_timeout = false;
+    // Paused by its timeout, it resumes on the next request that needs it (implies
+    // pause_on_timeout).
+    bool auto_resume = false;
+    std::string from_snapshot;  // the named snapshot it was started from, if any
     nlohmann::json metadata = nlohmann::json::object();
     std::map<std::string, std::string> env;
     runtime::ResourceLimits limits;

@@ -17,7 +17,7 @@
 #include "common/random.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/request_reader.hpp"
-#include "server/sandbox/volume_errors.hpp"
+#include "server/sandbox/store_errors.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -164,6 +164,8 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
     volumes::VolumeStore::Options volume_options;
     volume_options.root = options_.state_dir / "volumes";
     volumes_ = std::make_unique<volumes::VolumeStore>(std::move(volume_options));
+    snapshots_ = std::make_unique<snapshots::SnapshotStore>(
+        snapshots::SnapshotStore::Options{options_.state_dir / "snapshots"});
     start_template_service();
     reaper_ = std::thread([this] { reaper_loop(); });
     if (!options_.microvm_pool.empty()) pool_filler_ = std::thread([this] { pool_loop(); });
@@ -247,7 +249,9 @@ std::filesystem::path SandboxManager::template_rootfs(const std::string& name) c
     return path;
 }
 
-CreateRequest SandboxManager::parse_create(const nlohmann::json& request) const {
+CreateRequest SandboxManager::parse_create(const nlohmann::json& asked) const {
+    const bool from_snapshot = asked.is_object() && asked.contains("snapshot");
+    const nlohmann::json request = from_snapshot ? request_from_snapshot(asked) : asked;
     CreateDefaults defaults;
     defaults.template_name = options_.default_template;
     defaults.runtime_name = options_.default_runtime;
@@ -269,6 +273,7 @@ CreateRequest SandboxManager::parse_create(const nlohmann::json& request) const 
                            "limits.disk_mb");
         config.limits.disk_mb = 0;
     }
+    if (from_snapshot) config.from_snapshot = asked["snapshot"].get<std::string>();
     return parsed;
 }
 
@@ -286,6 +291,16 @@ std::vector<std::string> SandboxManager::runtime_names() const {
 
 std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
                                                 const std::string& id) {
+    std::filesystem::path copy_dir;
+    if (request.is_object() && request.contains("snapshot") && request["snapshot"].is_string())
+        copy_dir = as_api_error(
+            [&] { return snapshots_->copy_dir(request["snapshot"].get<std::string>()); });
+    return create_sandbox(request, id, copy_dir);
+}
+
+std::shared_ptr<Sandbox> SandboxManager::create_sandbox(const nlohmann::json& request,
+                                                        const std::string& id,
+                                                        const std::filesystem::path& copy_dir) {
     auto [config, definition] = parse_create(request);
     runtime_for(config.runtime_name);  // an unknown runtime is a 400 before anything else
     if (!id.empty()) {
@@ -297,7 +312,7 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
         if (sandboxes_.count(id))
             throw ApiError(409, "sandbox_exists", "sandbox " + id + " exists already", "id");
     }
-    std::shared_ptr<Sandbox> sandbox = take_pooled(request, config);
+    std::shared_ptr<Sandbox> sandbox = copy_dir.empty() ? take_pooled(request, config) : nullptr;
     if (sandbox) {
         ready_or_kill(*sandbox, config.ready);  // it was ready when pooled: quick
     } else {
@@ -328,7 +343,7 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
                 m->starting_disk_mb_ -= disk_mb;
             }
         } guard{this, disk_mb};
-        sandbox = start_sandbox(request, config, definition, id);
+        sandbox = start_sandbox(request, config, definition, id, copy_dir);
         ready_or_kill(*sandbox, config.ready);
     }
     if (request.contains("record") && request["record"] != false)
@@ -343,7 +358,8 @@ std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
 std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& request,
                                                        SandboxConfig config,
                                                        const nlohmann::json& definition,
-                                                       const std::string& id) {
+                                                       const std::string& id,
+                                                       const std::filesystem::path& copy_dir) {
     runtime::Runtime& runtime = runtime_for(config.runtime_name);
     auto rootfs = template_rootfs(config.template_name);
     try {
@@ -388,7 +404,10 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     sandbox->set_max_saved_lifetime(options_.max_timeout);
     sandbox->audit("create", request);
     const auto timeout = runtime.boot_timeout(options_.agent_timeout);
-    if (auto* template_snapshots = config.fast_start ? runtime.template_snapshots() : nullptr) {
+    if (!copy_dir.empty()) {
+        boot_from_copy(*sandbox, runtime, spec, copy_dir, timeout);
+    } else if (auto* template_snapshots =
+                   config.fast_start ? runtime.template_snapshots() : nullptr) {
         const ReadyCondition template_ready = template_ready_condition(definition);
         sandbox->boot(
             [&]() -> std::unique_ptr<runtime::SandboxInstance> {
@@ -570,7 +589,7 @@ void SandboxManager::reaper_loop() {
                 try {
                     // Saved to disk where the runtime can: a paused sandbox then holds no memory.
                     const bool snapshot = s->can_snapshot();
-                    s->pause(snapshot);
+                    s->pause(snapshot, PauseReason::timeout);
                     s->audit("timeout", {{"action", snapshot ? "snapshot" : "pause"}});
                     s->set_timeout(options_.max_timeout);  // paused ones wait for a resume or kill
                 } catch (const std::exception&) {

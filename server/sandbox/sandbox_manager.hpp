@@ -24,6 +24,7 @@
 #include "server/runtime/runtime_registry.hpp"
 #include "server/sandbox/create_request.hpp"
 #include "server/sandbox/sandbox.hpp"
+#include "server/snapshots/snapshot_store.hpp"
 #include "server/templates/template_service.hpp"
 
 namespace deskbox::server {
@@ -128,6 +129,16 @@ class SandboxManager {
     templates::TemplateService& templates() { return *templates_; }
     // Volumes (server/volumes/): named filesystems sandboxes mount.
     volumes::VolumeStore& volumes() { return *volumes_; }
+    // Named snapshots (server/snapshots/): saved copies of sandboxes that outlive them.
+    snapshots::SnapshotStore& snapshots() { return *snapshots_; }
+    // Saves sandbox `id` as a named snapshot; `body` as POST /v1/sandboxes/{id}/snapshots
+    // takes it ({"name", "metadata"}). Throws ApiError (400, 404, 409 snapshot_exists, 507).
+    snapshots::SnapshotInfo snapshot_sandbox(const std::string& id, const nlohmann::json& body);
+    // `count` copies of running sandbox `id` from one save ({"count", "metadata",
+    // "timeout_s"}); the source runs on. All or none: one that fails takes the others with
+    // it. Returns POST /v1/sandboxes/{id}/fork's answer. Throws ApiError (409
+    // too_many_sandboxes when the server has fewer free places than `count`).
+    nlohmann::json fork(const std::string& id, const nlohmann::json& body);
     // Whether a sandbox was created from `ref` ("name:tag"; "name" means name:latest).
     bool template_in_use(const templates::TemplateRef& ref) const;
 
@@ -157,9 +168,22 @@ class SandboxManager {
     void reaper_loop();
     // Builds and boots a sandbox (not registered). `pooled`: made ahead for the pool.
     // `id`: the sandbox's id, or empty for a new one.
+    // `copy_dir`: start from that saved copy (a named snapshot's or a fork's).
     std::shared_ptr<Sandbox> start_sandbox(const nlohmann::json& request, SandboxConfig config,
                                            const nlohmann::json& definition,
-                                           const std::string& id = {});
+                                           const std::string& id = {},
+                                           const std::filesystem::path& copy_dir = {});
+    // create(), from the copy in `copy_dir` when it is not empty.
+    std::shared_ptr<Sandbox> create_sandbox(const nlohmann::json& request, const std::string& id,
+                                            const std::filesystem::path& copy_dir);
+    // A create naming "snapshot": the snapshot's settings with the request's on top (400 for
+    // a field the snapshot fixes and the request changes; 404 for an unknown snapshot).
+    nlohmann::json request_from_snapshot(const nlohmann::json& request) const;
+    // Boots `sandbox` from the copy in `dir` (ApiError 400 when the runtime cannot, 409 when
+    // the copy does not fit `spec`).
+    void boot_from_copy(Sandbox& sandbox, runtime::Runtime& runtime,
+                        const runtime::SandboxSpec& spec, const std::filesystem::path& dir,
+                        std::chrono::milliseconds timeout);
     // A ready pooled sandbox for this request, or null (none, or the request is not plain).
     std::shared_ptr<Sandbox> take_pooled(const nlohmann::json& request,
                                          const SandboxConfig& config);
@@ -190,6 +214,7 @@ class SandboxManager {
     std::unique_ptr<network::NetworkService> network_;
     // Before the sandboxes: their leases unmount through it.
     std::unique_ptr<volumes::VolumeStore> volumes_;
+    std::unique_ptr<snapshots::SnapshotStore> snapshots_;
     runtime::RuntimeRegistry runtimes_;
 
     mutable std::mutex mutex_;

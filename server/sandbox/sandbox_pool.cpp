@@ -16,9 +16,9 @@ std::size_t SandboxManager::pooled_count_locked() const {
 std::shared_ptr<Sandbox> SandboxManager::take_pooled(const nlohmann::json& request,
                                                      const SandboxConfig& config) {
     // Pooled sandboxes run the template's defaults; these fields change nothing inside.
-    static const std::set<std::string> kPoolable = {"template",       "runtime",    "timeout_s",
-                                                    "metadata",       "on_timeout", "record",
-                                                    "api_resolution", "fast_start", "ready"};
+    static const std::set<std::string> kPoolable = {
+        "template", "runtime",        "timeout_s",  "metadata", "on_timeout",
+        "record",   "api_resolution", "fast_start", "ready",    "auto_resume"};
     // They were restored from template snapshots: a create that asks for a boot takes none.
     if (!config.fast_start) return nullptr;
     for (auto& [key, value] : request.items())

@@ -31,6 +31,8 @@ void Sandbox::save_record() {
                              {"dpi", config_.dpi},
                              {"timeout_s", config_.timeout.count()},
                              {"pause_on_timeout", config_.pause_on_timeout},
+                             {"auto_resume", config_.auto_resume},
+                             {"from_snapshot", config_.from_snapshot},
                              {"metadata", config_.metadata},
                              {"env", config_.env},
                              {"limits", runtime::limits_to_json(config_.limits)},
@@ -55,6 +57,7 @@ void Sandbox::save_record() {
         record["snapshot_at_ms"] = to_ms(snapshot_at_);
         if (namespaces_) record["host_id_base"] = namespaces_->host_base();
         if (ready_ms_) record["ready_ms"] = *ready_ms_;
+        record["paused_reason"] = to_string(paused_reason_);
         saved_to_disk = snapshotted_;
     }
     // A snapshot outlives a host reboot and its record must too; a running sandbox does not
@@ -78,6 +81,8 @@ SandboxConfig config_from_record(const nlohmann::json& r) {
     c.dpi = r.at("dpi");
     c.timeout = std::chrono::seconds(r.at("timeout_s").get<long long>());
     c.pause_on_timeout = r.at("pause_on_timeout");
+    c.auto_resume = r.value("auto_resume", false);
+    c.from_snapshot = r.value("from_snapshot", "");
     c.metadata = r.at("metadata");
     c.env = r.at("env").get<std::map<std::string, std::string>>();
     c.limits = runtime::limits_from_json(r.at("limits"));
@@ -110,6 +115,11 @@ std::shared_ptr<Sandbox> Sandbox::from_record(const nlohmann::json& r,
         sandbox->media_.set_recording_options(r["recording"]);
     if (r.contains("ready_ms") && r["ready_ms"].is_number_integer())
         sandbox->ready_ms_ = r["ready_ms"].get<long long>();
+    // Only a paused sandbox keeps a reason (adopt and adopt_running set the status).
+    const std::string reason = r.value("paused_reason", "none");
+    sandbox->paused_reason_ = reason == "timeout"   ? PauseReason::timeout
+                              : reason == "request" ? PauseReason::request
+                                                    : PauseReason::none;
     return sandbox;
 }
 

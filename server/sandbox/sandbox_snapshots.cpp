@@ -6,7 +6,19 @@
 
 namespace deskbox::server {
 
-void Sandbox::pause(bool snapshot) {
+const char* to_string(PauseReason reason) {
+    switch (reason) {
+        case PauseReason::request:
+            return "request";
+        case PauseReason::timeout:
+            return "timeout";
+        case PauseReason::none:
+            break;
+    }
+    return "none";
+}
+
+void Sandbox::pause(bool snapshot, PauseReason reason) {
     std::lock_guard lifecycle(lifecycle_mutex_);
     {
         std::lock_guard lock(mutex_);
@@ -29,6 +41,7 @@ void Sandbox::pause(bool snapshot) {
             throw ApiError(500, "runtime_error", std::string("pause failed: ") + e.what());
         }
         status_ = SandboxStatus::paused;
+        paused_reason_ = reason;
         return;
     }
     // Paused in memory first: run it again so the guest sees the host leave before the save
@@ -41,6 +54,7 @@ void Sandbox::pause(bool snapshot) {
     {
         std::lock_guard lock(mutex_);
         status_ = SandboxStatus::paused;  // calls now get 409 sandbox_paused
+        paused_reason_ = reason;
     }
     detach_agent();
     std::uint64_t bytes = 0;
@@ -53,6 +67,7 @@ void Sandbox::pause(bool snapshot) {
             attach_agent(agent_timeout_);
             std::lock_guard lock(mutex_);
             status_ = SandboxStatus::running;
+            paused_reason_ = PauseReason::none;
         } catch (const std::exception& again) {
             fail(reason + "; then the agent did not come back: " + again.what());
         }
@@ -91,6 +106,7 @@ void Sandbox::resume() {
                 throw ApiError(500, "runtime_error", std::string("resume failed: ") + e.what());
             }
             status_ = SandboxStatus::running;
+            paused_reason_ = PauseReason::none;
         }
     }
     if (!from_snapshot) {
@@ -132,7 +148,107 @@ void Sandbox::resume() {
     audit("restore", nlohmann::json::object());
     std::lock_guard lock(mutex_);
     status_ = SandboxStatus::running;
+    paused_reason_ = PauseReason::none;
     expires_at_ = SystemClock::now() + config_.timeout;
+}
+
+bool Sandbox::wake() {
+    {
+        std::lock_guard lock(mutex_);
+        if (status_ != SandboxStatus::paused || paused_reason_ != PauseReason::timeout ||
+            !config_.auto_resume)
+            return false;
+    }
+    resume();                      // a second request waking it meanwhile finds it running: no-op
+    set_timeout(config_.timeout);  // and the record says it runs
+    audit("auto_resume", nlohmann::json::object());
+    return true;
+}
+
+runtime::SavedCopy Sandbox::save_copy(const std::filesystem::path& dir) {
+    std::lock_guard lifecycle(lifecycle_mutex_);
+    bool was_paused = false;
+    {
+        std::lock_guard lock(mutex_);
+        if (snapshotted_)
+            throw ApiError(409, "sandbox_paused",
+                           "sandbox " + config_.id + " is saved to disk; resume it first");
+        if (status_ != SandboxStatus::running && status_ != SandboxStatus::paused)
+            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+        was_paused = status_ == SandboxStatus::paused;
+    }
+    auto* saving = instance_ ? instance_->copy_saving() : nullptr;
+    if (!saving)
+        throw ApiError(400, "unsupported",
+                       "the " + config_.runtime_name + " runtime cannot save a copy of a sandbox");
+    // A memory copy's agent waits for a host of its own: the session closes for the save (the
+    // guest must run to see it go) and opens again after it.
+    const bool memory = saving->copy_kind() == runtime::CopyKind::memory;
+    auto end_saving = [&] {
+        {
+            std::lock_guard lock(mutex_);
+            saving_ = false;
+        }
+        saved_.notify_all();
+    };
+    if (memory) {
+        {
+            std::lock_guard lock(mutex_);
+            saving_ = true;
+        }
+        try {
+            if (was_paused) instance_->resume();
+        } catch (const std::exception& e) {
+            end_saving();
+            throw ApiError(500, "runtime_error", std::string("resume for the save: ") + e.what());
+        }
+        detach_agent();
+    }
+    runtime::SavedCopy saved;
+    std::string failure;
+    try {
+        saved = saving->save_copy(dir);
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    if (memory) {
+        try {
+            attach_agent(agent_timeout_);
+            if (was_paused) instance_->pause();
+        } catch (const std::exception& e) {
+            end_saving();
+            fail("its agent did not come back after a save: " + std::string(e.what()));
+            throw ApiError(502, "agent_unavailable", error_reason());
+        }
+        end_saving();
+    }
+    if (!failure.empty()) {
+        if (failure.find("No space left") != std::string::npos)
+            throw ApiError(507, "insufficient_storage", "the copy does not fit: " + failure);
+        throw ApiError(500, "snapshot_failed", failure);
+    }
+    audit("save_copy", {{"kind", runtime::to_string(saved.kind)}, {"bytes", saved.bytes}});
+    return saved;
+}
+
+nlohmann::json Sandbox::create_settings() const {
+    nlohmann::json limits = {{"memory_mb", config_.limits.memory_mb},
+                             {"cpus", config_.limits.cpus},
+                             {"pids", config_.limits.pids}};
+    if (config_.limits.disk_mb) limits["disk_mb"] = config_.limits.disk_mb;
+    if (config_.egress_kbps) limits["egress_kbps"] = config_.egress_kbps;
+    nlohmann::json settings = {{"template", config_.template_name},
+                               {"runtime", config_.runtime_name},
+                               {"resolution", {config_.width, config_.height}},
+                               {"dpi", config_.dpi},
+                               {"limits", limits},
+                               {"env", config_.env},
+                               {"network", config_.network.to_json()},
+                               {"vnc", config_.vnc}};
+    if (config_.api_resolution)
+        settings["api_resolution"] = {config_.api_resolution->width,
+                                      config_.api_resolution->height};
+    return settings;
 }
 
 bool Sandbox::can_snapshot() const {

@@ -5,7 +5,7 @@
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
-#include "server/sandbox/volume_errors.hpp"
+#include "server/sandbox/store_errors.hpp"
 #include "server/volumes/volume_files.hpp"
 
 namespace deskbox::server::routes {
