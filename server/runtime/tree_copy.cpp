@@ -66,9 +66,29 @@ class TreeCopier {
                            std::strerror(err));
     }
 
-    static std::string proc_path(int dir_fd, const char* name) {
-        return "/proc/self/fd/" + std::to_string(dir_fd) + (name ? std::string("/") + name : "");
-    }
+    // Where extended attributes are read or written: an open file itself (f*xattr: the l*
+    // calls on /proc/self/fd/N would see the magic link, not the file), or an entry of an open
+    // directory that is never opened (symlinks, devices) through its /proc path.
+    struct XattrTarget {
+        int fd;
+        std::string entry;  // empty: `fd` itself
+        XattrTarget(int dir_fd, const char* name)
+            : fd(dir_fd),
+              entry(name ? "/proc/self/fd/" + std::to_string(dir_fd) + "/" + name : "") {}
+        ssize_t list(char* names, std::size_t size) const {
+            return entry.empty() ? ::flistxattr(fd, names, size)
+                                 : ::llistxattr(entry.c_str(), names, size);
+        }
+        ssize_t get(const std::string& name, void* value, std::size_t size) const {
+            return entry.empty() ? ::fgetxattr(fd, name.c_str(), value, size)
+                                 : ::lgetxattr(entry.c_str(), name.c_str(), value, size);
+        }
+        int set(const std::string& name, const std::string& value) const {
+            return entry.empty()
+                       ? ::fsetxattr(fd, name.c_str(), value.data(), value.size(), 0)
+                       : ::lsetxattr(entry.c_str(), name.c_str(), value.data(), value.size(), 0);
+        }
+    };
 
     void copy_children(int src_dir, int dst_dir, const std::string& rel, int depth) {
         if (depth >= kMaxDepth)
@@ -215,7 +235,7 @@ class TreeCopier {
         if (::fchownat(dst_fd, at_name, shift_.map(st.st_uid), shift_.map(st.st_gid), at_flags) !=
             0)
             fail(to_ / rel, "chown");
-        copy_xattrs(proc_path(src_fd, src_name), proc_path(dst_fd, dst_name), rel);
+        copy_xattrs(XattrTarget(src_fd, src_name), XattrTarget(dst_fd, dst_name), rel);
         // After chown, which clears set-id bits.
         if (!is_link) {
             int mode_rc = dst_name ? ::fchmodat(dst_fd, dst_name, st.st_mode & 07777, 0)
@@ -228,26 +248,25 @@ class TreeCopier {
         if (rc != 0) fail(to_ / rel, "utimes");
     }
 
-    void copy_xattrs(const std::string& src, const std::string& dst, const std::string& rel) {
-        ssize_t size = ::llistxattr(src.c_str(), nullptr, 0);
+    void copy_xattrs(const XattrTarget& src, const XattrTarget& dst, const std::string& rel) {
+        ssize_t size = src.list(nullptr, 0);
         if (size <= 0) return;  // none, or a filesystem without them
         std::string names(static_cast<std::size_t>(size), '\0');
-        size = ::llistxattr(src.c_str(), names.data(), names.size());
+        size = src.list(names.data(), names.size());
         if (size < 0) fail(from_ / rel, "listxattr");
         names.resize(static_cast<std::size_t>(size));
         for (std::size_t at = 0; at < names.size();) {
             std::string name = names.c_str() + at;
             at += name.size() + 1;
             if (name.empty() || overlay_private(name)) continue;
-            ssize_t len = ::lgetxattr(src.c_str(), name.c_str(), nullptr, 0);
+            ssize_t len = src.get(name, nullptr, 0);
             if (len < 0) continue;  // gone meanwhile
             std::string value(static_cast<std::size_t>(len), '\0');
-            len = ::lgetxattr(src.c_str(), name.c_str(), value.data(), value.size());
+            len = src.get(name, value.data(), value.size());
             if (len < 0) continue;
             value.resize(static_cast<std::size_t>(len));
             if (name == "security.capability") shift_capability_root(value);
-            if (::lsetxattr(dst.c_str(), name.c_str(), value.data(), value.size(), 0) != 0)
-                fail(to_ / rel, ("setxattr " + name).c_str());
+            if (dst.set(name, value) != 0) fail(to_ / rel, ("setxattr " + name).c_str());
         }
     }
 
