@@ -142,6 +142,8 @@ HttpResponse list_ports(RouteContext& context) {
 
 nlohmann::json listening_ports(Sandbox& sandbox, const std::string& ports_domain) {
     nlohmann::json out = nlohmann::json::array();
+    // Asking a paused sandbox would wake it (auto_resume): looking at one must not.
+    if (sandbox.status() != SandboxStatus::running) return out;
     try {
         const nlohmann::json listening =
             sandbox.agent_client().listening_ports(std::chrono::seconds(2));
