@@ -212,6 +212,96 @@ TEST(MicrovmApi, TemplateSnapshotCreatesAreIndependentAndBadSnapshotsAreRefused)
     EXPECT_TRUE(no_qemu_for(b));
 }
 
+// A named snapshot of a microVM is its memory and disk: sandboxes started from it, and the
+// copies of a fork, go on with the source's running processes and windows, each with its own
+// name, tokens and disk; a snapshot of such a sandbox stands alone (its base layers folded in),
+// and deleting a snapshot leaves the sandboxes started from it whole.
+TEST(MicrovmApi, NamedSnapshotsAndForksCarryRunningProcessesOn) {
+    REQUIRE_MICROVM();
+    Server s;
+    auto created = s.post("/v1/sandboxes", {{"runtime", "microvm"}, {"timeout_s", 900}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    const std::string source = created.js()["id"];
+    ASSERT_EQ(s.post("/v1/sandboxes/" + source + "/commands",
+                     {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done"},
+                      {"background", true}})
+                  .status,
+              200u);
+    ASSERT_EQ(s.post("/v1/sandboxes/" + source + "/commands",
+                     {{"cmd", "xterm -T carried-window -e sleep 100000"}, {"background", true}})
+                  .status,
+              200u);
+    ASSERT_TRUE(eventually(
+        [&] { return windows_of(s, source).find("carried-window") != std::string::npos; }, 120s));
+    run(s, source, "echo on-disk > /home/user/disk.txt && sync");
+    ASSERT_TRUE(eventually([&] { return counter(s, source) > 2; }, 60s));
+
+    auto made = s.post("/v1/sandboxes/" + source + "/snapshots", {{"name", "vm-base"}});
+    ASSERT_EQ(made.status, 201u) << made.body << s.log();
+    const long at_snapshot = counter(s, source);
+    EXPECT_EQ(made.js()["kind"], "memory");
+    EXPECT_EQ(made.js()["runtime"], "microvm");
+    EXPECT_GT(made.js()["size_bytes"].get<long long>(), 1 << 20);
+    EXPECT_EQ(s.get("/v1/sandboxes/" + source).js()["state"], "running") << "the source goes on";
+    EXPECT_TRUE(eventually([&] { return counter(s, source) > at_snapshot; }, 60s));
+
+    auto from = s.post("/v1/sandboxes", {{"snapshot", "vm-base"}});
+    ASSERT_EQ(from.status, 201u) << from.body << s.log();
+    const std::string restored = from.js()["id"];
+    EXPECT_EQ(from.js()["from_snapshot"], "vm-base");
+    EXPECT_NE(from.js()["control_token"], created.js()["control_token"]);
+    EXPECT_EQ(run(s, restored, "hostname"), restored + "\n");
+    EXPECT_EQ(run(s, restored, "cat /home/user/disk.txt"), "on-disk\n");
+    const long first = counter(s, restored);
+    EXPECT_GT(first, 2) << "the counter started over";
+    EXPECT_TRUE(eventually([&] { return counter(s, restored) > first; }, 60s)) << "not counting";
+    EXPECT_NE(windows_of(s, restored).find("carried-window"), std::string::npos);
+    // Apart from its source: its writes are its own.
+    run(s, restored, "echo changed > /home/user/disk.txt && sync");
+    EXPECT_EQ(run(s, source, "cat /home/user/disk.txt"), "on-disk\n");
+    // A memory copy fixes the machine's size.
+    auto resized =
+        s.post("/v1/sandboxes", {{"snapshot", "vm-base"}, {"limits", {{"memory_mb", 1024}}}});
+    EXPECT_EQ(resized.status, 400u) << resized.body;
+
+    // A snapshot of the restored sandbox, and the first one deleted: what starts from the
+    // second has both generations' writes and needs nothing of the first.
+    ASSERT_EQ(s.post("/v1/sandboxes/" + restored + "/snapshots", {{"name", "vm-second"}}).status,
+              201u);
+    EXPECT_EQ(s.del("/v1/snapshots/vm-base").status, 200u);
+    auto second = s.post("/v1/sandboxes", {{"snapshot", "vm-second"}});
+    ASSERT_EQ(second.status, 201u) << second.body << s.log();
+    const std::string grandchild = second.js()["id"];
+    EXPECT_EQ(run(s, grandchild, "cat /home/user/disk.txt"), "changed\n");
+    EXPECT_GT(counter(s, grandchild), first);
+    // The restored sandbox still saves and resumes with its first snapshot gone.
+    ASSERT_EQ(s.post("/v1/sandboxes/" + restored + "/pause", {{"snapshot", true}}).status, 200u);
+    auto resumed = s.post("/v1/sandboxes/" + restored + "/resume", json::object());
+    ASSERT_EQ(resumed.status, 200u) << resumed.body << s.log();
+    EXPECT_EQ(run(s, restored, "cat /home/user/disk.txt"), "changed\n");
+    for (const auto& id : {restored, grandchild})
+        EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+
+    // A fork: two copies of the running source at once.
+    auto forked = s.post("/v1/sandboxes/" + source + "/fork", {{"count", 2}});
+    ASSERT_EQ(forked.status, 201u) << forked.body << s.log();
+    const json answer = forked.js();
+    EXPECT_EQ(answer["kind"], "memory");
+    ASSERT_EQ(answer["sandboxes"].size(), 2u);
+    for (const auto& copy : answer["sandboxes"]) {
+        const std::string id = copy["id"];
+        EXPECT_EQ(run(s, id, "hostname"), id + "\n");
+        EXPECT_GT(counter(s, id), at_snapshot);
+        EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+        EXPECT_TRUE(no_qemu_for(id));
+    }
+    EXPECT_EQ(s.get("/v1/sandboxes/" + source).js()["state"], "running");
+    EXPECT_EQ(s.del("/v1/sandboxes/" + source).status, 200u);
+    EXPECT_EQ(s.del("/v1/snapshots/vm-second").status, 200u);
+    EXPECT_TRUE(std::filesystem::is_empty(s.state() / "snapshots")) << "nothing left";
+    EXPECT_TRUE(no_qemu_for(source));
+}
+
 TEST(MicrovmApi, AgentDeathPanicsTheGuestAndTheSandboxSaysWhy) {
     REQUIRE_MICROVM();
     Server s;
