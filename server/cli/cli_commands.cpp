@@ -71,6 +71,8 @@ const std::map<std::string, CommandFunction>& commands() {
         {"mcp", command_mcp},
         {"template", command_template},
         {"volume", command_volume},
+        {"snapshot", command_snapshot},
+        {"fork", command_fork},
     };
     return table;
 }

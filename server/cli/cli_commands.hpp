@@ -139,5 +139,8 @@ int command_template(Context& context, const CommandTokens& tokens);
 int command_volume(Context& context, const CommandTokens& tokens);
 // `create --volume NAME:PATH[:ro|rw]` as the create request's volumes entry (UsageError).
 nlohmann::json parse_volume_arg(const std::string& text);
+// Named snapshots and forks (cli_snapshots.cpp).
+int command_snapshot(Context& context, const CommandTokens& tokens);
+int command_fork(Context& context, const CommandTokens& tokens);
 
 }  // namespace deskbox::cli

@@ -53,26 +53,17 @@ int command_ports(Context& context, const std::vector<std::string>& tokens) {
 }
 
 int command_create(Context& context, const std::vector<std::string>& tokens) {
-    Command c(context, "create", tokens,
-              {{"--template", ""},
-               {"--runtime", ""},
-               {"--size", ""},
-               {"--timeout", ""},
-               {"--dpi", ""},
-               {"--api-size", ""},
-               {"--on-timeout", ""},
-               {"--memory", ""},
-               {"--cpus", ""},
-               {"--pids", ""},
-               {"--disk", ""},
-               {"--env", ""},
-               {"--meta", ""},
-               {"--volume", ""},
-               {"--network", ""},
-               {"--allow", ""},
-               {"--deny", ""},
-               {"--egress-kbps", ""},
-               {"--json", "", false}});
+    Command c(context, "create", tokens, {{"--template", ""},    {"--runtime", ""},
+                                          {"--size", ""},        {"--timeout", ""},
+                                          {"--dpi", ""},         {"--api-size", ""},
+                                          {"--on-timeout", ""},  {"--memory", ""},
+                                          {"--cpus", ""},        {"--pids", ""},
+                                          {"--disk", ""},        {"--env", ""},
+                                          {"--meta", ""},        {"--volume", ""},
+                                          {"--snapshot", ""},    {"--network", ""},
+                                          {"--allow", ""},       {"--deny", ""},
+                                          {"--egress-kbps", ""}, {"--auto-resume", "", false},
+                                          {"--json", "", false}});
     c.expect(0, 0);
     json body = create_request(c.args);
     // The server bounds a create: the boot, then its template's ready condition (at most 600 s).
@@ -169,11 +160,18 @@ int command_timeout(Context& context, const std::vector<std::string>& tokens) {
 }
 
 json create_request(const ParsedArgs& args) {
-    json body = {{"template", args.get("--template").value_or("minimal")}};
+    json body = json::object();
+    // From a snapshot, its template and size unless asked for (the server refuses others).
+    const auto snapshot = args.get("--snapshot");
+    if (snapshot) body["snapshot"] = *snapshot;
+    if (auto name = args.get("--template"); name || !snapshot)
+        body["template"] = name.value_or("minimal");
     // No --runtime: the server's default (--default-runtime).
     if (auto runtime = args.get("--runtime")) body["runtime"] = *runtime;
-    auto [width, height] = parse_size(args.get("--size").value_or("1280x800"), "--size");
-    body["resolution"] = {width, height};
+    if (auto size = args.get("--size"); size || !snapshot) {
+        auto [width, height] = parse_size(size.value_or("1280x800"), "--size");
+        body["resolution"] = {width, height};
+    }
     body["timeout_s"] =
         parse_integer(args.get("--timeout").value_or("300"), "--timeout", 1, 365LL * 24 * 3600);
     if (auto dpi = args.get("--dpi")) body["dpi"] = parse_integer(*dpi, "--dpi", 1, 1000);
@@ -186,6 +184,12 @@ json create_request(const ParsedArgs& args) {
             throw UsageError("--on-timeout: expected kill or pause, got \"" + *on_timeout + "\"");
         }
         body["on_timeout"] = *on_timeout;
+    }
+    if (args.has("--auto-resume")) {
+        if (args.get("--on-timeout") == "kill")
+            throw UsageError(
+                "--auto-resume resumes a sandbox its timeout paused: drop --on-timeout kill");
+        body["auto_resume"] = true;
     }
     json limits = json::object();
     if (auto memory = args.get("--memory")) {

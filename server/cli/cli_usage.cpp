@@ -23,6 +23,7 @@ Sandboxes:
   ports ID [--json]          (exposed ports: what listens, and the URL to reach each)
   list [--json]              inspect ID          kill ID...
   pause ID [--snapshot]      resume ID           timeout ID SECONDS
+  create --snapshot NAME [--auto-resume]   fork ID [--count N]   (copies of ID as it is now)
 Desktop:
   screenshot ID [-o FILE|-] [--format png|jpeg|webp] [--quality N] [--width N] [--height N]
   act ID 'JSON action or {"actions":[...]}'|- [--dialect native|anthropic|openai]
@@ -52,6 +53,9 @@ Templates (your own, from a Dockerfile or an image archive):
 Volumes (data that outlives sandboxes; create --volume NAME:PATH[:ro] mounts one):
   volume create NAME [--size MB] [--label K=V]...    volume ls [--json]
   volume inspect NAME    volume rm NAME...
+Snapshots (a sandbox saved under a name; create --snapshot NAME starts a sandbox from it):
+  snapshot create ID NAME [--metadata K=V]...    snapshot ls [--json]
+  snapshot inspect NAME    snapshot rm NAME...
 Cluster (deskboxd --cluster):
   node list [--json]      node drain NAME      node undrain NAME
 
@@ -65,14 +69,19 @@ const std::map<std::string, std::string> kUsage = {
      "usage: deskbox create [--template NAME] [--runtime container|microvm] [--size WxH]\n"
      "         [--timeout SECONDS] [--dpi N] [--api-size WxH] [--on-timeout kill|pause]\n"
      "         [--memory MB] [--cpus N] [--pids N] [--disk MB] [--env NAME=VALUE]...\n"
-     "         [--meta NAME=VALUE]... [--volume NAME:PATH[:ro]]...\n"
+     "         [--meta NAME=VALUE]... [--volume NAME:PATH[:ro]]... [--snapshot NAME] "
+     "[--auto-resume]\n"
      "         [--network on|off] [--allow ENTRY]... [--deny ENTRY]... [--egress-kbps N] [--json]\n"
      "Creates a sandbox and prints its id (--json: the whole answer). Defaults: --template\n"
      "minimal --runtime container --size 1280x800 --timeout 300, the server's network default.\n"
      "--allow/--deny: a domain (example.org), a wildcard (*.example.org), an IP or a CIDR; with\n"
      "--allow only those are reached, --deny alone takes names or ranges off the internet.\n"
      "--volume: mount a volume (deskbox volume create) at PATH, read-only with :ro; one sandbox\n"
-     "may write a volume at a time."},
+     "may write a volume at a time.\n"
+     "--snapshot: start from a snapshot (deskbox snapshot create); its template, runtime, size,\n"
+     "dpi and limits are the snapshot's (--template and --size default to them).\n"
+     "--auto-resume: a sandbox its timeout paused resumes on the next request that needs it\n"
+     "(implies --on-timeout pause)."},
     {"ports",
      "usage: deskbox ports ID [--json]\n"
      "Lists the TCP ports programs in the sandbox listen on, with the URL deskboxd serves each\n"
@@ -192,6 +201,21 @@ const std::map<std::string, std::string> kUsage = {
      "A volume is a filesystem of --size MB (default 1024; writes past it fail with ENOSPC) that\n"
      "outlives sandboxes and server restarts. Mount it with deskbox create --volume\n"
      "NAME:/data (or NAME:/data:ro); rm is refused while a sandbox mounts it."},
+    {"snapshot",
+     "usage: deskbox snapshot create ID NAME [--metadata K=V]... [--json]\n"
+     "       deskbox snapshot ls [--json]\n"
+     "       deskbox snapshot inspect NAME\n"
+     "       deskbox snapshot rm NAME...\n"
+     "create saves the sandbox ID as NAME ([a-z0-9][a-z0-9_.-]{0,62}); deskbox create --snapshot\n"
+     "NAME starts sandboxes from it. A microVM's snapshot (kind memory) holds its memory and "
+     "disk:\n"
+     "its programs keep running in the new sandbox. A container's (kind filesystem) holds the\n"
+     "files it wrote: programs start fresh."},
+    {"fork",
+     "usage: deskbox fork ID [--count N] [--timeout SECONDS] [--meta NAME=VALUE]... [--json]\n"
+     "Starts N (1..16, default 1) copies of the sandbox as it is now and prints their ids, one a\n"
+     "line (--json: the whole answer, with their tokens). A microVM's copies go on where it is; a\n"
+     "container's have its files, with programs started fresh."},
     {"mcp",
      "usage: deskbox mcp [--sandbox ID [--token CONTROL_TOKEN] | --create TEMPLATE [--runtime R]]\n"
      "MCP over stdio for desktop MCP clients, bridged to deskboxd's /mcp. --sandbox: the\n"

@@ -181,7 +181,8 @@ json create_sandbox(ToolContext& context, const json& arguments) {
                        "a sandbox token cannot create sandboxes (use the API key)");
     // The create request's own parser reads these; the tool offers only some of its fields.
     RequestReader reader = tool_arguments(arguments);
-    for (const char* name : {"template", "runtime", "resolution", "timeout_s", "network"})
+    for (const char* name :
+         {"template", "runtime", "resolution", "timeout_s", "network", "snapshot", "auto_resume"})
         reader.raw(name);
     reader.finish();
     auto sandbox = context.manager.create(arguments);
@@ -203,6 +204,49 @@ json kill_sandbox(ToolContext& context, const json& arguments) {
     context.manager.kill(id);
     if (context.session.sandbox == id) context.session.sandbox.clear();
     return {{"content", json::array({text_content("killed sandbox " + id)})}, {"isError", false}};
+}
+
+json snapshot_sandbox(ToolContext& context, const json& arguments) {
+    RequestReader reader = tool_arguments(arguments);
+    const auto sandbox_id = reader.string("sandbox_id");
+    // The manager reads the rest as POST /v1/sandboxes/{id}/snapshots does.
+    for (const char* name : {"name", "metadata"}) reader.raw(name);
+    reader.finish();
+    const std::string id = context.target_id(sandbox_id.value_or(""))->id();
+    json body = arguments;
+    body.erase("sandbox_id");
+    json saved = context.manager.snapshot_sandbox(id, body).to_json();
+    return {{"content", json::array({text_content("saved sandbox " + id + " as snapshot " +
+                                                  saved.value("name", "") + " (" +
+                                                  saved.value("kind", "") + ")")})},
+            {"structuredContent", saved},
+            {"isError", false}};
+}
+
+json fork_sandbox(ToolContext& context, const json& arguments) {
+    if (!context.session.access.full)
+        throw ApiError(403, "forbidden",
+                       "a sandbox token cannot create sandboxes (use the API key)");
+    RequestReader reader = tool_arguments(arguments);
+    const auto sandbox_id = reader.string("sandbox_id");
+    reader.raw("count");
+    reader.finish();
+    const std::string id = context.target_id(sandbox_id.value_or(""))->id();
+    json body = arguments;
+    body.erase("sandbox_id");
+    json answer = context.manager.fork(id, body);
+    // As create_sandbox: the copies without their tokens.
+    std::string ids;
+    json copies = json::array();
+    for (const auto& copy : answer["sandboxes"]) {
+        const std::string copy_id = copy.value("id", "");
+        ids += (ids.empty() ? "" : ", ") + copy_id;
+        copies.push_back(context.manager.find(copy_id)->describe(false));
+    }
+    answer["sandboxes"] = copies;
+    return {{"content", json::array({text_content("forked sandbox " + id + " into " + ids)})},
+            {"structuredContent", answer},
+            {"isError", false}};
 }
 
 json list_sandboxes(ToolContext& context, const json& arguments) {
@@ -229,7 +273,8 @@ json call_tool(ToolContext& context, const std::string& name, const json& argume
         {"computer", computer},         {"screenshot", screenshot},
         {"run_command", run_command},   {"read_file", read_file},
         {"write_file", write_file},     {"create_sandbox", create_sandbox},
-        {"kill_sandbox", kill_sandbox}, {"list_sandboxes", list_sandboxes}};
+        {"kill_sandbox", kill_sandbox}, {"list_sandboxes", list_sandboxes},
+        {"snapshot", snapshot_sandbox}, {"fork", fork_sandbox}};
     if (name == "wait_for" || name == "find_on_screen" || name == "read_screen")
         return screen(context, arguments);
     auto tool = kFixed.find(name);

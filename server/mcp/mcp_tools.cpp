@@ -135,13 +135,50 @@ const json& mcp_tools() {
                    {"minItems", 2},
                    {"maxItems", 2}}},
                  {"timeout_s", {{"type", "integer"}, {"minimum", 1}}},
-                 {"network", {{"description", "true, false or {allow, deny}"}}}}}}}});
+                 {"network", {{"description", "true, false or {allow, deny}"}}},
+                 {"snapshot",
+                  {{"type", "string"},
+                   {"description",
+                    "Start from this snapshot (the snapshot tool); its template, runtime and "
+                    "resolution are the snapshot's."}}},
+                 {"auto_resume",
+                  {{"type", "boolean"},
+                   {"description",
+                    "Paused at its timeout, it resumes on the next call that needs it."}}}}}}}});
         list.push_back(
             {{"name", "kill_sandbox"},
              {"title", "Kill a sandbox"},
              {"description", "Ends the sandbox and removes everything it had."},
              {"inputSchema",
               {{"type", "object"}, {"properties", {{"sandbox_id", sandbox_id_schema()}}}}}});
+        list.push_back(
+            {{"name", "snapshot"},
+             {"title", "Snapshot a sandbox"},
+             {"description",
+              "Saves the sandbox under a name; create_sandbox with snapshot NAME starts new "
+              "sandboxes from it (a microVM's with its programs running, a container's with its "
+              "files). As POST /v1/sandboxes/{id}/snapshots."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"name",
+                  {{"type", "string"},
+                   {"pattern", "^[a-z0-9][a-z0-9_.-]{0,62}$"},
+                   {"description", "Unique on the server."}}},
+                 {"metadata", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
+                 {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"name"}}}}});
+        list.push_back(
+            {{"name", "fork"},
+             {"title", "Fork a sandbox"},
+             {"description",
+              "Starts count copies of the sandbox as it is now and answers their ids; the "
+              "session's sandbox stays the one forked (give a copy's id as sandbox_id)."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"count", {{"type", "integer"}, {"minimum", 1}, {"maximum", 16}, {"default", 1}}},
+                 {"sandbox_id", sandbox_id_schema()}}}}}});
         json region = {{"type", "array"},
                        {"items", {{"type", "integer"}, {"minimum", 0}}},
                        {"minItems", 4},

@@ -77,9 +77,9 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
 
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ['computer', 'create_sandbox', 'find_on_screen', 'kill_sandbox',
-      'list_sandboxes', 'read_file', 'read_screen', 'run_command', 'screenshot', 'wait_for',
-      'write_file']);
+    assert.deepEqual(names, ['computer', 'create_sandbox', 'find_on_screen', 'fork', 'kill_sandbox',
+      'list_sandboxes', 'read_file', 'read_screen', 'run_command', 'screenshot', 'snapshot',
+      'wait_for', 'write_file']);
     const computer = tools.find((t) => t.name === 'computer');
     assert.ok(computer.inputSchema.properties.action.enum.includes('zoom'));
     assert.deepEqual(computer.inputSchema.required, ['action']);
@@ -151,6 +151,21 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
     const { contents } = await client.readResource({ uri: screen.uri });
     assert.equal(contents[0].mimeType, 'image/png');
     assert.equal(Buffer.from(contents[0].blob, 'base64').subarray(1, 4).toString(), 'PNG');
+
+    // A snapshot and a fork of the session's sandbox: the copy has its files; the session's
+    // sandbox stays the one forked.
+    const saved = await client.callTool({ name: 'snapshot', arguments: { name: 'mcp-snap' } });
+    assert.equal(saved.isError, false, textOf(saved));
+    assert.deepEqual([saved.structuredContent.name, saved.structuredContent.source_sandbox], ['mcp-snap', id]);
+    assert.equal((await rest('DELETE', '/v1/snapshots/mcp-snap')).status, 200);
+    await client.callTool({ name: 'write_file', arguments: { path: '/home/user/fork.txt', content: 'before the fork\n' } });
+    const forked = await client.callTool({ name: 'fork', arguments: { count: 1 } });
+    assert.equal(forked.isError, false, textOf(forked));
+    const copy = forked.structuredContent.sandboxes[0].id;
+    assert.equal(forked.structuredContent.sandboxes[0].control_token, undefined);
+    const copied = await client.callTool({ name: 'read_file', arguments: { path: '/home/user/fork.txt', sandbox_id: copy } });
+    assert.equal(textOf(copied), 'before the fork\n');
+    assert.equal((await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: copy } })).isError, false);
 
     const listed = await client.callTool({ name: 'list_sandboxes', arguments: {} });
     assert.match(textOf(listed), new RegExp(`${id}\\t\\w+\\tminimal\\t\\(current\\)`));

@@ -459,6 +459,62 @@ TEST_F(CliTest, VolumeCommandsAndCreateVolume) {
                     {{"name", "ref"}, {"path", "/mnt/ref"}, {"read_only", true}}}));
 }
 
+TEST_F(CliTest, SnapshotCommandsForkAndCreateFromSnapshot) {
+    server.set_handler([](const RecordedRequest& request) {
+        if (request.line() == "GET /v1/snapshots")
+            return json_answer({{"snapshots",
+                                 {{{"name", "warm"},
+                                   {"kind", "filesystem"},
+                                   {"runtime", "container"},
+                                   {"template", "minimal"},
+                                   {"source_sandbox", "sb-1"},
+                                   {"size_bytes", 3 << 20},
+                                   {"created_at", "2026-12-06T10:00:00Z"}}}}});
+        if (request.path == "/v1/sandboxes/sb-1/fork")
+            return json_answer({{"sandboxes", {{{"id", "sb-2"}}, {{"id", "sb-3"}}}},
+                                {"kind", "filesystem"},
+                                {"save_ms", 5},
+                                {"total_ms", 900}},
+                               201);
+        if (request.path == "/v1/sandboxes") return json_answer({{"id", "sb-4"}}, 201);
+        if (request.path == "/v1/snapshots/gone")
+            return error_answer(404, "not_found", "no snapshot gone");
+        if (request.method == "DELETE") return json_answer({{"deleted", "warm"}});
+        if (request.method == "GET") return json_answer({{"name", "warm"}, {"kind", "filesystem"}});
+        return json_answer({{"name", "warm"}, {"kind", "filesystem"}}, 201);
+    });
+    EXPECT_EQ(run({"snapshot", "create", "sb-1", "warm", "--metadata", "step=login"}).out,
+              "warm\n");
+    RunResult listed = run({"snapshot", "ls"});
+    EXPECT_NE(listed.out.find("3.0 MiB"), std::string::npos) << listed.out;
+    EXPECT_NE(listed.out.find("filesystem"), std::string::npos) << listed.out;
+    EXPECT_NE(run({"snapshot", "inspect", "warm"}).out.find("\"kind\": \"filesystem\""),
+              std::string::npos);
+    RunResult removed = run({"snapshot", "rm", "warm", "gone"});
+    EXPECT_EQ(removed.out, "warm\n");
+    EXPECT_EQ(removed.status.exit_code, 1);
+    EXPECT_NE(removed.err.find("gone"), std::string::npos) << removed.err;
+    EXPECT_EQ(run({"fork", "sb-1", "--count", "2"}).out, "sb-2\nsb-3\n");
+    EXPECT_EQ(run({"create", "--snapshot", "warm", "--auto-resume"}).out, "sb-4\n");
+    EXPECT_EQ(run({"create", "--auto-resume", "--on-timeout", "kill"}).status.exit_code, 2);
+    EXPECT_EQ(run({"fork", "sb-1", "--count", "17"}).status.exit_code, 2);
+    EXPECT_EQ(run({"snapshot", "create", "sb-1"}).status.exit_code, 2);
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 7u);
+    EXPECT_EQ(requests[0].line(), "POST /v1/sandboxes/sb-1/snapshots");
+    EXPECT_EQ(requests[0].json_body(), json({{"name", "warm"}, {"metadata", {{"step", "login"}}}}));
+    EXPECT_EQ(requests[2].line(), "GET /v1/snapshots/warm");
+    EXPECT_EQ(requests[3].line(), "DELETE /v1/snapshots/warm");
+    EXPECT_EQ(requests[5].line(), "POST /v1/sandboxes/sb-1/fork");
+    EXPECT_EQ(requests[5].json_body(), json({{"count", 2}}));
+    // From a snapshot the template and size are the snapshot's: the request names neither.
+    const json created = requests[6].json_body();
+    EXPECT_EQ(created["snapshot"], "warm");
+    EXPECT_EQ(created["auto_resume"], true);
+    EXPECT_FALSE(created.contains("template"));
+    EXPECT_FALSE(created.contains("resolution"));
+}
+
 TEST_F(CliTest, LifecycleCommandsHitTheirPaths) {
     server.set_handler([](const RecordedRequest& request) {
         if (request.path == "/v1/sandboxes/sb-1/timeout") {

@@ -14,6 +14,10 @@
 
     Volume.create("work", size_mb=2048)                               # outlives sandboxes
     sb = Sandbox.create(volumes=[Volume.mount("work", "/data")])
+
+    sb.snapshot("warm")                                               # then start from it
+    sb = Sandbox.create(snapshot="warm", auto_resume=True)
+    copies = sb.fork(count=4)                                         # 4 sandboxes as sb is now
 """
 
 from .errors import (
@@ -43,6 +47,7 @@ from .sandbox import (
     SandboxInfo,
     Window,
 )
+from .snapshot import Snapshot, SnapshotInfo
 from .template import Template, TemplateBuild, TemplateBuildError, TemplateInfo
 from .volume import Volume, VolumeInfo, VolumeMount
 from .vision import (
@@ -86,6 +91,8 @@ __all__ = [
     "SandboxInfo",
     "SandboxPausedError",
     "SandboxExhaustedError",
+    "Snapshot",
+    "SnapshotInfo",
     "Target",
     "TargetNotFoundError",
     "Template",

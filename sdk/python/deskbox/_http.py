@@ -220,6 +220,17 @@ class HttpClient:
             ) from None
 
 
+def json_once(server: Optional[str], api_key: Optional[str], method: str, path: str,
+              **kwargs: Any) -> Any:
+    """One JSON request on a connection of its own, closed after it (the calls on a server's
+    named things: volumes, snapshots)."""
+    http = HttpClient(server, api_key)
+    try:
+        return http.json(method, path, **kwargs)
+    finally:
+        http.close()
+
+
 def _query_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, Union
 
 from .sandbox import Action, CommandResult, FileEntry, Point, Sandbox, SandboxInfo, Window
+from .snapshot import SnapshotInfo
 from .template import Template, TemplateBuild, TemplateInfo
 from .vision import (
     CompareResult,
@@ -137,6 +138,16 @@ class AsyncSandbox:
     async def resume(self) -> SandboxInfo:
         """See `Sandbox.resume`."""
         return await asyncio.to_thread(self.sync.resume)
+
+    async def snapshot(self, name: str, metadata: Optional[Dict[str, str]] = None) -> SnapshotInfo:
+        """See `Sandbox.snapshot`."""
+        return await asyncio.to_thread(self.sync.snapshot, name, metadata)
+
+    async def fork(self, count: int = 1, metadata: Optional[Dict[str, Any]] = None,
+                   timeout_s: Optional[int] = None) -> List["AsyncSandbox"]:
+        """See `Sandbox.fork`."""
+        forks = await asyncio.to_thread(self.sync.fork, count, metadata, timeout_s)
+        return [AsyncSandbox(f) for f in forks]
 
     async def set_timeout(self, seconds: int) -> SandboxInfo:
         """See `Sandbox.set_timeout`."""

@@ -20,6 +20,7 @@ from typing import (
 
 from ._http import HttpClient
 from .errors import ConflictError, DeskboxError, NotFoundError
+from .snapshot import SnapshotInfo
 from .vision import (
     CompareResult,
     ImageInput,
@@ -59,6 +60,9 @@ class SandboxInfo:
     view_token: Optional[str]
     control_token: Optional[str]
     raw: Dict[str, Any] = field(repr=False)
+    auto_resume: bool = False
+    paused_reason: Optional[str] = None  # while paused: "request" or "timeout"
+    snapshot_name: Optional[str] = None  # the snapshot it was started from
 
     @classmethod
     def from_json(cls, j: Dict[str, Any]) -> "SandboxInfo":
@@ -76,6 +80,10 @@ class SandboxInfo:
             view_token=j.get("view_token"),
             control_token=j.get("control_token"),
             raw=j,
+            auto_resume=bool(j.get("auto_resume", False)),
+            paused_reason=j.get("paused_reason"),
+            # A string: the named snapshot it came from (an object is a paused microVM's save).
+            snapshot_name=j["snapshot"] if isinstance(j.get("snapshot"), str) else None,
         )
 
 
@@ -389,6 +397,8 @@ class Sandbox:
         env: Optional[Mapping[str, str]] = None,
         server: Optional[str] = None,
         api_key: Optional[str] = None,
+        snapshot: Optional[str] = None,
+        auto_resume: Optional[bool] = None,
         **options: Any,
     ) -> "Sandbox":
         """Creates a sandbox and returns once its desktop is ready (by default: the template's
@@ -405,6 +415,11 @@ class Sandbox:
             env: environment variables for commands in it.
             server: deskboxd URL (default ``$DESKBOX_SERVER`` or http://127.0.0.1:8700).
             api_key: API key (default ``$DESKBOX_API_KEY``).
+            snapshot: start from this snapshot (`Sandbox.snapshot`): its template, runtime,
+                resolution, dpi and limits are the snapshot's (asking for others is a
+                BadRequestError).
+            auto_resume: a sandbox its timeout paused resumes on the next request that needs
+                it (implies ``on_timeout="pause"``).
             **options: other create fields passed as they are: ``dpi``, ``api_resolution``,
                 ``on_timeout`` ("kill"/"pause"), ``limits``, ``record``, ``vnc``, ``fast_start``,
                 ``ready`` (False: return after the first frame; or a condition such as
@@ -426,6 +441,10 @@ class Sandbox:
             body["metadata"] = dict(metadata)
         if env is not None:
             body["env"] = dict(env)
+        if snapshot is not None:
+            body["snapshot"] = snapshot
+        if auto_resume is not None:
+            body["auto_resume"] = bool(auto_resume)
         for key, value in options.items():
             if value is not None:
                 body[key] = list(value) if isinstance(value, tuple) else value
@@ -488,6 +507,35 @@ class Sandbox:
         return SandboxInfo.from_json(
             self._http.json("POST", self._path("/timeout"), json_body={"timeout_s": int(seconds)})
         )
+
+    def snapshot(self, name: str, metadata: Optional[Mapping[str, str]] = None) -> SnapshotInfo:
+        """Saves the sandbox as the snapshot ``name`` (``[a-z0-9][a-z0-9_.-]{0,62}``), to start
+        sandboxes from with ``Sandbox.create(snapshot=name)``; the sandbox goes on.
+        ConflictError if the name is taken; DeskboxError (507) if the host's disk cannot hold
+        it."""
+        body: Dict[str, Any] = {"name": name}
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        return SnapshotInfo.from_json(self._http.json("POST", self._path("/snapshots"),
+                                                      json_body=body, timeout=_CREATE_TIMEOUT))
+
+    def fork(self, count: int = 1, metadata: Optional[Mapping[str, Any]] = None,
+             timeout_s: Optional[int] = None) -> List["Sandbox"]:
+        """Starts ``count`` (1..16) copies of this sandbox as it is now and returns them (each
+        with its own connection; kill them as any sandbox). A microVM's copies go on where it
+        is; a container's have its files, with processes started fresh. ConflictError when
+        the server has no room for ``count`` more sandboxes."""
+        body: Dict[str, Any] = {"count": int(count)}
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        if timeout_s is not None:
+            body["timeout_s"] = int(timeout_s)
+        j = self._http.json("POST", self._path("/fork"), json_body=body, timeout=_CREATE_TIMEOUT)
+        forks: List[Sandbox] = []
+        for raw in j.get("sandboxes", []):
+            forks.append(Sandbox(SandboxInfo.from_json(raw),
+                                 HttpClient(self._http.server, self._http.api_key)))
+        return forks
 
     def close(self) -> None:
         """Closes this object's HTTP connection (the sandbox keeps running)."""

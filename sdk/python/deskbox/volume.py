@@ -18,7 +18,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
-from ._http import HttpClient
+from ._http import json_once
 
 
 @dataclass
@@ -73,36 +73,21 @@ class Volume:
         body: Dict[str, Any] = {"name": name, "size_mb": int(size_mb)}
         if labels:
             body["labels"] = dict(labels)
-        http = HttpClient(server, api_key)
-        try:
-            return VolumeInfo.from_json(http.json("POST", "/v1/volumes", json_body=body))
-        finally:
-            http.close()
+        return VolumeInfo.from_json(json_once(server, api_key, "POST", "/v1/volumes",
+                                              json_body=body))
 
     @staticmethod
     def list(server: Optional[str] = None, api_key: Optional[str] = None) -> List[VolumeInfo]:
-        http = HttpClient(server, api_key)
-        try:
-            j = http.json("GET", "/v1/volumes")
-        finally:
-            http.close()
+        j = json_once(server, api_key, "GET", "/v1/volumes")
         return [VolumeInfo.from_json(v) for v in j.get("volumes", [])]
 
     @staticmethod
     def get(name: str, server: Optional[str] = None,
             api_key: Optional[str] = None) -> VolumeInfo:
         """NotFoundError if there is none."""
-        http = HttpClient(server, api_key)
-        try:
-            return VolumeInfo.from_json(http.json("GET", _path(name)))
-        finally:
-            http.close()
+        return VolumeInfo.from_json(json_once(server, api_key, "GET", _path(name)))
 
     @staticmethod
     def delete(name: str, server: Optional[str] = None, api_key: Optional[str] = None) -> None:
         """Deletes it and its data; ConflictError while a sandbox mounts it."""
-        http = HttpClient(server, api_key)
-        try:
-            http.json("DELETE", _path(name))
-        finally:
-            http.close()
+        json_once(server, api_key, "DELETE", _path(name))

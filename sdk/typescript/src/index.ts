@@ -1,6 +1,8 @@
 export { Sandbox, Commands, Files, Clipboard, Recording, CommandExitError, WaitTimeoutError } from "./sandbox.js";
 export { Template, TemplateBuildError, IgnorePatterns, PART_SIZE } from "./template.js";
 export type { TemplateBuild, TemplateInfo, BuildOptions, ImportOptions, ImportImageOptions, BuildError, BuildStatus, LogCallback } from "./template.js";
+export { Snapshot } from "./snapshot.js";
+export type { SnapshotInfo } from "./snapshot.js";
 export { Volume } from "./volume.js";
 export type { VolumeInfo, VolumeMount, VolumeMountSpec } from "./volume.js";
 export { HttpClient } from "./http.js";

@@ -1,6 +1,7 @@
 // A deskbox sandbox: a disposable Linux desktop served by deskboxd.
 import { DeskboxError, NotFoundError } from "./errors.js";
 import { HttpClient, type ConnectionOptions } from "./http.js";
+import { parseSnapshot, type SnapshotInfo } from "./snapshot.js";
 import { volumeMountJson } from "./volume.js";
 import type {
   Action,
@@ -12,6 +13,7 @@ import type {
   CompareResult,
   CreateOptions,
   Dialect,
+  ForkOptions,
   FileEntry,
   ImageInput,
   ImageOrText,
@@ -68,12 +70,16 @@ function parseInfo(raw: Record<string, any>): SandboxInfo {
     onTimeout: raw.on_timeout,
     metadata: raw.metadata ?? {},
     network: raw.network ?? {},
+    autoResume: Boolean(raw.auto_resume),
     raw,
   };
   if (raw.api_resolution) info.apiResolution = raw.api_resolution;
   if (raw.error !== undefined) info.error = raw.error;
   if (raw.log_tail !== undefined) info.logTail = raw.log_tail;
-  if (raw.snapshot) info.snapshot = { bytes: raw.snapshot.bytes, savedAt: new Date(raw.snapshot.saved_at) };
+  // A string: the named snapshot it came from; an object: a paused microVM saved to disk.
+  if (typeof raw.snapshot === "string") info.snapshotName = raw.snapshot;
+  else if (raw.snapshot) info.snapshot = { bytes: raw.snapshot.bytes, savedAt: new Date(raw.snapshot.saved_at) };
+  if (raw.paused_reason) info.pausedReason = raw.paused_reason;
   if (raw.view_token) info.viewToken = raw.view_token;
   if (raw.control_token) info.controlToken = raw.control_token;
   if (raw.vnc)
@@ -105,6 +111,8 @@ function createBody(o: CreateOptions): Record<string, unknown> {
   put("env", o.env);
   put("vnc", o.vnc);
   put("record", o.record);
+  put("snapshot", o.snapshot);
+  put("auto_resume", o.autoResume);
   if (o.volumes) body.volumes = o.volumes.map(volumeMountJson);
   if (o.limits) {
     const limits: Record<string, number> = {};
@@ -633,6 +641,34 @@ export class Sandbox {
 
   async resume(): Promise<SandboxInfo> {
     return parseInfo(await this.http.json("POST", this.path("/resume"), { json: {}, timeoutMs: 600_000 }));
+  }
+
+  /**
+   * Saves the sandbox as the snapshot `name` ([a-z0-9][a-z0-9_.-]{0,62}) to start sandboxes from
+   * with Sandbox.create({ snapshot: name }). ConflictError if the name is taken; a
+   * DeskboxError with status 507 if the host's disk cannot hold it.
+   */
+  async snapshot(name: string, options: { metadata?: Record<string, string> } = {}): Promise<SnapshotInfo> {
+    const body: Record<string, unknown> = { name };
+    if (options.metadata !== undefined) body.metadata = options.metadata;
+    return parseSnapshot(await this.http.json("POST", this.path("/snapshots"), { json: body, timeoutMs: 600_000 }));
+  }
+
+  /**
+   * Starts `count` (1..16, default 1) copies of the sandbox as it is now, each a Sandbox of its
+   * own (kill them as any). A microVM's copies go on where it is; a container's have its files,
+   * with processes started fresh. ConflictError when the server has no room for them.
+   */
+  async fork(options: ForkOptions = {}): Promise<Sandbox[]> {
+    const body: Record<string, unknown> = { count: options.count ?? 1 };
+    if (options.metadata !== undefined) body.metadata = options.metadata;
+    if (options.timeout !== undefined) body.timeout_s = options.timeout;
+    const raw = await this.http.json<{ sandboxes: Record<string, any>[] }>("POST", this.path("/fork"), {
+      json: body,
+      timeoutMs: 600_000,
+    });
+    const connection = { server: this.http.server, apiKey: this.http.apiKey, requestTimeoutMs: this.http.requestTimeoutMs };
+    return raw.sandboxes.map((s) => new Sandbox(new HttpClient(connection), s));
   }
 
   /** The sandbox ends `seconds` from now (unless extended again). */

@@ -34,6 +34,22 @@ export interface CreateOptions {
   limits?: { memoryMb?: number; cpus?: number; egressKbps?: number; pids?: number };
   /** Volumes to mount: [Volume.mount("work", "/data"), ...] (see volume.ts). */
   volumes?: VolumeMountSpec[];
+  /**
+   * Start from this snapshot (Sandbox.snapshot): template, runtime, resolution, dpi and limits
+   * are the snapshot's (asking for others is a BadRequestError).
+   */
+  snapshot?: string;
+  /** A sandbox its timeout paused resumes on the next request that needs it (implies onTimeout "pause"). */
+  autoResume?: boolean;
+}
+
+export interface ForkOptions {
+  /** How many copies, 1..16 (default 1). */
+  count?: number;
+  /** The copies' metadata. */
+  metadata?: Record<string, unknown>;
+  /** The copies' lifetime in whole seconds. */
+  timeout?: number;
 }
 
 export interface SandboxInfo {
@@ -53,6 +69,11 @@ export interface SandboxInfo {
   error?: string;
   logTail?: string;
   snapshot?: { bytes: number; savedAt: Date };
+  /** The named snapshot it was started from (Sandbox.create({ snapshot })). */
+  snapshotName?: string;
+  autoResume: boolean;
+  /** While paused: "request" (pause()) or "timeout". */
+  pausedReason?: "request" | "timeout" | (string & {});
   /** Only on create and inspect (GET one sandbox), not in lists. */
   viewToken?: string;
   controlToken?: string;
