@@ -207,6 +207,9 @@ json kill_sandbox(ToolContext& context, const json& arguments) {
 }
 
 json snapshot_sandbox(ToolContext& context, const json& arguments) {
+    // A snapshot outlives the sandbox and starts others: the API key's to make.
+    if (!context.session.access.full)
+        throw ApiError(403, "forbidden", "a sandbox token cannot save snapshots (use the API key)");
     RequestReader reader = tool_arguments(arguments);
     const auto sandbox_id = reader.string("sandbox_id");
     // The manager reads the rest as POST /v1/sandboxes/{id}/snapshots does.
@@ -229,7 +232,7 @@ json fork_sandbox(ToolContext& context, const json& arguments) {
                        "a sandbox token cannot create sandboxes (use the API key)");
     RequestReader reader = tool_arguments(arguments);
     const auto sandbox_id = reader.string("sandbox_id");
-    reader.raw("count");
+    for (const char* name : {"count", "metadata", "timeout_s"}) reader.raw(name);
     reader.finish();
     const std::string id = context.target_id(sandbox_id.value_or(""))->id();
     json body = arguments;

@@ -237,6 +237,12 @@ test('auth: a control token opens only its sandbox; with --api-key the key is ne
     assert.match(textOf(elsewhere), /may only use sandbox/);
     const create = await client.callTool({ name: 'create_sandbox', arguments: {} });
     assert.equal(create.isError, true);
+    // A snapshot or a fork outlives the sandbox and makes others: the API key's to ask for.
+    for (const [name, args] of [['snapshot', { name: 'by-token' }], ['fork', { count: 1 }]]) {
+      const refused = await client.callTool({ name, arguments: args });
+      assert.equal(refused.isError, true, name);
+      assert.match(textOf(refused), /API key/, name);
+    }
     await transport.terminateSession();
     await client.close();
   } finally {
@@ -259,7 +265,7 @@ test('auth: a control token opens only its sandbox; with --api-key the key is ne
       requestInit: { headers: { Authorization: 'Bearer sekret-key-1' } },
     }));
     const { tools } = await client.listTools();
-    assert.equal(tools.length, 11);
+    assert.equal(tools.length, 13);
     await client.close();
   } finally {
     const exited = new Promise((resolve) => keyed.once('exit', resolve));

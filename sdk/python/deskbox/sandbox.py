@@ -83,7 +83,7 @@ class SandboxInfo:
             auto_resume=bool(j.get("auto_resume", False)),
             paused_reason=j.get("paused_reason"),
             # A string: the named snapshot it came from (an object is a paused microVM's save).
-            snapshot_name=j["snapshot"] if isinstance(j.get("snapshot"), str) else None,
+            snapshot_name=j.get("from_snapshot"),
         )
 
 

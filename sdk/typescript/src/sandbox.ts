@@ -77,7 +77,7 @@ function parseInfo(raw: Record<string, any>): SandboxInfo {
   if (raw.error !== undefined) info.error = raw.error;
   if (raw.log_tail !== undefined) info.logTail = raw.log_tail;
   // A string: the named snapshot it came from; an object: a paused microVM saved to disk.
-  if (typeof raw.snapshot === "string") info.snapshotName = raw.snapshot;
+  if (typeof raw.from_snapshot === "string") info.snapshotName = raw.from_snapshot;
   else if (raw.snapshot) info.snapshot = { bytes: raw.snapshot.bytes, savedAt: new Date(raw.snapshot.saved_at) };
   if (raw.paused_reason) info.pausedReason = raw.paused_reason;
   if (raw.view_token) info.viewToken = raw.view_token;
