@@ -395,7 +395,10 @@ nlohmann::json Sandbox::describe(bool with_tokens) const {
         if (snapshotted_)
             j["snapshot"] = {{"bytes", snapshot_bytes_}, {"saved_at", iso8601(snapshot_at_)}};
         if (ready_ms_) j["ready_ms"] = *ready_ms_;
-        if (status_ == SandboxStatus::paused) j["paused_reason"] = to_string(paused_reason_);
+        // Paused with no reason kept (adopted from an older record): only a resume wakes it.
+        if (status_ == SandboxStatus::paused)
+            j["paused_reason"] = to_string(
+                paused_reason_ == PauseReason::none ? PauseReason::request : paused_reason_);
     }
     auto u = usage();
     nlohmann::json used = nlohmann::json::object();

@@ -3,6 +3,8 @@
 // the adoption of a saved or running sandbox from it.
 #include "server/sandbox/sandbox.hpp"
 
+#include <cstdio>
+
 #include "common/atomic_file.hpp"
 #include "server/runtime/runtime_util.hpp"
 
@@ -142,7 +144,18 @@ std::shared_ptr<Sandbox> Sandbox::adopt_running(const nlohmann::json& record,
                                                 std::unique_ptr<runtime::SandboxInstance> instance,
                                                 const std::filesystem::path& audit_path,
                                                 std::chrono::milliseconds agent_timeout) {
-    const bool paused = instance->state() == runtime::SandboxState::paused;
+    bool paused = instance->state() == runtime::SandboxState::paused;
+    // Frozen with no pause recorded: a server died copying it (save_copy freezes a container
+    // for the copy), and no one asked for the pause. It runs on.
+    if (paused && record.value("paused_reason", "none") == "none") {
+        try {
+            instance->resume();
+            paused = false;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "deskboxd: %s: thawing what a save left frozen: %s\n",
+                         record.value("id", "").c_str(), e.what());
+        }
+    }
     auto sandbox = from_record(record, std::move(instance), audit_path, agent_timeout);
     sandbox->status_ = paused ? SandboxStatus::paused : SandboxStatus::starting;
     // A frozen agent cannot answer: a paused sandbox is attached on resume.

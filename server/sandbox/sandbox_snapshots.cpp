@@ -42,6 +42,10 @@ void Sandbox::pause(bool snapshot, PauseReason reason) {
         }
         status_ = SandboxStatus::paused;
         paused_reason_ = reason;
+    }
+    if (!snapshot) {
+        // The next server tells a pause asked for from a freeze a save left (adopt_running).
+        save_record_or_audit();
         return;
     }
     // Paused in memory first: run it again so the guest sees the host leave before the save
@@ -110,6 +114,7 @@ void Sandbox::resume() {
         }
     }
     if (!from_snapshot) {
+        save_record_or_audit();
         if (!agent_connected()) {
             // Adopted while paused: its agent gets its session now.
             try {

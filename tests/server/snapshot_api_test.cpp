@@ -4,6 +4,11 @@
 // once; auto_resume wakes a sandbox its timeout paused on the next request; bad input is a
 // clear error and nothing stays behind.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
 
 #include "tests/server/deskboxd_fixture.hpp"
 
@@ -221,6 +226,155 @@ TEST(Snapshots, AutoResumeWakesASandboxItsTimeoutPausedOnTheNextRequest) {
     EXPECT_EQ(refused.js()["error"]["field"], "auto_resume");
     EXPECT_EQ(s.post("/v1/sandboxes", {{"auto_resume", "yes"}}).status, 400u);
     EXPECT_EQ(s.del(base).status, 200u);
+}
+
+// Pause and resume twenty times, and timeout pauses woken by requests: the files written
+// before each (fsync'd or not) are there after it, and a counter that runs throughout has gone
+// on, never back.
+TEST(Snapshots, RepeatedPausesAndWakesLoseNothing) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    const std::string id = create(s, {{"timeout_s", 600}});
+    const std::string base = "/v1/sandboxes/" + id;
+    ASSERT_EQ(
+        s.post(base + "/commands",
+               {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done"},
+                {"background", true}})
+            .status,
+        200u);
+    auto count = [&] {
+        const std::string out = run(s, id, "cat /tmp/count");
+        return out.empty() ? -1L : std::stol(out);
+    };
+    ASSERT_TRUE(eventually([&] { return count() > 0; }, 10s));
+    std::string sums;
+    long last = 0;
+    for (int cycle = 0; cycle < 20; ++cycle) {
+        // One file fsync'd, one left in the page cache, each cycle.
+        const std::string n = std::to_string(cycle);
+        run(s, id,
+            "head -c 50000 /dev/urandom > /home/user/synced" + n + " && sync /home/user/synced" +
+                n + " && head -c 50000 /dev/urandom > /home/user/cached" + n);
+        sums = run(s, id, "cd /home/user && sha256sum synced* cached*");
+        ASSERT_EQ(s.post(base + "/pause", json::object()).status, 200u) << cycle;
+        ASSERT_EQ(s.post(base + "/resume", json::object()).status, 200u) << cycle << s.log();
+        EXPECT_EQ(run(s, id, "cd /home/user && sha256sum synced* cached*"), sums) << cycle;
+        const long now = count();
+        EXPECT_GE(now, last) << "the counter went back at cycle " << cycle;
+        last = now;
+    }
+    EXPECT_TRUE(eventually([&] { return count() > last; }, 10s)) << "it stopped counting";
+
+    // Timeout pauses, each woken by the next command.
+    ASSERT_EQ(s.del(base).status, 200u);
+    const std::string woken = create(s, {{"timeout_s", 2}, {"auto_resume", true}});
+    ASSERT_EQ(
+        s.post("/v1/sandboxes/" + woken + "/commands",
+               {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done"},
+                {"background", true}})
+            .status,
+        200u);
+    last = 0;
+    for (int cycle = 0; cycle < 3; ++cycle) {
+        run(s, woken, "echo " + std::to_string(cycle) + " >> /home/user/cycles");
+        ASSERT_TRUE(eventually(
+            [&] { return s.get("/v1/sandboxes/" + woken).js()["state"] == "paused"; }, 30s));
+        const std::string out = run(s, woken, "cat /tmp/count");
+        ASSERT_FALSE(out.empty());
+        EXPECT_GE(std::stol(out), last) << cycle;
+        last = std::stol(out);
+    }
+    EXPECT_EQ(run(s, woken, "tr '\\n' ' ' < /home/user/cycles"), "0 1 2 ");
+    EXPECT_EQ(s.del("/v1/sandboxes/" + woken).status, 200u);
+}
+
+// A snapshot cut short by a SIGKILL of deskboxd: after the restart it is whole (a create from
+// it has every byte) or absent, nothing half made stays on disk, and the source, frozen for the
+// copy when the server died, runs again.
+TEST(Snapshots, ACutShortSnapshotIsWholeOrAbsentAndItsSourceRunsOn) {
+    REQUIRE_TEMPLATE();
+    TempDir state("deskboxd-snapshot-kill");
+    std::string source, sum;
+    {
+        Server s({}, state.path());
+        source = create(s, {{"timeout_s", 600}});
+        sum = run(s, source,
+                  "head -c 314572800 /dev/urandom > /home/user/big && "
+                  "sha256sum /home/user/big | cut -c1-16");
+        ASSERT_EQ(sum.size(), 17u) << sum;
+        std::thread snapshot([&] {
+            try {
+                s.post("/v1/sandboxes/" + source + "/snapshots", {{"name", "cut"}});
+            } catch (const std::exception&) {  // the server died under the request
+            }
+        });
+        // Into the copy: the staging directory is there.
+        eventually(
+            [&] {
+                for (const auto& e : std::filesystem::directory_iterator(s.state() / "snapshots"))
+                    if (e.path().filename().string().starts_with(".creating-")) return true;
+                return false;
+            },
+            10s, 1ms);
+        s.kill_hard();
+        snapshot.join();
+    }
+    Server restarted({}, state.path());
+    const json listed = restarted.get("/v1/snapshots").js();
+    if (!listed["snapshots"].empty()) {
+        const std::string copy = create(restarted, {{"snapshot", "cut"}});
+        EXPECT_EQ(run(restarted, copy, "sha256sum /home/user/big | cut -c1-16"), sum);
+        EXPECT_EQ(restarted.del("/v1/sandboxes/" + copy).status, 200u);
+    }
+    for (const auto& e : std::filesystem::directory_iterator(restarted.state() / "snapshots"))
+        EXPECT_FALSE(e.path().filename().string().starts_with(".")) << e.path();
+    EXPECT_TRUE(eventually([&] { return run(restarted, source, "echo alive") == "alive\n"; }, 30s))
+        << restarted.get("/v1/sandboxes/" + source).body << restarted.log();
+    EXPECT_EQ(restarted.get("/v1/sandboxes/" + source).js()["state"], "running");
+    EXPECT_EQ(restarted.del("/v1/sandboxes/" + source).status, 200u);
+}
+
+// A tmpfs of `mb` MiB mounted at `path` for the test's life.
+class SmallFilesystem {
+  public:
+    SmallFilesystem(const std::filesystem::path& path, int mb) : path_(path) {
+        std::filesystem::create_directories(path);
+        const std::string options = "size=" + std::to_string(mb) + "m,mode=0700";
+        mounted_ = ::mount("tmpfs", path.c_str(), "tmpfs", 0, options.c_str()) == 0;
+    }
+    ~SmallFilesystem() {
+        if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+    }
+    bool mounted() const { return mounted_; }
+
+  private:
+    std::filesystem::path path_;
+    bool mounted_ = false;
+};
+
+// A snapshot that does not fit where snapshots are kept is 507, leaves nothing, and the sandbox
+// runs on with what it had.
+TEST(Snapshots, ACopyThatDoesNotFitIs507AndTheSandboxRunsOn) {
+    REQUIRE_TEMPLATE();
+    TempDir state("deskboxd-snapshot-full");
+    SmallFilesystem small(state.path() / "snapshots", 32);
+    ASSERT_TRUE(small.mounted()) << "mount tmpfs: " << std::strerror(errno);
+    Server s({}, state.path());
+    const std::string id = create(s, {});
+    const std::string sum =
+        run(s, id, "head -c 104857600 /dev/urandom > /home/user/big && sha256sum /home/user/big");
+    auto refused = s.post("/v1/sandboxes/" + id + "/snapshots", {{"name", "big"}});
+    EXPECT_EQ(refused.status, 507u) << refused.body << s.log();
+    EXPECT_EQ(error_code(refused), "insufficient_storage");
+    EXPECT_TRUE(s.get("/v1/snapshots").js()["snapshots"].empty());
+    EXPECT_EQ(entries_under(s.state() / "snapshots"), 0u) << "nothing half made";
+    EXPECT_EQ(s.get("/v1/sandboxes/" + id).js()["state"], "running");
+    EXPECT_EQ(run(s, id, "sha256sum /home/user/big"), sum);
+    // What fits is saved.
+    run(s, id, "rm /home/user/big");
+    auto made = s.post("/v1/sandboxes/" + id + "/snapshots", {{"name", "small"}});
+    EXPECT_EQ(made.status, 201u) << made.body;
+    EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
 }
 
 }  // namespace
