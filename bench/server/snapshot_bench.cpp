@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,21 @@ constexpr const char* kSetup =
 
 double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+long long mem_available_kib() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    long long value = 0;
+    std::string unit;
+    while (in >> key >> value >> unit)
+        if (key == "MemAvailable:") return value;
+    throw std::runtime_error("no MemAvailable in /proc/meminfo");
+}
+
+// Lets the desktops started last finish starting and killed ones' memory return.
+void settle() {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
 }
 
 double median(std::vector<double> v) {
@@ -117,22 +133,41 @@ void container_rows(Bench& b, int rounds, int fork_count) {
         if (i + 1 < rounds) b.drop_snapshot(name);
     }
 
-    // A fork next to the same number of creates from the snapshot, one after another.
-    std::vector<double> fork_ms, serial_ms;
+    // A fork next to the same number of creates from the snapshot, one after another: time to
+    // the last copy's first screenshot, and the host memory each copy takes (MemAvailable's
+    // drop over the copies: pages they share are counted once).
+    std::vector<double> fork_ms, serial_ms, fork_mib, serial_mib;
+    auto screenshot = [&](const std::string& id) {
+        b.api().call(client::Method::get, "/v1/sandboxes/" + id + "/screenshot", "", "", "*/*");
+    };
     for (int i = 0; i < rounds; ++i) {
+        settle();
+        long long before = mem_available_kib();
         auto t0 = Clock::now();
         json forked =
             b.api().post_json("/v1/sandboxes/" + source + "/fork", {{"count", fork_count}});
-        fork_ms.push_back(ms_since(t0));
-        for (const auto& copy : forked.at("sandboxes")) b.kill(copy.at("id"));
-        t0 = Clock::now();
         std::vector<std::string> made;
-        for (int n = 0; n < fork_count; ++n)
+        for (const auto& copy : forked.at("sandboxes")) made.push_back(copy.at("id"));
+        for (const auto& id : made) screenshot(id);
+        fork_ms.push_back(ms_since(t0));
+        settle();
+        fork_mib.push_back((before - mem_available_kib()) / 1024.0 / fork_count);
+        for (const auto& id : made) b.kill(id);
+        made.clear();
+
+        settle();
+        before = mem_available_kib();
+        t0 = Clock::now();
+        for (int n = 0; n < fork_count; ++n) {
             made.push_back(b.api()
                                .post_json("/v1/sandboxes",
                                           {{"snapshot", "bench-" + std::to_string(rounds - 1)}})
                                .at("id"));
+            screenshot(made.back());
+        }
         serial_ms.push_back(ms_since(t0));
+        settle();
+        serial_mib.push_back((before - mem_available_kib()) / 1024.0 / fork_count);
         for (const auto& id : made) b.kill(id);
     }
     b.drop_snapshot("bench-" + std::to_string(rounds - 1));
@@ -173,9 +208,12 @@ void container_rows(Bench& b, int rounds, int fork_count) {
     std::printf("%-52s %10.1f\n", "snapshot size MiB", size / 1048576.0);
     row("create from snapshot -> first screenshot ms", median(from_snapshot),
         median(fresh_and_setup), "fresh create + the setup again");
-    char what[64];
-    std::snprintf(what, sizeof what, "fork of %d -> all started ms", fork_count);
+    char what[96];
+    std::snprintf(what, sizeof what, "fork of %d -> the last copy's first screenshot ms",
+                  fork_count);
     row(what, median(fork_ms), median(serial_ms), "as many creates from the snapshot in turn");
+    row("  host memory per copy MiB", median(fork_mib), median(serial_mib),
+        "per sandbox created from the snapshot");
     row("first command on a timeout-paused sandbox ms", median(woken), median(explicit_resume),
         "explicit resume + command");
     std::printf("%-52s %10.0f\n", "  (the same command on a running sandbox ms)", median(running));
@@ -218,7 +256,7 @@ void microvm_rows(Bench& b, int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int rounds = 3, fork_count = 4;
+    int rounds = 3, fork_count = 10;
     bool microvm = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
@@ -226,13 +264,13 @@ int main(int argc, char** argv) {
         if (arg == "--rounds" && i + 1 < argc)
             rounds = int(parse_integer(argv[++i]).value_or(3));
         else if (arg == "--fork" && i + 1 < argc)
-            fork_count = int(parse_integer(argv[++i]).value_or(4));
+            fork_count = int(parse_integer(argv[++i]).value_or(10));
     }
     if (::geteuid() != 0) {
         std::fprintf(stderr, "snapshot_bench: needs root\n");
         return 2;
     }
-    bench::Daemon daemon({"--max-sandboxes", "16"});
+    bench::Daemon daemon({"--max-sandboxes", std::to_string(fork_count + 4)});
     client::ClientOptions options;
     options.server = daemon.url();
     options.request_timeout = std::chrono::minutes(5);

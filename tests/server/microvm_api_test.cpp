@@ -302,6 +302,63 @@ TEST(MicrovmApi, NamedSnapshotsAndForksCarryRunningProcessesOn) {
     EXPECT_TRUE(no_qemu_for(source));
 }
 
+// Saved to disk and restored twenty times, then paused by its timeout and woken by requests
+// (auto_resume): every file written before each save (fsync'd or not) and the running counter
+// come back each time.
+TEST(MicrovmApi, RepeatedSavesAndTimeoutWakesLoseNothing) {
+    REQUIRE_MICROVM();
+    Server s;
+    auto created = s.post("/v1/sandboxes",
+                          {{"runtime", "microvm"}, {"timeout_s", 900}, {"auto_resume", true}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    const std::string id = created.js()["id"];
+    const std::string base = "/v1/sandboxes/" + id;
+    ASSERT_EQ(s.post(base + "/commands",
+                     {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done"},
+                      {"background", true}})
+                  .status,
+              200u);
+    ASSERT_TRUE(eventually([&] { return counter(s, id) > 0; }, 60s));
+    long last = 0;
+    std::string sums;
+    for (int cycle = 0; cycle < 20; ++cycle) {
+        const std::string n = std::to_string(cycle);
+        run(s, id,
+            "head -c 50000 /dev/urandom > /home/user/synced" + n + " && sync /home/user/synced" +
+                n + " && head -c 50000 /dev/urandom > /home/user/cached" + n);
+        sums = run(s, id, "cd /home/user && sha256sum synced* cached*");
+        auto paused = s.post(base + "/pause", {{"snapshot", true}});
+        ASSERT_EQ(paused.status, 200u) << cycle << paused.body << s.log();
+        auto resumed = s.post(base + "/resume", json::object());
+        ASSERT_EQ(resumed.status, 200u) << cycle << resumed.body << s.log();
+        EXPECT_EQ(run(s, id, "cd /home/user && sha256sum synced* cached*"), sums) << cycle;
+        const long now = counter(s, id);
+        EXPECT_GE(now, last) << "the counter went back at cycle " << cycle;
+        last = now;
+    }
+    // The timeout saves it to disk; the next command restores it first.
+    for (int wake = 0; wake < 2; ++wake) {
+        ASSERT_EQ(s.post(base + "/timeout", {{"timeout_s", 1}}).status, 200u);
+        // Paused at once, saved (the "snapshot" field) once the memory is on disk.
+        json described;
+        ASSERT_TRUE(eventually(
+            [&] {
+                described = s.get(base).js();
+                return described["state"] == "paused" && described.contains("snapshot");
+            },
+            60s))
+            << "a microVM's timeout saves it to disk: " << described.dump();
+        EXPECT_EQ(described["paused_reason"], "timeout");
+        EXPECT_TRUE(no_qemu_for(id));
+        EXPECT_EQ(run(s, id, "cd /home/user && sha256sum synced* cached*"), sums) << wake;
+        const long now = counter(s, id);
+        EXPECT_GE(now, last) << wake;
+        last = now;
+    }
+    EXPECT_EQ(s.del(base).status, 200u);
+    EXPECT_TRUE(no_qemu_for(id));
+}
+
 TEST(MicrovmApi, AgentDeathPanicsTheGuestAndTheSandboxSaysWhy) {
     REQUIRE_MICROVM();
     Server s;
