@@ -111,6 +111,8 @@ void Sandbox::resume() {
             }
             status_ = SandboxStatus::running;
             paused_reason_ = PauseReason::none;
+            // As a restore does: a timeout's pause left it the longest deadline.
+            expires_at_ = SystemClock::now() + config_.timeout;
         }
     }
     if (!from_snapshot) {

@@ -220,6 +220,16 @@ TEST(Snapshots, AutoResumeWakesASandboxItsTimeoutPausedOnTheNextRequest) {
     ASSERT_EQ(s.post(base + "/pause", json::object()).status, 200u);
     EXPECT_EQ(s.get(base).js()["paused_reason"], "request");
     EXPECT_EQ(s.post(base + "/commands", {{"cmd", "true"}}).status, 409u);
+    // A resume starts the timeout again (the pause left it the longest deadline): without
+    // auto_resume, the timeout pauses it again.
+    const std::string plain = create(s, {{"timeout_s", 2}, {"on_timeout", "pause"}});
+    const std::string plain_base = "/v1/sandboxes/" + plain;
+    ASSERT_TRUE(eventually([&] { return s.get(plain_base).js()["state"] == "paused"; }, 30s));
+    EXPECT_EQ(s.post(plain_base + "/commands", {{"cmd", "true"}}).status, 409u) << "no wake";
+    ASSERT_EQ(s.post(plain_base + "/resume", json::object()).status, 200u);
+    EXPECT_TRUE(eventually([&] { return s.get(plain_base).js()["state"] == "paused"; }, 30s))
+        << s.get(plain_base).body;
+    EXPECT_EQ(s.del(plain_base).status, 200u);
     // auto_resume needs a timeout that pauses.
     auto refused = s.post("/v1/sandboxes", {{"auto_resume", true}, {"on_timeout", "kill"}});
     EXPECT_EQ(refused.status, 400u) << refused.body;
