@@ -270,6 +270,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "snapshot_bench: needs root\n");
         return 2;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured
     bench::Daemon daemon({"--max-sandboxes", std::to_string(fork_count + 4)});
     client::ClientOptions options;
     options.server = daemon.url();
@@ -278,7 +279,12 @@ int main(int argc, char** argv) {
     Bench b(api);
     std::printf("snapshot_bench (%d rounds, medians; ratio = alternative / deskbox)\n", rounds);
     std::printf("%-52s %10s %12s %8s\n", "", "deskbox", "alternative", "ratio");
-    container_rows(b, rounds, fork_count);
-    if (microvm) microvm_rows(b, rounds);
+    try {
+        container_rows(b, rounds, fork_count);
+        if (microvm) microvm_rows(b, rounds);
+    } catch (const std::exception& e) {  // the daemon still stops and removes its state
+        std::fprintf(stderr, "snapshot_bench: %s\n", e.what());
+        return 1;
+    }
     return 0;
 }

@@ -27,6 +27,7 @@ json NodeRecord::to_json() const {
             {"cpus_idle", cpus_idle},
             {"runtimes", runtimes},
             {"templates", offers},
+            {"snapshots", snapshots},
             {"started_at_ms", started_at_ms},
             {"heartbeat_at_ms", heartbeat_at_ms}};
 }
@@ -51,6 +52,7 @@ NodeRecord NodeRecord::from_json(const json& j) {
         t.fast_start_runtime = offer.value("fast_start_runtime", "");
         n.templates[name] = std::move(t);
     }
+    n.snapshots = j.value("snapshots", std::vector<std::string>{});
     n.started_at_ms = j.value("started_at_ms", std::int64_t{0});
     n.heartbeat_at_ms = j.value("heartbeat_at_ms", std::int64_t{0});
     return n;

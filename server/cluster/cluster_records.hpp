@@ -45,6 +45,7 @@ struct NodeRecord {
     double cpus_idle = 0;  // cpus minus the 1-minute load average (0 when loaded), in halves
     std::vector<std::string> runtimes;
     std::map<std::string, TemplateOffer> templates;
+    std::vector<std::string> snapshots;  // names of the named snapshots kept here
     std::int64_t started_at_ms = 0;
     std::int64_t heartbeat_at_ms = 0;
 

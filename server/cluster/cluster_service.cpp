@@ -70,6 +70,8 @@ class ManagerFacts : public cluster::LocalNode {
         for (const auto& [name, offer] : manager_.template_offers())
             record.templates[name] = {offer.runtimes, offer.template_snapshot, offer.pool_ready,
                                       offer.image_id, offer.fast_start_runtime};
+        for (const auto& snapshot : manager_.snapshots().list())
+            record.snapshots.push_back(snapshot.name);
         return record;
     }
 
@@ -160,10 +162,36 @@ struct ClusterService::Impl {
         return out;
     }
 
+    // Whether a live node (this one included: its record may lag a snapshot just made) holds
+    // named snapshot `name`.
+    bool snapshot_held(const std::string& name) const {
+        try {
+            manager.snapshots().inspect(name);
+            return true;
+        } catch (const std::exception&) {
+        }
+        for (const auto& status : node->nodes()) {
+            if (!status.alive || !status.record) continue;
+            const auto& held = status.record->snapshots;
+            if (std::find(held.begin(), held.end(), name) != held.end()) return true;
+        }
+        return false;
+    }
+
     // What placement needs of a create. A user template this node lacks but others hold is
     // placed by name and runtime alone (the node that makes it checks the rest); one some node
     // holds may go to a node without it, which pulls it first.
     cluster::PlacementRequest placement_for(const json& body) const {
+        if (body.is_object() && body.contains("snapshot") && body["snapshot"].is_string()) {
+            // Started where the snapshot is; checked by that node (404 when no node has it).
+            cluster::PlacementRequest request;
+            request.snapshot = body["snapshot"].get<std::string>();
+            if (!snapshot_held(request.snapshot))
+                throw ApiError(404, "not_found",
+                               "no node of the cluster holds a snapshot named " + request.snapshot,
+                               "snapshot");
+            return request;
+        }
         const auto ref = user_ref(body);
         if (ref && !manager.templates().find(*ref)) {
             std::string runtime = manager.options().default_runtime;
@@ -394,6 +422,7 @@ json node_json(const cluster::NodeStatus& status) {
         for (const auto& [name, offer] : status.record->templates)
             templates[name] = offer.to_json();
         node["templates"] = templates;
+        node["snapshots"] = status.record->snapshots;
     }
     return node;
 }

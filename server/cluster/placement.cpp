@@ -22,7 +22,8 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
     PlacementResult result;
     std::vector<Scored> scored;
     // Counted per obstacle, for a reason that names the one that stopped the most nodes.
-    std::size_t drained = 0, no_runtime = 0, no_template = 0, full = 0, low_memory = 0;
+    std::size_t drained = 0, no_runtime = 0, no_template = 0, no_snapshot = 0, full = 0,
+                low_memory = 0;
     std::size_t total_sandboxes = 0;
     for (const auto& node : input.nodes) {
         auto found = input.allocations.find(node.name);
@@ -32,13 +33,19 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
             ++drained;
             continue;
         }
-        if (!contains(node.runtimes, request.runtime)) {
+        // A start from a snapshot goes where the snapshot is: it holds the template's part.
+        const bool from_snapshot = !request.snapshot.empty();
+        if (from_snapshot && !contains(node.snapshots, request.snapshot)) {
+            ++no_snapshot;
+            continue;
+        }
+        if (!from_snapshot && !contains(node.runtimes, request.runtime)) {
             ++no_runtime;
             continue;
         }
         auto offer = node.templates.find(request.template_name);
-        const bool ready =
-            offer != node.templates.end() && contains(offer->second.runtimes, request.runtime);
+        const bool ready = from_snapshot || (offer != node.templates.end() &&
+                                             contains(offer->second.runtimes, request.runtime));
         if (!ready && !request.pullable) {
             ++no_template;
             continue;
@@ -55,7 +62,7 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
             1.0 - static_cast<double>(used) / static_cast<double>(node.capacity_sandboxes);
         if (!ready) {
             score -= 0.5;  // the image comes over the network first
-        } else if (request.runtime == offer->second.fast_start_runtime) {
+        } else if (!from_snapshot && request.runtime == offer->second.fast_start_runtime) {
             if (offer->second.pool_ready > 0)
                 score += 0.5;
             else if (offer->second.template_snapshot)
@@ -75,7 +82,7 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
     if (nodes == 0) {
         result.reason = "no node of the cluster is up";
     } else if (full + low_memory == nodes - drained && drained < nodes &&
-               no_runtime + no_template == 0) {
+               no_runtime + no_template + no_snapshot == 0) {
         result.capacity_exhausted = true;
         result.reason = "every node that can run it is full (" + std::to_string(nodes) +
                         " nodes, " + std::to_string(total_sandboxes) + " sandboxes" +
@@ -83,6 +90,8 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
                         (drained ? ", " + std::to_string(drained) + " drained" : "") + ")";
     } else if (drained == nodes) {
         result.reason = "every node is drained";
+    } else if (no_snapshot + drained == nodes) {
+        result.reason = "no live node holds snapshot '" + request.snapshot + "'";
     } else if (no_runtime + drained == nodes) {
         result.reason = "no node runs the " + request.runtime + " runtime";
     } else if (no_runtime + no_template + drained == nodes) {

@@ -11,6 +11,9 @@
 // can be pulled (some live node holds it, for this runtime), a node without it can take the
 // create too: it pulls the image first (seconds for hundreds of MB), so it ranks half the slots
 // below a node where the template is ready.
+//
+// A create from a named snapshot goes to a node that holds the snapshot (snapshots stay on the
+// node that made them), whatever its templates.
 #pragma once
 
 #include <map>
@@ -25,7 +28,9 @@ namespace deskbox::cluster {
 struct PlacementRequest {
     std::string runtime;
     std::string template_name;
-    bool pullable = false;  // nodes without the template may take it and pull it first
+    bool pullable = false;      // nodes without the template may take it and pull it first
+    // A start from this named snapshot: only nodes holding it qualify.
+    std::string snapshot = {};
 };
 
 struct PlacementInput {

@@ -179,6 +179,42 @@ TEST_F(ClusterApiTest, CreatesSpreadAndEveryNodeServesEverySandbox) {
     EXPECT_EQ(node(stranger).get("/v1/sandboxes/" + victim["id"].get<std::string>()).status, 404u);
 }
 
+// A named snapshot stays on the node that made it; a create from it through any node is placed
+// there, and one from a name no node holds is 404.
+TEST_F(ClusterApiTest, ASnapshotStartsASandboxThroughAnyNode) {
+    json source = create_on(0);
+    const std::string id = source["id"];
+    const int owner = index_of(source["node"]);
+    run(node(owner), id, "echo kept > /home/user/state");
+    const int stranger = (owner + 1) % kNodes;
+    // Made through a node that does not run the sandbox.
+    auto made = node(stranger).post("/v1/sandboxes/" + id + "/snapshots", {{"name", "shared"}});
+    ASSERT_EQ(made.status, 201u) << made.body << node(owner).log();
+    // Every node learns where it is from the owner's next heartbeat.
+    for (int asked = 0; asked < kNodes; ++asked)
+        EXPECT_TRUE(eventually(
+            [&] {
+                const json held = node_status(asked, node_name(owner))["snapshots"];
+                return held.is_array() &&
+                       std::find(held.begin(), held.end(), "shared") != held.end();
+            },
+            10s))
+            << node_status(asked, node_name(owner));
+    for (int asked = 0; asked < kNodes; ++asked) {
+        auto copy = node(asked).post("/v1/sandboxes", {{"snapshot", "shared"}});
+        ASSERT_EQ(copy.status, 201u) << copy.body << node(asked).log();
+        EXPECT_EQ(copy.js()["node"], node_name(owner)) << "placed where the snapshot is";
+        const std::string copy_id = copy.js()["id"];
+        EXPECT_EQ(run(node(asked), copy_id, "cat /home/user/state"), "kept\n");
+        EXPECT_EQ(node(asked).del("/v1/sandboxes/" + copy_id).status, 200u);
+    }
+    auto unknown = node(stranger).post("/v1/sandboxes", {{"snapshot", "nowhere"}});
+    EXPECT_EQ(unknown.status, 404u) << unknown.body;
+    EXPECT_EQ(unknown.js()["error"]["field"], "snapshot") << unknown.body;
+    EXPECT_EQ(node(owner).del("/v1/snapshots/shared").status, 200u);
+    EXPECT_EQ(node(0).del("/v1/sandboxes/" + id).status, 200u);
+}
+
 TEST_F(ClusterApiTest, ConcurrentCreatesOnEveryNodeNeverExceedCapacity) {
     constexpr int kCreates = 20;
     std::vector<Answer> answers(kCreates);

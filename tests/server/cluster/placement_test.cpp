@@ -106,6 +106,33 @@ TEST(Placement, RuntimeAndTemplateMustBeThereAndTheReasonSaysWhichIsMissing) {
     EXPECT_EQ(place(minimal(), in).reason, "every node is drained");
 }
 
+TEST(Placement, AStartFromASnapshotGoesWhereTheSnapshotIs) {
+    PlacementInput in;
+    in.nodes = {node("a", 4), node("b", 4), node("c", 4, {"microvm"})};
+    in.nodes[1].snapshots = {"warm"};
+    in.nodes[2].snapshots = {"vm-warm"};
+    in.allocations = {{"a", {0}}, {"b", {3}}};
+    PlacementRequest from;
+    from.snapshot = "warm";
+    // Only the holder, however full the others are not.
+    EXPECT_EQ(place(from, in).candidates, std::vector<std::string>{"b"});
+    from.snapshot = "vm-warm";
+    EXPECT_EQ(place(from, in).candidates, std::vector<std::string>{"c"}) << "template offers aside";
+    from.snapshot = "nowhere";
+    auto none = place(from, in);
+    EXPECT_TRUE(none.candidates.empty());
+    EXPECT_FALSE(none.capacity_exhausted);
+    EXPECT_NE(none.reason.find("snapshot 'nowhere'"), std::string::npos) << none.reason;
+    // The holder full: capacity, not a missing snapshot.
+    from.snapshot = "warm";
+    in.allocations["b"] = {4};
+    auto full = place(from, in);
+    EXPECT_TRUE(full.candidates.empty());
+    EXPECT_TRUE(full.capacity_exhausted) << full.reason;
+    in.drained = {"b"};
+    EXPECT_TRUE(place(from, in).candidates.empty());
+}
+
 TEST(Placement, MicrovmsGoWhereTheyStartFast) {
     PlacementInput in;
     in.nodes = {node("a", 10), node("b", 10), node("c", 10)};
