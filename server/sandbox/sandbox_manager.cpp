@@ -291,11 +291,13 @@ std::vector<std::string> SandboxManager::runtime_names() const {
 
 std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
                                                 const std::string& id) {
-    std::filesystem::path copy_dir;
-    if (request.is_object() && request.contains("snapshot") && request["snapshot"].is_string())
-        copy_dir = as_api_error(
-            [&] { return snapshots_->copy_dir(request["snapshot"].get<std::string>()); });
-    return create_sandbox(request, id, copy_dir);
+    if (request.is_object() && request.contains("snapshot") && request["snapshot"].is_string()) {
+        // Held until the sandbox stands on its own files: a delete meanwhile is 409.
+        auto use =
+            as_api_error([&] { return snapshots_->use(request["snapshot"].get<std::string>()); });
+        return create_sandbox(request, id, use.copy_dir());
+    }
+    return create_sandbox(request, id, {});
 }
 
 std::shared_ptr<Sandbox> SandboxManager::create_sandbox(const nlohmann::json& request,

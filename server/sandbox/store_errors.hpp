@@ -37,6 +37,8 @@ inline ApiError to_api_error(const snapshots::SnapshotError& e) {
             return ApiError(404, "not_found", e.what(), e.field());
         case Kind::exists:
             return ApiError(409, "snapshot_exists", e.what(), e.field());
+        case Kind::in_use:
+            return ApiError(409, "snapshot_in_use", e.what(), e.field());
         case Kind::no_space:
             return ApiError(507, "insufficient_storage", e.what(), e.field());
         case Kind::failed:

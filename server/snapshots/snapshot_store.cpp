@@ -201,8 +201,34 @@ fs::path SnapshotStore::copy_dir(const std::string& name) const {
     return dir_of(name) / kCopy;
 }
 
+SnapshotStore::Use::Use(SnapshotStore& store, std::string name, fs::path copy_dir)
+    : store_(&store), name_(std::move(name)), copy_dir_(std::move(copy_dir)) {}
+
+SnapshotStore::Use::Use(Use&& other) noexcept
+    : store_(other.store_), name_(std::move(other.name_)), copy_dir_(std::move(other.copy_dir_)) {
+    other.store_ = nullptr;
+}
+
+SnapshotStore::Use::~Use() {
+    if (!store_) return;
+    std::lock_guard lock(store_->users_mutex_);
+    if (--store_->users_[name_] <= 0) store_->users_.erase(name_);
+}
+
+SnapshotStore::Use SnapshotStore::use(const std::string& name) {
+    std::lock_guard lock(users_mutex_);
+    fs::path dir = copy_dir(name);  // under the lock: a remove cannot slip in between
+    ++users_[name];
+    return Use(*this, name, std::move(dir));
+}
+
 void SnapshotStore::remove(const std::string& name) {
+    std::lock_guard lock(users_mutex_);
     inspect(name);
+    if (users_.count(name))
+        throw SnapshotError(
+            SnapshotErrorKind::in_use, "snapshot",
+            "a sandbox is starting from snapshot " + name + "; delete it once the start is done");
     // Gone from the listing by one rename; sandboxes started from it hold their own links
     // and copies of its files.
     const fs::path doomed = options_.root / (".deleting-" + name + "-" + random::hex(4));

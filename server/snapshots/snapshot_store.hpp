@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,7 +19,7 @@
 namespace deskbox::snapshots {
 
 // What went wrong, for the front doors to map (HTTP status, JSON-RPC code) at the edge.
-enum class SnapshotErrorKind { invalid, not_found, exists, no_space, failed };
+enum class SnapshotErrorKind { invalid, not_found, exists, in_use, no_space, failed };
 
 class SnapshotError : public std::runtime_error {
   public:
@@ -85,13 +87,33 @@ class SnapshotStore {
     SnapshotInfo inspect(const std::string& name) const;  // not_found
     // The runtime's files of snapshot `name` (not_found).
     std::filesystem::path copy_dir(const std::string& name) const;
-    void remove(const std::string& name);  // not_found
+    // Snapshot `name` held for a start from it: until the Use goes, remove() refuses it
+    // (in_use) instead of pulling its files from under the start.
+    class Use {
+      public:
+        Use(Use&& other) noexcept;
+        Use& operator=(Use&&) = delete;
+        Use(const Use&) = delete;
+        ~Use();
+        const std::filesystem::path& copy_dir() const { return copy_dir_; }
+
+      private:
+        friend class SnapshotStore;
+        Use(SnapshotStore& store, std::string name, std::filesystem::path copy_dir);
+        SnapshotStore* store_;
+        std::string name_;
+        std::filesystem::path copy_dir_;
+    };
+    Use use(const std::string& name);      // not_found
+    void remove(const std::string& name);  // not_found, in_use
     // A copy that no one names (a fork's source): made and removed by its user.
     Pending begin_unnamed() const;
 
   private:
     std::filesystem::path dir_of(const std::string& name) const { return options_.root / name; }
     Options options_;
+    std::mutex users_mutex_;
+    std::map<std::string, int> users_;  // starts from each snapshot under way
 };
 
 }  // namespace deskbox::snapshots

@@ -203,6 +203,23 @@ TEST(SnapshotStoreTest, MadeByRenameListedAndRemoved) {
     EXPECT_TRUE(fs::is_empty(dir.path() / "snapshots")) << "nothing left behind";
 }
 
+TEST(SnapshotStoreTest, ASnapshotAStartHoldsIsNotDeletedFromUnderIt) {
+    TempDir dir("deskbox-snapshots");
+    SnapshotStore store({.root = dir.path() / "snapshots"});
+    store.begin("held", 0).commit(info_of("filesystem"));
+    {
+        auto first = store.use("held");
+        auto second = store.use("held");
+        EXPECT_EQ(first.copy_dir(), store.copy_dir("held"));
+        EXPECT_EQ(kind_of([&] { store.remove("held"); }), SnapshotErrorKind::in_use);
+        { auto moved = std::move(first); }
+        EXPECT_EQ(kind_of([&] { store.remove("held"); }), SnapshotErrorKind::in_use)
+            << "one start still holds it";
+    }
+    store.remove("held");
+    EXPECT_EQ(kind_of([&] { store.use("held"); }), SnapshotErrorKind::not_found);
+}
+
 TEST(SnapshotStoreTest, OfTwoMakersOfOneNameTheFirstWinsAndTheOtherLeavesNothing) {
     TempDir dir("deskbox-snapshots");
     SnapshotStore store({.root = dir.path() / "snapshots"});
