@@ -43,6 +43,23 @@ RequestReader tool_arguments(const json& arguments) {
     return RequestReader(arguments);
 }
 
+json tool_arguments_object(const json& arguments) {
+    if (!arguments.is_object()) throw RpcFailure{kInvalidParams, "arguments must be an object"};
+    return arguments;
+}
+
+std::optional<std::string> take_sandbox_id(json& arguments) {
+    auto it = arguments.find("sandbox_id");
+    if (it == arguments.end() || it->is_null()) {
+        if (it != arguments.end()) arguments.erase(it);
+        return std::nullopt;
+    }
+    if (!it->is_string()) throw bad_request("sandbox_id", "expected a string");
+    std::string id = *it;
+    arguments.erase(it);
+    return id;
+}
+
 std::string string_argument(const json& arguments, const char* name, bool required) {
     auto it = arguments.find(name);
     if (it == arguments.end() || it->is_null()) {

@@ -2,6 +2,7 @@
 // codes, content items, tool errors, and checks of a tool's arguments.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,10 @@ nlohmann::json rpc_error(const nlohmann::json& id, int code, const std::string& 
 // types, ranges and unknown-field rule, 400 bad_request naming the field. Not an object:
 // RpcFailure kInvalidParams.
 RequestReader tool_arguments(const nlohmann::json& arguments);
+// The arguments as an object (invalid params when they are not one), and their "sandbox_id"
+// taken out of them: what is left reads as the REST body does, with the REST body's parser.
+nlohmann::json tool_arguments_object(const nlohmann::json& arguments);
+std::optional<std::string> take_sandbox_id(nlohmann::json& arguments);
 inline constexpr std::size_t kAnySize = static_cast<std::size_t>(-1);  // the body limit holds
 
 std::string string_argument(const nlohmann::json& arguments, const char* name,

@@ -210,15 +210,11 @@ json snapshot_sandbox(ToolContext& context, const json& arguments) {
     // A snapshot outlives the sandbox and starts others: the API key's to make.
     if (!context.session.access.full)
         throw ApiError(403, "forbidden", "a sandbox token cannot save snapshots (use the API key)");
-    RequestReader reader = tool_arguments(arguments);
-    const auto sandbox_id = reader.string("sandbox_id");
-    // The manager reads the rest as POST /v1/sandboxes/{id}/snapshots does.
-    for (const char* name : {"name", "metadata"}) reader.raw(name);
-    reader.finish();
+    json body = tool_arguments_object(arguments);
+    const auto sandbox_id = take_sandbox_id(body);
+    const auto request = parse_snapshot_request(body);  // as POST .../snapshots reads it
     const std::string id = context.target_id(sandbox_id.value_or(""))->id();
-    json body = arguments;
-    body.erase("sandbox_id");
-    json saved = context.manager.snapshot_sandbox(id, body).to_json();
+    json saved = context.manager.snapshot_sandbox(id, request).to_json();
     return {{"content", json::array({text_content("saved sandbox " + id + " as snapshot " +
                                                   saved.value("name", "") + " (" +
                                                   saved.value("kind", "") + ")")})},
@@ -230,23 +226,15 @@ json fork_sandbox(ToolContext& context, const json& arguments) {
     if (!context.session.access.full)
         throw ApiError(403, "forbidden",
                        "a sandbox token cannot create sandboxes (use the API key)");
-    RequestReader reader = tool_arguments(arguments);
-    const auto sandbox_id = reader.string("sandbox_id");
-    for (const char* name : {"count", "metadata", "timeout_s"}) reader.raw(name);
-    reader.finish();
+    json body = tool_arguments_object(arguments);
+    const auto sandbox_id = take_sandbox_id(body);
+    const auto request = parse_fork_request(body, context.manager.options().max_timeout);
     const std::string id = context.target_id(sandbox_id.value_or(""))->id();
-    json body = arguments;
-    body.erase("sandbox_id");
-    json answer = context.manager.fork(id, body);
     // As create_sandbox: the copies without their tokens.
+    const auto forked = context.manager.fork(id, request);
+    json answer = forked.to_json(/*with_tokens=*/false);
     std::string ids;
-    json copies = json::array();
-    for (const auto& copy : answer["sandboxes"]) {
-        const std::string copy_id = copy.value("id", "");
-        ids += (ids.empty() ? "" : ", ") + copy_id;
-        copies.push_back(context.manager.find(copy_id)->describe(false));
-    }
-    answer["sandboxes"] = copies;
+    for (const auto& copy : forked.sandboxes) ids += (ids.empty() ? "" : ", ") + copy->id();
     return {{"content", json::array({text_content("forked sandbox " + id + " into " + ids)})},
             {"structuredContent", answer},
             {"isError", false}};

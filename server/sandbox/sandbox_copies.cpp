@@ -18,7 +18,6 @@ using SteadyClock = std::chrono::steady_clock;
 namespace {
 
 // At most this many copies in one fork, and this many started at once.
-constexpr long long kMaxForkCount = 16;
 constexpr std::ptrdiff_t kParallelStarts = 4;
 
 long long ms_since(SteadyClock::time_point start) {
@@ -84,14 +83,10 @@ void SandboxManager::boot_from_copy(Sandbox& sandbox, runtime::Runtime& runtime,
     sandbox.boot([&] { return copies->start_from_copy(spec, dir); }, timeout, memory);
 }
 
-snapshots::SnapshotInfo SandboxManager::snapshot_sandbox(const std::string& id, const json& body) {
+snapshots::SnapshotInfo SandboxManager::snapshot_sandbox(const std::string& id,
+                                                         const SnapshotRequest& request) {
     auto sandbox = find(id);
-    RequestReader reader(body);
-    const std::string name = reader.required_string("name", 63);
-    json metadata = json::object();
-    if (auto map = reader.string_map("metadata", 64))
-        for (const auto& [key, value] : *map) metadata[key] = value;
-    reader.finish();
+    const std::string& name = request.name;
     sandbox->wake();
     auto* saving = runtime_for(sandbox->config().runtime_name).copy_starts();
     if (!saving)
@@ -107,7 +102,7 @@ snapshots::SnapshotInfo SandboxManager::snapshot_sandbox(const std::string& id, 
     info.template_name = sandbox->config().template_name;
     info.source_sandbox = sandbox->id();
     info.created_at = std::chrono::system_clock::now();
-    info.metadata = metadata;
+    info.metadata = request.metadata;
     info.settings = sandbox->create_settings();
     auto kept = as_api_error([&] { return pending.commit(info); });
     sandbox->audit("snapshot_saved",
@@ -115,15 +110,19 @@ snapshots::SnapshotInfo SandboxManager::snapshot_sandbox(const std::string& id, 
     return kept;
 }
 
-json SandboxManager::fork(const std::string& id, const json& body) {
+json ForkResult::to_json(bool with_tokens) const {
+    json copies = json::array();
+    for (const auto& copy : sandboxes) copies.push_back(copy->describe(with_tokens));
+    return {{"sandboxes", copies},
+            {"kind", runtime::to_string(kind)},
+            {"save_ms", save_ms},
+            {"total_ms", total_ms}};
+}
+
+ForkResult SandboxManager::fork(const std::string& id, const ForkRequest& fork_request) {
     const auto started = SteadyClock::now();
     auto source = find(id);
-    RequestReader reader(body);
-    const auto count = reader.integer("count", 1, kMaxForkCount).value_or(1);
-    const json* metadata = reader.raw("metadata");
-    if (metadata && !metadata->is_object()) throw bad_request("metadata", "expected an object");
-    const auto timeout_s = reader.integer("timeout_s", 1, options_.max_timeout.count());
-    reader.finish();
+    const int count = fork_request.count;
     {
         std::lock_guard lock(mutex_);
         const std::size_t used = sandboxes_.size() + starting_ + pooled_count_locked();
@@ -143,13 +142,13 @@ json SandboxManager::fork(const std::string& id, const json& body) {
 
     const SandboxConfig& from = source->config();
     json request = source->create_settings();
-    request["metadata"] = metadata ? *metadata : from.metadata;
-    request["timeout_s"] = timeout_s ? *timeout_s : from.timeout.count();
+    request["metadata"] = fork_request.metadata ? json(*fork_request.metadata) : from.metadata;
+    request["timeout_s"] = fork_request.timeout.value_or(from.timeout).count();
     request["on_timeout"] = from.pause_on_timeout ? "pause" : "kill";
     request["auto_resume"] = from.auto_resume;
     std::counting_semaphore<kParallelStarts> slots(kParallelStarts);
     std::vector<std::future<std::shared_ptr<Sandbox>>> starts;
-    for (long long i = 0; i < count; ++i)
+    for (int i = 0; i < count; ++i)
         starts.push_back(std::async(std::launch::async, [&] {
             slots.acquire();
             struct Release {
@@ -176,16 +175,9 @@ json SandboxManager::fork(const std::string& id, const json& body) {
         }
         std::rethrow_exception(failure);
     }
-    json sandboxes = json::array();
-    for (const auto& copy : made) {
-        copy->audit("forked", {{"from", source->id()}});
-        sandboxes.push_back(copy->describe(/*with_tokens=*/true));
-    }
+    for (const auto& copy : made) copy->audit("forked", {{"from", source->id()}});
     source->audit("fork", {{"count", count}, {"kind", runtime::to_string(saved.kind)}});
-    return {{"sandboxes", sandboxes},
-            {"kind", runtime::to_string(saved.kind)},
-            {"save_ms", save_ms},
-            {"total_ms", ms_since(started)}};
+    return {std::move(made), saved.kind, save_ms, ms_since(started)};
 }
 
 }  // namespace deskbox::server

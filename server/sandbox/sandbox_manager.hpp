@@ -22,6 +22,7 @@
 #include "server/network/sandbox_network.hpp"
 #include "server/runtime/runtime.hpp"
 #include "server/runtime/runtime_registry.hpp"
+#include "server/sandbox/copy_requests.hpp"
 #include "server/sandbox/create_request.hpp"
 #include "server/sandbox/sandbox.hpp"
 #include "server/snapshots/snapshot_store.hpp"
@@ -64,6 +65,15 @@ struct ManagerOptions {
     // Registries a Dockerfile's FROM or an import by reference may pull from
     // (--template-registry; none by default), the pull's timeout and size limit.
     templates::RegistryOptions template_registries;
+};
+
+// What a fork made: the copies (started), the kind of save they came from, and its cost.
+struct ForkResult {
+    std::vector<std::shared_ptr<Sandbox>> sandboxes;
+    runtime::CopyKind kind = runtime::CopyKind::filesystem;
+    long long save_ms = 0, total_ms = 0;
+    // POST /v1/sandboxes/{id}/fork's answer; each copy described with or without its tokens.
+    nlohmann::json to_json(bool with_tokens) const;
 };
 
 class SandboxManager {
@@ -131,14 +141,12 @@ class SandboxManager {
     volumes::VolumeStore& volumes() { return *volumes_; }
     // Named snapshots (server/snapshots/): saved copies of sandboxes that outlive them.
     snapshots::SnapshotStore& snapshots() { return *snapshots_; }
-    // Saves sandbox `id` as a named snapshot; `body` as POST /v1/sandboxes/{id}/snapshots
-    // takes it ({"name", "metadata"}). Throws ApiError (400, 404, 409 snapshot_exists, 507).
-    snapshots::SnapshotInfo snapshot_sandbox(const std::string& id, const nlohmann::json& body);
-    // `count` copies of running sandbox `id` from one save ({"count", "metadata",
-    // "timeout_s"}); the source runs on. All or none: one that fails takes the others with
-    // it. Returns POST /v1/sandboxes/{id}/fork's answer. Throws ApiError (409
-    // too_many_sandboxes when the server has fewer free places than `count`).
-    nlohmann::json fork(const std::string& id, const nlohmann::json& body);
+    // Saves sandbox `id` as a named snapshot. Throws ApiError (404, 409 snapshot_exists, 507).
+    snapshots::SnapshotInfo snapshot_sandbox(const std::string& id, const SnapshotRequest& request);
+    // Starts `request.count` copies of sandbox `id` from one save of it; the source runs on.
+    // All or none: one that fails takes the others with it. Throws ApiError (409
+    // too_many_sandboxes when the server has fewer free places than the count).
+    ForkResult fork(const std::string& id, const ForkRequest& request);
     // Whether a sandbox was created from `ref` ("name:tag"; "name" means name:latest).
     bool template_in_use(const templates::TemplateRef& ref) const;
 

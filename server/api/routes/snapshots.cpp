@@ -21,8 +21,8 @@ void refuse_in_cluster(RouteContext& context, const char* what) {
 
 HttpResponse create_snapshot(RouteContext& context) {
     allow_only(context.query, {});
-    const json body = parse_body(context.request());
-    auto info = context.api.manager.snapshot_sandbox(context.sandbox->id(), body);
+    const auto request = parse_snapshot_request(parse_body(context.request()));
+    auto info = context.api.manager.snapshot_sandbox(context.sandbox->id(), request);
     return json_response(201, info.to_json());
 }
 
@@ -52,8 +52,11 @@ HttpResponse delete_snapshot(RouteContext& context) {
 HttpResponse fork_sandbox(RouteContext& context) {
     allow_only(context.query, {});
     refuse_in_cluster(context, "fork");
-    const json body = parse_body(context.request(), true);
-    return json_response(201, context.api.manager.fork(context.sandbox->id(), body));
+    const auto request = parse_fork_request(parse_body(context.request(), true),
+                                            context.api.manager.options().max_timeout);
+    return json_response(
+        201,
+        context.api.manager.fork(context.sandbox->id(), request).to_json(/*with_tokens=*/true));
 }
 
 }  // namespace deskbox::server::routes
