@@ -169,5 +169,19 @@ inline std::string run(Server& s, const std::string& id, const std::string& cmd)
     return a.js().value("stdout", "");
 }
 
+// Durability cycles: writes cycle `n`'s two files in the sandbox's home (one fsync'd, one left
+// in the page cache) and answers the checksums of every such file so far, which a pause, a
+// save or a wake must bring back unchanged (compare with cycle_sums()).
+inline std::string cycle_sums(Server& s, const std::string& id) {
+    return run(s, id, "cd /home/user && sha256sum synced* cached*");
+}
+inline std::string write_cycle_files(Server& s, const std::string& id, int n) {
+    const std::string i = std::to_string(n);
+    run(s, id,
+        "head -c 50000 /dev/urandom > /home/user/synced" + i + " && sync /home/user/synced" + i +
+            " && head -c 50000 /dev/urandom > /home/user/cached" + i);
+    return cycle_sums(s, id);
+}
+
 }  // namespace test
 }  // namespace deskbox

@@ -322,16 +322,12 @@ TEST(MicrovmApi, RepeatedSavesAndTimeoutWakesLoseNothing) {
     long last = 0;
     std::string sums;
     for (int cycle = 0; cycle < 20; ++cycle) {
-        const std::string n = std::to_string(cycle);
-        run(s, id,
-            "head -c 50000 /dev/urandom > /home/user/synced" + n + " && sync /home/user/synced" +
-                n + " && head -c 50000 /dev/urandom > /home/user/cached" + n);
-        sums = run(s, id, "cd /home/user && sha256sum synced* cached*");
+        sums = write_cycle_files(s, id, cycle);
         auto paused = s.post(base + "/pause", {{"snapshot", true}});
         ASSERT_EQ(paused.status, 200u) << cycle << paused.body << s.log();
         auto resumed = s.post(base + "/resume", json::object());
         ASSERT_EQ(resumed.status, 200u) << cycle << resumed.body << s.log();
-        EXPECT_EQ(run(s, id, "cd /home/user && sha256sum synced* cached*"), sums) << cycle;
+        EXPECT_EQ(cycle_sums(s, id), sums) << cycle;
         const long now = counter(s, id);
         EXPECT_GE(now, last) << "the counter went back at cycle " << cycle;
         last = now;
@@ -350,7 +346,7 @@ TEST(MicrovmApi, RepeatedSavesAndTimeoutWakesLoseNothing) {
             << "a microVM's timeout saves it to disk: " << described.dump();
         EXPECT_EQ(described["paused_reason"], "timeout");
         EXPECT_TRUE(no_qemu_for(id));
-        EXPECT_EQ(run(s, id, "cd /home/user && sha256sum synced* cached*"), sums) << wake;
+        EXPECT_EQ(cycle_sums(s, id), sums) << wake;
         const long now = counter(s, id);
         EXPECT_GE(now, last) << wake;
         last = now;

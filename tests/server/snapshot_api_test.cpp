@@ -260,15 +260,10 @@ TEST(Snapshots, RepeatedPausesAndWakesLoseNothing) {
     std::string sums;
     long last = 0;
     for (int cycle = 0; cycle < 20; ++cycle) {
-        // One file fsync'd, one left in the page cache, each cycle.
-        const std::string n = std::to_string(cycle);
-        run(s, id,
-            "head -c 50000 /dev/urandom > /home/user/synced" + n + " && sync /home/user/synced" +
-                n + " && head -c 50000 /dev/urandom > /home/user/cached" + n);
-        sums = run(s, id, "cd /home/user && sha256sum synced* cached*");
+        sums = write_cycle_files(s, id, cycle);
         ASSERT_EQ(s.post(base + "/pause", json::object()).status, 200u) << cycle;
         ASSERT_EQ(s.post(base + "/resume", json::object()).status, 200u) << cycle << s.log();
-        EXPECT_EQ(run(s, id, "cd /home/user && sha256sum synced* cached*"), sums) << cycle;
+        EXPECT_EQ(cycle_sums(s, id), sums) << cycle;
         const long now = count();
         EXPECT_GE(now, last) << "the counter went back at cycle " << cycle;
         last = now;
