@@ -125,8 +125,7 @@ ForkResult SandboxManager::fork(const std::string& id, const ForkRequest& fork_r
     const int count = fork_request.count;
     {
         std::lock_guard lock(mutex_);
-        const std::size_t used = sandboxes_.size() + starting_ + pooled_count_locked();
-        const std::size_t free = used < options_.max_sandboxes ? options_.max_sandboxes - used : 0;
+        const std::size_t free = free_places_locked();
         if (static_cast<std::size_t>(count) > free)
             throw ApiError(409, "too_many_sandboxes",
                            "a fork of " + std::to_string(count) + " needs " +

@@ -206,6 +206,8 @@ class SandboxManager {
     // For a microVM template snapshot: a network that reaches nothing, made on first use.
     runtime::NetworkAttachment throwaway_attachment();
     std::size_t pooled_count_locked() const;
+    // Places a new sandbox of its own (not a pooled one claimed) can still take.
+    std::size_t free_places_locked() const;
     // The mounts of config.volumes for sandbox `id` (ApiError naming volumes[i]: 404 unknown,
     // 409 a second writer, 400 a runtime that cannot mount them).
     std::vector<volumes::VolumeLease> acquire_volumes(const SandboxConfig& config,

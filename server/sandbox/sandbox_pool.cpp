@@ -13,6 +13,11 @@ std::size_t SandboxManager::pooled_count_locked() const {
     return n;
 }
 
+std::size_t SandboxManager::free_places_locked() const {
+    const std::size_t used = sandboxes_.size() + starting_ + pooled_count_locked();
+    return used < options_.max_sandboxes ? options_.max_sandboxes - used : 0;
+}
+
 std::shared_ptr<Sandbox> SandboxManager::take_pooled(const nlohmann::json& request,
                                                      const SandboxConfig& config) {
     // Pooled sandboxes run the template's defaults; these fields change nothing inside.
@@ -49,8 +54,7 @@ void SandboxManager::pool_loop() {
     while (!stopping_) {
         std::string wanted;
         for (const auto& [name, size] : options_.microvm_pool)
-            if (pool_[{pool_runtime_, name}].size() < size &&
-                sandboxes_.size() + starting_ + pooled_count_locked() < options_.max_sandboxes) {
+            if (pool_[{pool_runtime_, name}].size() < size && free_places_locked() > 0) {
                 wanted = name;
                 break;
             }
