@@ -12,8 +12,22 @@
 
 #include "common/child_process.hpp"
 #include "common/temp_dir.hpp"
+#include "common/unique_fd.hpp"
 
 namespace deskbox::test {
+
+// A loopback TCP port below the kernel's ephemeral range, free when taken and kept from other
+// test processes (an abstract unix socket's name) while this object lives, so a server started
+// later can bind it.
+class ReservedPort {
+  public:
+    static ReservedPort take();
+    int port() const { return port_; }
+
+  private:
+    int port_ = 0;
+    UniqueFd claim_;
+};
 
 class EtcdCluster {
   public:
@@ -40,7 +54,7 @@ class EtcdCluster {
   private:
     struct Member {
         std::string name;
-        int client_port = 0, peer_port = 0;
+        ReservedPort client_port, peer_port;
         std::filesystem::path data_dir, log_file;
         ChildProcess process;
         bool running = false;
