@@ -78,6 +78,11 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --template-pull-timeout-s N  how long one pull may take (default 600)
   --template-pull-max-mb N  the largest image a pull fetches, its layers compressed as the
                           registry's manifest declares them (default 8192)
+  --template-pull-keep-h N  how long a pulled image no template stands on is kept as a cache
+                          (default 24; 0: removed once unused)
+  --template-disk-gb N    the build engine's own disk: every build's layers, cache and pulled
+                          bases, so no build fills the host's (default: half the state
+                          folder's filesystem, at most 32; a larger N grows it at start)
   --cluster etcd=URL,...  join a cluster coordinated by etcd (docs/CLUSTER.md); then also:
   --node-name N           this node's name (default: the host name)
   --advertise URL         where the other nodes reach this API (default: http://LISTEN)
@@ -339,6 +344,10 @@ bool apply_templates(ServerConfig& c, const Option& o) {
         registries.pull_timeout = std::chrono::seconds(o.number(10, 86400));
     } else if (o.is("template-pull-max-mb")) {
         registries.max_pull_bytes = static_cast<std::uint64_t>(o.number(1, 1 << 24)) << 20;
+    } else if (o.is("template-pull-keep-h")) {
+        registries.keep_unused = std::chrono::hours(o.number(0, 24 * 365));
+    } else if (o.is("template-disk-gb")) {
+        c.manager.template_engine_disk_mb = static_cast<std::uint64_t>(o.number(2, 1 << 16)) << 10;
     } else {
         return false;
     }

@@ -65,6 +65,9 @@ struct ManagerOptions {
     // Registries a Dockerfile's FROM or an import by reference may pull from
     // (--template-registry; none by default), the pull's timeout and size limit.
     templates::RegistryOptions template_registries;
+    // The build engine's disk in MiB (--template-disk-gb); 0: half the state folder's
+    // filesystem, at most 32 GiB.
+    std::uint64_t template_engine_disk_mb = 0;
 };
 
 // What a fork made: the copies (started), the kind of save they came from, and its cost.

@@ -27,6 +27,7 @@ void SandboxManager::start_template_service() {
     }
     o.max_upload_bytes = options_.max_template_upload_bytes;
     o.registries = options_.template_registries;
+    o.engine_disk_mb = options_.template_engine_disk_mb;
     templates::TemplateService::Hooks hooks;
     hooks.is_shipped = [this](const std::string& name) {
         const auto names = shipped_template_names();

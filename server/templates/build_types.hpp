@@ -24,6 +24,9 @@ struct BuildLimits {
     std::uint64_t memory_mb = 4096;  // each RUN step's container
     double cpus = 0;                 // 0: no CPU quota
     std::uint64_t pids = 4096;
+    // What one build may add to the engine's disk (its layers, its cache, what it pulls); 0:
+    // whatever the disk has free (the disk itself is capped: --template-disk-gb).
+    std::uint64_t disk_mb = 0;
 };
 
 struct BuildRequest {

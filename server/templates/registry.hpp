@@ -47,6 +47,8 @@ struct RegistryOptions {
     std::vector<std::string> insecure;
     std::chrono::seconds pull_timeout{600};
     std::uint64_t max_pull_bytes = 8ull << 30;  // the layers' declared size, compressed
+    // How long a pulled image no template stands on stays as a cache (--template-pull-keep-h).
+    std::chrono::hours keep_unused{24};
 };
 
 bool registry_allowed(const RegistryOptions& options, const std::string& registry);

@@ -3,9 +3,11 @@
 // (registry.hpp, pull_network_policy), after the manifest says its digest and size. A digest
 // already in the storage is not fetched again, so bases are reused across builds.
 #include <algorithm>
+#include <set>
 
 #include "common/atomic_file.hpp"
 #include "common/utf8.hpp"
+#include "server/templates/pulled_images.hpp"
 #include "server/templates/template_jobs.hpp"
 
 namespace deskbox::templates {
@@ -23,6 +25,18 @@ BuildFailure pull_failure(const std::string& message) {
     return BuildFailure{"pull_failed", message, 0, "", std::nullopt, ""};
 }
 
+// Whether skopeo's error says the registry did not answer (down, unreachable, overloaded), as
+// against an answer that refuses (unknown tag, denied): only the first may fall back to a copy
+// pulled before. The tool's text is the only signal it gives.
+bool says_unreachable(const std::string& error) {
+    for (const char* sign :
+         {"connection refused", "no route to host", "network is unreachable", "i/o timeout",
+          "no such host", "connection reset", "TLS handshake timeout", "server misbehaving",
+          "context deadline exceeded", "unexpected HTTP status: 5", "EOF"})
+        if (error.find(sign) != std::string::npos) return true;
+    return false;
+}
+
 }  // namespace
 
 std::string TemplateService::resolve_digest(Job& j, const ImageReference& image) {
@@ -31,6 +45,8 @@ std::string TemplateService::resolve_digest(Job& j, const ImageReference& image)
         std::min<std::chrono::seconds>(options_.registries.pull_timeout, std::chrono::seconds(120));
     auto fetch = [&](const std::string& name) {
         auto r = run_process(engine_tool_spawn(skopeo_inspect_args(name, insecure), &j), timeout);
+        j.registry_unreachable =
+            r.status.exit_code != 0 && (r.timed_out || says_unreachable(r.err));
         if (r.status.exit_code != 0)
             throw StepFailed(pull_failure(
                 "cannot read " + name + " from registry " + image.registry + ": " +
@@ -69,7 +85,20 @@ std::string TemplateService::resolve_digest(Job& j, const ImageReference& image)
     return digest;
 }
 
+bool TemplateService::image_here(Job& j, const std::string& image) {
+    return run_process(engine_spawn({"inspect", "--type", "image", image}, &j),
+                       std::chrono::seconds(30))
+               .status.exit_code == 0;
+}
+
 std::string TemplateService::pull_image(Job& j, const ImageReference& image) {
+    if (!image.digest.empty() && image_here(j, image.pinned(image.digest))) {
+        const std::string pinned = image.pinned(image.digest);
+        log_line(j, "deskbox: " + pinned +
+                        " is already here (pulled before; the registry is "
+                        "not asked)");
+        return use_pulled(j, image, pinned);
+    }
     log_line(j, "deskbox: pulling " + image.str() + " (registry " + image.registry + ")");
     // Its own network: the registry as the policy says, never the host or a private address
     // it was not named by (a redirect cannot lead there).
@@ -96,11 +125,22 @@ std::string TemplateService::pull_image(Job& j, const ImageReference& image) {
     } catch (const std::exception& e) {
         throw StepFailed(pull_failure("cannot pull " + image.str() + ": " + e.what()));
     }
-    const std::string digest = resolve_digest(j, image);
+    std::string digest;
+    try {
+        digest = resolve_digest(j, image);
+    } catch (const StepFailed&) {
+        std::optional<std::string> cached;
+        if (j.registry_unreachable) {
+            std::lock_guard lock(pulls_mutex_);
+            cached = PulledImages(engine_disk_ / "pulls.json").pinned_for(image.str());
+        }
+        if (!cached || !image_here(j, *cached)) throw;
+        log_line(j, "deskbox: registry " + image.registry + " cannot be reached; using " + *cached +
+                        ", pulled at " + image.str() + " before");
+        return use_pulled(j, image, *cached);
+    }
     const std::string pinned = image.pinned(digest);
-    auto here = run_process(engine_spawn({"inspect", "--type", "image", pinned}, &j),
-                            std::chrono::seconds(30));
-    if (here.status.exit_code == 0) {
+    if (image_here(j, pinned)) {
         log_line(j, "deskbox: " + pinned + " is already here (pulled before)");
     } else {
         std::vector<std::string> args = {"pull", "--policy", "always", "--retry", "1"};
@@ -128,6 +168,11 @@ std::string TemplateService::pull_image(Job& j, const ImageReference& image) {
                                           " from registry " + image.registry +
                                           " (the log says why)"));
     }
+    return use_pulled(j, image, pinned);
+}
+
+std::string TemplateService::use_pulled(Job& j, const ImageReference& image,
+                                        const std::string& pinned) {
     // Named as the Dockerfile writes it, so FROM finds it with --pull=never.
     if (image.digest.empty()) engine_output(j, {"tag", pinned, image.str()});
     if (std::find(j.pulled.begin(), j.pulled.end(), pinned) == j.pulled.end())
@@ -135,7 +180,38 @@ std::string TemplateService::pull_image(Job& j, const ImageReference& image) {
     if (auto base = parse_image_reference(j.base, nullptr);
         j.base_digest.empty() && base && base->str() == image.str())
         j.base_digest = pinned;
+    std::lock_guard lock(pulls_mutex_);
+    PulledImages(engine_disk_ / "pulls.json")
+        .used(image.digest.empty() ? image.str() : "", pinned, std::chrono::system_clock::now());
     return pinned;
+}
+
+void TemplateService::collect_pulls() {
+    if (!engine_ns_ || !engine_disk_mounted()) return;
+    std::set<std::string> keep;
+    for (const auto& stored : store_.list())
+        keep.insert(stored.pulled.begin(), stored.pulled.end());
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& [id, job] : jobs_)
+            if (!job->info.finished()) keep.insert(job->pulled.begin(), job->pulled.end());
+    }
+    std::vector<std::string> unused;
+    {
+        std::lock_guard lock(pulls_mutex_);
+        unused = PulledImages(engine_disk_ / "pulls.json")
+                     .take_unused(
+                         keep, std::chrono::system_clock::now() - options_.registries.keep_unused);
+    }
+    for (const auto& pinned : unused) {
+        // By id, so every name the image has (the pinned one, the tag) goes with it.
+        auto id = run_process(
+            engine_spawn({"inspect", "--type", "image", "--format", "{{.FromImageID}}", pinned}),
+            std::chrono::seconds(30));
+        std::string image_id = id.out.substr(0, id.out.find('\n'));
+        if (id.status.exit_code == 0 && !image_id.empty())
+            run_process(engine_spawn({"rmi", "--force", image_id}), std::chrono::seconds(60));
+    }
 }
 
 void TemplateService::import_reference(Job& j) {

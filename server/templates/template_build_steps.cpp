@@ -157,6 +157,14 @@ TemplateService::StepResult TemplateService::run_engine(Job& j, std::vector<std:
             return result;
         }
         if (eof) break;
+        try {
+            check_disk_limit(j);
+        } catch (const StepFailed&) {
+            child.signal(SIGKILL);
+            child.terminate(std::chrono::milliseconds(500));
+            kill_build_processes(j);
+            throw;
+        }
     }
     result.status = *child.wait();
     return result;
@@ -207,6 +215,8 @@ void TemplateService::run(Job& j) {
     BuildState state = BuildState::succeeded;
     try {
         ensure_engine();
+        mount_engine_disk();
+        j.disk_used_at_start = engine_disk_used();
         // The engine and every RUN step's processes run in it (rootless runc leaves them there).
         j.cgroup_procs = limit_build_cgroup(j);
         if (j.request.kind == BuildKind::dockerfile)
@@ -235,6 +245,7 @@ void TemplateService::run(Job& j) {
     j.network.reset();
     j.netns = {};
     finish(j, state, std::move(failure));
+    collect_pulls();
 }
 
 void TemplateService::ensure_shipped_base(Job& j, const std::string& name) {
@@ -305,6 +316,7 @@ void TemplateService::build_dockerfile(Job& j) {
             "the build ran past its timeout of " + std::to_string(j.request.timeout.count()) + " s",
             0, "", std::nullopt, ""});
     if (result.status.exit_code != 0) {
+        check_disk_limit(j);  // what it wrote in its last moments
         BuildFailure f{"step_failed", "", 0, "", std::nullopt, ""};
         {
             std::lock_guard lock(mutex_);
@@ -323,6 +335,13 @@ void TemplateService::build_dockerfile(Job& j) {
                         ? "step " + std::to_string(f.step) + " (" + f.instruction + ") failed" +
                               (f.exit_code ? " with exit code " + std::to_string(*f.exit_code) : "")
                         : "the build failed before its first step";
+        if (auto full = engine_disk_full(j)) {
+            full->step = f.step;
+            full->instruction = f.instruction;
+            full->exit_code = f.exit_code;
+            full->message = f.message + ": " + full->message;
+            throw StepFailed(*full);
+        }
         throw StepFailed(f);
     }
     j.network.reset();

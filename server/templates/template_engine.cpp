@@ -11,6 +11,7 @@
 #include "common/atomic_file.hpp"
 #include "server/runtime/container/cgroups.hpp"
 #include "server/runtime/container/mounts.hpp"
+#include "server/runtime/runtime_util.hpp"
 #include "server/templates/template_jobs.hpp"
 
 namespace deskbox::templates {
@@ -39,6 +40,17 @@ fs::path mount_point_of(const fs::path& path) {
     return best;
 }
 
+// An unmounted ext4 image made larger (the file, then the filesystem to fill it).
+void grow_ext4_image(const fs::path& image, std::uint64_t size_mb) {
+    fs::resize_file(image, size_mb << 20);
+    const auto checked =
+        run_process({"e2fsck", "-f", "-p", image.string()}, std::chrono::minutes(10));
+    if (checked.status.exit_code > 1)  // 1: errors corrected
+        throw std::runtime_error("e2fsck " + image.string() + ": " + checked.err);
+    runtime::check_tool(run_process({"resize2fs", image.string()}, std::chrono::minutes(10)),
+                        "resize2fs " + image.string());
+}
+
 std::string read_text(const fs::path& file) {
     std::ifstream in(file, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -51,25 +63,16 @@ void TemplateService::start_engine() {
         run_process({"buildah", "--version"}, std::chrono::seconds(10)).status.exit_code == 0;
     const std::uint32_t base = options_.engine_host_base;
     if (!engine_available_ || base == 0) return;
-    const fs::path record = options_.dir / "engine" / "ids";
-    const std::string ids = engine_ids_record(base);
-    const bool same_ids = read_text(record) == ids;
-    std::error_code ec;
-    if (!same_ids) {
-        // Written with other ids, or by a deskboxd that ran buildah as host root: the engine
-        // could not read it as it is now. The store's rootfses do not depend on it.
-        fs::remove(record, ec);
-        unmount_below(engine_.root);
-        fs::remove_all(engine_.root, ec);
-        fs::remove_all(engine_.home, ec);
-    }
-    for (const auto& dir :
-         {engine_.root, engine_.tmp, engine_.home, engine_.runroot, engine_.runc_root}) {
+    for (const auto& dir : {engine_.home, engine_.runroot, engine_.runc_root}) {
         fs::create_directories(dir);
         if (::chown(dir.c_str(), base, base) != 0)
             throw std::runtime_error("cannot give " + dir.string() + " to the engine's root");
     }
-    if (!same_ids) atomic_file::write(record, ids);
+    // The disk is made by the first build; one made before (or left mounted by a deskboxd that
+    // was killed) holds the cache and the images built here, and serves at once.
+    std::error_code ec;
+    if (fs::exists(engine_disk_image(), ec) || !runtime::mounts_under(engine_disk_).empty())
+        mount_engine_disk();
     try {
         engine_ns_ = runtime::PinnedUserNamespace::create(base);
         engine_.enter = engine_ns_->enter_command();
@@ -78,6 +81,112 @@ void TemplateService::start_engine() {
             std::string("cannot make the build engine's user namespace: ") + e.what();
         options_.engine_host_base = 0;
     }
+}
+
+fs::path TemplateService::engine_disk_image() const {
+    return options_.dir / "engine" / "disk.ext4";
+}
+
+std::uint64_t TemplateService::engine_disk_mb() const {
+    if (options_.engine_disk_mb) return options_.engine_disk_mb;
+    const auto usage = runtime::disk_usage(options_.dir);
+    const std::uint64_t half = usage ? (usage->size_bytes / 2) >> 20 : 0;
+    return std::clamp<std::uint64_t>(half, 1024, std::uint64_t{32} << 10);
+}
+
+void TemplateService::mount_engine_disk() {
+    std::lock_guard lock(engine_mutex_);
+    if (engine_disk_mounted_) return;
+    const fs::path image = engine_disk_image();
+    const std::uint32_t base = options_.engine_host_base;
+    std::error_code ec;
+    fs::create_directories(engine_disk_);
+    if (runtime::mounts_under(engine_disk_).empty()) {
+        const std::uint64_t size_mb = engine_disk_mb();
+        if (!fs::exists(image, ec)) {
+            // Storage of the layout before the disk (on the host's filesystem) is only a cache.
+            unmount_below(options_.dir / "engine" / "storage");
+            fs::remove_all(options_.dir / "engine" / "storage", ec);
+            fs::remove_all(options_.dir / "engine" / "tmp", ec);
+            runtime::Ext4ImageOptions o;
+            o.journal = true;  // the cache of every build: worth keeping whole across a crash
+            runtime::make_ext4_image(image, size_mb, o);
+        } else if (fs::file_size(image, ec) < (size_mb << 20)) {
+            grow_ext4_image(image, size_mb);
+        }
+        runtime::mount_ext4_image(image, engine_disk_);
+        // The engine's mount namespace is a copy of the host's when it was made: a new one
+        // sees the disk (nothing of the engine runs before the first build mounts it).
+        if (engine_ns_) {
+            engine_ns_ = runtime::PinnedUserNamespace::create(base);
+            engine_.enter = engine_ns_->enter_command();
+        }
+    }
+    const fs::path record = options_.dir / "engine" / "ids";
+    const std::string ids = engine_ids_record(base);
+    const bool same_ids = read_text(record) == ids;
+    if (!same_ids) {
+        // Written with other ids, or by a deskboxd that ran buildah as host root: the engine
+        // could not read it as it is now. The store's rootfses do not depend on it.
+        fs::remove(record, ec);
+        unmount_below(engine_.root);
+        fs::remove_all(engine_.root, ec);
+        fs::remove_all(engine_.home, ec);
+    }
+    for (const auto& dir : {engine_.root, engine_.tmp, engine_.home}) {
+        fs::create_directories(dir);
+        if (::chown(dir.c_str(), base, base) != 0)
+            throw std::runtime_error("cannot give " + dir.string() + " to the engine's root");
+    }
+    if (!same_ids) atomic_file::write(record, ids);
+    engine_disk_mounted_ = true;
+}
+
+bool TemplateService::engine_disk_mounted() const {
+    std::lock_guard lock(engine_mutex_);
+    return engine_disk_mounted_;
+}
+
+std::uint64_t TemplateService::engine_disk_used() const {
+    const auto usage = runtime::disk_usage(engine_disk_);
+    return usage ? usage->used_bytes : 0;
+}
+
+void TemplateService::check_disk_limit(Job& j) const {
+    const std::uint64_t used = engine_disk_used();
+    j.disk_used_peak = std::max(j.disk_used_peak, used);
+    const std::uint64_t limit = j.request.limits.disk_mb;
+    if (limit == 0) return;
+    if (used <= j.disk_used_at_start || used - j.disk_used_at_start <= (limit << 20)) return;
+    BuildFailure f{"disk_limit", "", 0, "", std::nullopt, ""};
+    {
+        std::lock_guard lock(mutex_);
+        f.step = j.info.step;
+        f.instruction = j.info.instruction;
+    }
+    f.message = "the build wrote more than its disk limit of " + std::to_string(limit) +
+                " MiB (limits.disk_mb)" +
+                (f.step ? " in step " + std::to_string(f.step) + " (" + f.instruction + ")" : "");
+    throw StepFailed(f);
+}
+
+std::optional<BuildFailure> TemplateService::engine_disk_full(const Job& j) const {
+    const auto usage = runtime::disk_usage(engine_disk_);
+    // Within this of its size the disk was full for the writer (ext4 keeps some for itself;
+    // the engine may have removed the step's container since).
+    constexpr std::uint64_t kNearlyFull = 64ull << 20;
+    if (!usage) return std::nullopt;
+    const std::uint64_t peak = std::max(j.disk_used_peak, usage->used_bytes);
+    if (peak + kNearlyFull < usage->size_bytes) return std::nullopt;
+    return BuildFailure{"disk_full",
+                        "the build engine's disk is full (" +
+                            std::to_string(usage->size_bytes >> 20) +
+                            " MiB, --template-disk-gb): delete templates, or start deskboxd "
+                            "with a larger disk",
+                        0,
+                        "",
+                        std::nullopt,
+                        ""};
 }
 
 void TemplateService::ensure_engine() {

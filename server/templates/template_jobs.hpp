@@ -28,7 +28,8 @@ struct TemplateService::Job {
     std::vector<ImageReference> pulls;       // registry images it stands on (FROM, import)
     std::vector<std::string> pulled;         // the same, pinned to the digests pulled
     std::string base;
-    std::string base_digest;  // the base pinned, when it came from a registry
+    std::string base_digest;            // the base pinned, when it came from a registry
+    bool registry_unreachable = false;  // the last manifest read got no answer
     // A network namespace the engine's commands run in (a pull's), or empty: the host's; and
     // the resolv.conf they see there (the network's DNS, not the host's, which may be on the
     // host's loopback), or empty.
@@ -37,6 +38,8 @@ struct TemplateService::Job {
     bool cancel_requested = false;  // guarded by the service's mutex
     std::optional<std::chrono::steady_clock::time_point> started;
     std::chrono::steady_clock::time_point deadline;
+    std::uint64_t disk_used_at_start = 0;  // the engine disk's used bytes when the build began
+    std::uint64_t disk_used_peak = 0;      // the most seen while the engine ran
     std::shared_ptr<network::SandboxNetwork> network;
     runtime::NamespaceHolder netns;  // the RUN steps' network namespace (the engine's own)
     std::vector<std::filesystem::path> cgroup_procs;  // what the engine joins: the build's cgroup

@@ -53,16 +53,18 @@ TemplateService::TemplateService(Options options, Hooks hooks)
       // One parent per state folder: a deskboxd clears its own leftover builds at start and
       // must never touch another's (tests run many deskboxd side by side).
       builds_cgroup_("/" + runtime::ContainerRuntime::cgroup_parent_for(options_.dir) + "-builds") {
-    engine_.root = options_.dir / "engine" / "storage";
-    engine_.tmp = options_.dir / "engine" / "tmp";
+    engine_disk_ = options_.dir / "engine" / "disk";
+    engine_.root = engine_disk_ / "storage";
+    engine_.tmp = engine_disk_ / "tmp";
     engine_.runroot = options_.run_dir / "runroot";
     engine_.runc_root = options_.run_dir / "runc";
     engine_.home = options_.dir / "engine" / "home";
     for (const auto& d : {options_.dir / "builds", options_.dir / "work", options_.dir / "uploads",
-                          engine_.tmp, options_.run_dir})
+                          options_.run_dir})
         fs::create_directories(d);
     start_engine();
     recover();
+    collect_pulls();
     worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -80,8 +82,9 @@ TemplateService::~TemplateService() {
     // on tmpfs): gone with it, or every deskboxd ever started leaves one behind.
     std::error_code ec;
     // The engine's mounts live in its mount namespace, which ends with engine_ns_; a deskboxd
-    // that ran buildah as host root left its storage's overlay folder mounted on itself.
-    unmount_below(engine_.root);
+    // that ran buildah as host root left its storage's overlay folder mounted on itself. Then
+    // the engine's disk (its loop device goes with the last unmount).
+    unmount_below(engine_disk_);
     unmount_below(options_.run_dir);
     fs::remove_all(options_.run_dir, ec);
 }
@@ -116,16 +119,21 @@ void TemplateService::recover() {
         runtime::remove_cgroup(builds_cgroup_);
     } catch (const std::exception&) {
     }
-    if (engine_ns_) run_process(engine_spawn({"rm", "--all"}), std::chrono::seconds(120));
-    unmount_below(engine_.tmp);
+    const bool disk = engine_ns_ && engine_disk_mounted();
+    if (disk) {
+        run_process(engine_spawn({"rm", "--all"}), std::chrono::seconds(120));
+        unmount_below(engine_.tmp);
+    }
     unmount_below(options_.dir / "work");
-    for (const auto& d :
-         {engine_.tmp, options_.dir / "work", options_.dir / "uploads", engine_.runc_root}) {
+    std::vector<fs::path> fresh = {options_.dir / "work", options_.dir / "uploads",
+                                   engine_.runc_root};
+    if (disk) fresh.push_back(engine_.tmp);
+    for (const auto& d : fresh) {
         fs::remove_all(d, ec);
         fs::create_directories(d, ec);
     }
     for (const auto& d : {engine_.tmp, engine_.runc_root})
-        if (engine_ns_ &&
+        if (engine_ns_ && (disk || d != engine_.tmp) &&
             ::chown(d.c_str(), options_.engine_host_base, options_.engine_host_base) != 0)
             throw std::runtime_error("cannot give " + d.string() + " to the engine's root");
     for (const auto& image : fs::directory_iterator(options_.dir / "images", ec))
@@ -140,86 +148,6 @@ std::shared_ptr<TemplateService::Job> TemplateService::job(const std::string& id
     auto it = jobs_.find(id);
     if (it == jobs_.end()) throw TemplateError(Code::not_found, "no build '" + id + "'", "id");
     return it->second;
-}
-
-fs::path TemplateService::upload_path(const std::string& id) const {
-    return options_.dir / "uploads" / id;
-}
-
-TemplateService::UploadInfo TemplateService::create_upload(std::string_view data) {
-    if (data.size() > options_.max_upload_bytes)
-        throw TemplateError(
-            Code::too_large,
-            "an upload may hold at most " + std::to_string(options_.max_upload_bytes) + " bytes");
-    std::string id = "upl-" + random::hex(12);
-    {
-        std::lock_guard lock(mutex_);
-        const auto now = std::chrono::steady_clock::now();
-        for (auto it = uploads_.begin(); it != uploads_.end();) {
-            if (!it->second.busy && now - it->second.used > options_.upload_lifetime) {
-                std::error_code ec;
-                fs::remove(upload_path(it->first), ec);
-                it = uploads_.erase(it);
-            } else {
-                ++it;
-            }
-        }
-        uploads_[id] = Upload{data.size(), now, true};
-    }
-    try {
-        atomic_file::write(upload_path(id), data, {0600, atomic_file::Durability::process_crash});
-    } catch (...) {
-        std::lock_guard lock(mutex_);
-        uploads_.erase(id);
-        throw;
-    }
-    std::lock_guard lock(mutex_);
-    uploads_[id].busy = false;
-    return {id, data.size()};
-}
-
-TemplateService::UploadInfo TemplateService::append_upload(const std::string& id,
-                                                           std::uint64_t offset,
-                                                           std::string_view data) {
-    {
-        std::lock_guard lock(mutex_);
-        auto it = uploads_.find(id);
-        if (it == uploads_.end())
-            throw TemplateError(Code::not_found, "no upload '" + id + "'", "id");
-        if (it->second.busy)
-            throw TemplateError(Code::conflict, "upload '" + id + "' is in use", "id");
-        if (offset != it->second.bytes)
-            throw TemplateError(Code::conflict,
-                                "offset " + std::to_string(offset) + " is not the upload's size " +
-                                    std::to_string(it->second.bytes) + " (send the part there)",
-                                "offset");
-        if (it->second.bytes + data.size() > options_.max_upload_bytes)
-            throw TemplateError(Code::too_large, "an upload may hold at most " +
-                                                     std::to_string(options_.max_upload_bytes) +
-                                                     " bytes");
-        it->second.busy = true;
-    }
-    UniqueFd fd(::open(upload_path(id).c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
-    bool ok = static_cast<bool>(fd);
-    std::size_t done = 0;
-    while (ok && done < data.size()) {
-        auto n = ::write(fd.get(), data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        ok = n > 0;
-        if (ok) done += static_cast<std::size_t>(n);
-    }
-    std::lock_guard lock(mutex_);
-    auto& upload = uploads_[id];
-    upload.busy = false;
-    upload.used = std::chrono::steady_clock::now();
-    if (!ok) {
-        // A part written halfway would shift every later offset: cut back to the old size.
-        if (::truncate(upload_path(id).c_str(), static_cast<off_t>(upload.bytes)) != 0) {
-        }
-        throw std::runtime_error("cannot write upload " + id + ": " + std::strerror(errno));
-    }
-    upload.bytes += data.size();
-    return {id, upload.bytes};
 }
 
 BuildInfo TemplateService::start(BuildRequest request) {
@@ -423,9 +351,12 @@ void TemplateService::check_base_image(Job& j, const std::string& image, const s
             j.pulls.push_back(ref);
         return;
     }
-    auto found =
-        run_process(engine_spawn({"inspect", "--type", "image", image}), std::chrono::seconds(30));
-    if (found.status.exit_code != 0)
+    // No engine disk yet: nothing was built or imported here.
+    const bool found =
+        engine_disk_mounted() &&
+        run_process(engine_spawn({"inspect", "--type", "image", image}), std::chrono::seconds(30))
+                .status.exit_code == 0;
+    if (!found)
         throw TemplateError(Code::invalid,
                             at + "base image '" + image +
                                 "' is not here: build FROM deskbox/minimal or "
@@ -547,9 +478,10 @@ void TemplateService::remove(const TemplateRef& ref) {
             "template " + ref.str() + " is in use by a sandbox; delete the sandboxes first",
             "name");
     store_.remove(ref);
-    if (engine_ns_)
+    if (engine_ns_ && engine_disk_mounted())
         run_process(engine_spawn({"rmi", "localhost/" + ref.str()}), std::chrono::seconds(60));
     store_.collect_garbage([](const fs::path&) { return false; });
+    collect_pulls();
 }
 
 void TemplateService::finish(Job& j, BuildState state, std::optional<BuildFailure> failure) {

@@ -44,6 +44,10 @@ class TemplateService {
         std::uint64_t max_upload_bytes = 4ull << 30;
         std::chrono::minutes upload_lifetime{60};
         std::size_t builds_kept = 100;  // finished builds remembered
+        // The engine's disk (every build's layers, cache and pulled bases), an ext4 image of its
+        // own so no build can fill the host's disk; 0: half the state folder's filesystem, at
+        // most 32 GiB. A larger size grows it at the next start; a smaller one keeps it.
+        std::uint64_t engine_disk_mb = 0;
         // Registries FROM and imports by reference may pull from (none by default).
         RegistryOptions registries;
     };
@@ -138,10 +142,19 @@ class TemplateService {
     void import_archive(Job& job);
     void import_reference(Job& job);
     // Brings a registry image into the engine's storage (once per digest), named as the
-    // Dockerfile wrote it; returns it pinned (registry/repository@sha256:...).
+    // Dockerfile wrote it; returns it pinned (registry/repository@sha256:...). A reference
+    // pinned to a digest that is here asks the registry nothing; a tag whose registry cannot
+    // be reached uses the copy pulled at it before, if one is here (the log says so).
     std::string pull_image(Job& job, const ImageReference& image);
-    // The reference's manifest digest and declared size, read in the pull's network.
+    // The reference's manifest digest and declared size, read in the pull's network; sets the
+    // job's registry_unreachable when the registry did not answer.
     std::string resolve_digest(Job& job, const ImageReference& image);
+    // The image pulled (`pinned`) named for FROM, noted as the build's and as used now.
+    std::string use_pulled(Job& job, const ImageReference& image, const std::string& pinned);
+    bool image_here(Job& job, const std::string& image);
+    // Removes pulled images that no template stands on, no build uses and none used within
+    // --template-pull-keep-h.
+    void collect_pulls();
     void ensure_shipped_base(Job& job, const std::string& name);
     void add_deskbox_layer(Job& job, const std::string& image);
     void export_rootfs(Job& job, const std::string& final_image);
@@ -149,6 +162,18 @@ class TemplateService {
     std::string engine_output(Job& job, std::vector<std::string> args);
     // template_engine.cpp: the engine's user namespace, storage and how it is run.
     void start_engine();
+    // Mounts the engine's disk (made or grown first) where its storage lives; idempotent.
+    void mount_engine_disk();
+    bool engine_disk_mounted() const;
+    std::filesystem::path engine_disk_image() const;
+    std::uint64_t engine_disk_mb() const;  // the size the disk should have
+    // A failure saying the engine's disk filled up during the build, or nullopt.
+    std::optional<BuildFailure> engine_disk_full(const Job& job) const;
+    // The engine disk's used bytes, or 0 when unreadable.
+    std::uint64_t engine_disk_used() const;
+    // Notes the engine disk's use; throws StepFailed when the running build has written past
+    // its disk limit.
+    void check_disk_limit(Job& job) const;
     void ensure_engine();
     EnginePaths engine() const;
     // The engine with `args`; with a job: in the build's cgroup (`merge_stderr`: 2>&1).
@@ -187,6 +212,9 @@ class TemplateService {
     Hooks hooks_;
     EnginePaths engine_;  // `enter` guarded by engine_mutex_ (the namespace may be remade)
     mutable std::mutex engine_mutex_;
+    std::mutex pulls_mutex_;             // around each use of the engine disk's PulledImages record
+    std::filesystem::path engine_disk_;  // the engine disk's mount point: storage/, tmp/
+    bool engine_disk_mounted_ = false;   // guarded by engine_mutex_
     std::optional<runtime::PinnedUserNamespace> engine_ns_;
     TemplateStore store_;
     std::string builds_cgroup_;  // every build's cgroup lies under it (one per state folder)

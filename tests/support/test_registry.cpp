@@ -87,4 +87,8 @@ int TestRegistry::pid() const {
     return impl_->registry.pid();
 }
 
+void TestRegistry::stop() {
+    impl_->registry.terminate(std::chrono::seconds(2));
+}
+
 }  // namespace deskbox::test

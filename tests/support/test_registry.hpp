@@ -23,6 +23,9 @@ class TestRegistry {
     std::string down_address() const;  // "198.19.X.2:5001": nothing listens there
     std::string host_side_link() const;
     int pid() const;  // the registry's process
+    // Ends the registry's process; its namespace stays, so address() refuses connections (a
+    // registry that went down, without any packet leaving for an address no one owns).
+    void stop();
 
     struct Impl;
 

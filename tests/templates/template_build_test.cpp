@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -93,12 +94,24 @@ bool build_cgroup_exists(const std::string& id) {
     return false;
 }
 
+// Mounts below `dir` but the engine's disk (which stays while its server runs, and is taken
+// over by the next one).
 std::size_t mounts_under(const fs::path& dir) {
     std::ifstream in("/proc/self/mountinfo");
     std::size_t n = 0;
+    const std::string disk = " " + (dir / "engine" / "disk").string() + " ";
     for (std::string line; std::getline(in, line);)
-        if (line.find(" " + dir.string() + "/") != std::string::npos) ++n;
+        if (line.find(" " + dir.string() + "/") != std::string::npos &&
+            line.find(disk) == std::string::npos)
+            ++n;
     return n;
+}
+
+// The used bytes of the filesystem at `path`.
+std::uint64_t used_bytes(const fs::path& path) {
+    struct statvfs st {};
+    if (::statvfs(path.c_str(), &st) != 0) return 0;
+    return static_cast<std::uint64_t>(st.f_blocks - st.f_bfree) * st.f_frsize;
 }
 
 class TemplateBuild : public ::testing::Test {
@@ -384,7 +397,7 @@ TEST_F(TemplateBuild, RunStepsRunInAUserNamespaceOfTheirOwn) {
     ASSERT_EQ(::stat((rootfs / "usr" / "bin" / "bash").c_str(), &st), 0);
     EXPECT_GE(st.st_nlink, 2u) << "unchanged files are hard links to the base's";
     // The engine's storage belongs to the range, and says which mapping wrote it.
-    ASSERT_EQ(::stat((s().state() / "templates" / "engine" / "storage").c_str(), &st), 0);
+    ASSERT_EQ(::stat((s().state() / "templates" / "engine" / "disk" / "storage").c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, kEngineRoot);
     std::ifstream ids(s().state() / "templates" / "engine" / "ids");
     std::string record;
@@ -460,4 +473,49 @@ TEST_F(TemplateBuild, OciArchivesImportOrAreRefusedClearly) {
     EXPECT_NE(refused["error"]["message"].get<std::string>().find("Xvfb (Debian package xvfb)"),
               std::string::npos)
         << refused.dump(1);
+}
+
+// Builds write to the engine's own disk, never the host's: a build past its `limits.disk_mb` is
+// stopped in the step that wrote it, one that fills the disk (2 GiB here) ends `disk_full`
+// naming the flag, and either way what the step wrote is gone afterwards.
+TEST(TemplateDisk, BuildsStayWithinTheirLimitAndTheEnginesDisk) {
+    if (::geteuid() != 0 || run_process({"buildah", "--version"}).status.exit_code != 0)
+        GTEST_SKIP() << "needs root and buildah";
+    Server s({"--template-disk-gb", "2"});
+    auto base = s.build({{"name", "base"}, {"dockerfile", "FROM deskbox/minimal\nRUN true\n"}});
+    ASSERT_EQ(base["status"], "succeeded") << base.dump(1);
+    const fs::path disk = s.state() / "templates" / "engine" / "disk";
+    struct statvfs st {};
+    ASSERT_EQ(::statvfs(disk.c_str(), &st), 0);
+    EXPECT_EQ(static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize >> 30, 1u)
+        << "a 2 GiB disk (less ext4's own)";
+    const std::uint64_t before = used_bytes(disk);
+
+    auto limited = s.build({{"name", "hog"},
+                            {"no_cache", true},
+                            {"limits", {{"disk_mb", 64}}},
+                            {"dockerfile",
+                             "FROM deskbox/minimal\nRUN true\n"
+                             "RUN dd if=/dev/zero of=/big bs=1M count=600 && sleep 20\n"}});
+    EXPECT_EQ(limited["status"], "failed");
+    EXPECT_EQ(limited["error"]["code"], "disk_limit") << limited.dump(1);
+    EXPECT_EQ(limited["error"]["step"], 3) << limited.dump(1);
+    EXPECT_NE(limited["error"]["message"].get<std::string>().find("64 MiB (limits.disk_mb)"),
+              std::string::npos)
+        << limited.dump(1);
+    EXPECT_LT(used_bytes(disk), before + (64ull << 20)) << "the step's writes are gone";
+
+    auto filled = s.build({{"name", "filler"},
+                           {"no_cache", true},
+                           {"dockerfile",
+                            "FROM deskbox/minimal\nRUN true\n"
+                            "RUN dd if=/dev/zero of=/big bs=1M count=4000\n"}});
+    EXPECT_EQ(filled["status"], "failed");
+    EXPECT_EQ(filled["error"]["code"], "disk_full") << filled.dump(1);
+    EXPECT_NE(filled["error"]["message"].get<std::string>().find("--template-disk-gb"),
+              std::string::npos)
+        << filled.dump(1);
+    EXPECT_LT(used_bytes(disk), before + (64ull << 20)) << "the step's writes are gone";
+    EXPECT_EQ(s.api->send(Method::get, "/v1/templates/base").status, 200u)
+        << "the other templates are untouched";
 }

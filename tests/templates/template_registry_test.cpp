@@ -113,11 +113,13 @@ TEST(TemplateRegistry, ImportAndFromPullFromAnAllowedRegistryPinnedToItsDigest) 
     const std::string pinned = registry->address() + "/test/desk@" + digest;
 
     Server s({"--template-registry-insecure", registry->address(), "--template-registry-insecure",
-              registry->down_address(), "--template-pull-timeout-s", "300"});
-    const auto children_before = children_of(s.process->pid());
-
+              registry->down_address(), "--template-pull-timeout-s", "300",
+              "--template-pull-keep-h", "0"});
     auto imported = s.build({{"name", "pulled"}, {"image", image}}, "imports");
     ASSERT_EQ(imported["status"], "succeeded") << imported.dump(1) << s.log_of(imported);
+    // After the first build: it made the engine's disk, and the engine's namespace holder was
+    // made anew to see it.
+    const auto children_before = children_of(s.process->pid());
     EXPECT_NE(s.log_of(imported).find(image + " is " + digest), std::string::npos);
     auto listed = s.api->get_json("/v1/templates/pulled");
     EXPECT_EQ(listed["base"], image);
@@ -153,13 +155,42 @@ TEST(TemplateRegistry, ImportAndFromPullFromAnAllowedRegistryPinnedToItsDigest) 
               std::string::npos)
         << down.dump(1);
 
+    const int registry_pid = registry->pid();
+    registry->stop();
+    // The registry down: a tag pulled before builds from the copy here, saying so, and a
+    // reference pinned to a digest that is here asks the registry nothing.
+    auto offline = s.build({{"name", "offline"},
+                            {"dockerfile", "FROM " + image + "\nRUN echo offline > /etc/hi\n"},
+                            {"network", false}});
+    ASSERT_EQ(offline["status"], "succeeded") << offline.dump(1) << s.log_of(offline);
+    EXPECT_NE(s.log_of(offline).find("cannot be reached; using " + pinned), std::string::npos)
+        << s.log_of(offline);
+    EXPECT_EQ(s.api->get_json("/v1/templates/offline")["base_digest"], pinned);
+    auto by_digest = s.build(
+        {{"name", "bydigest"}, {"dockerfile", "FROM " + pinned + "\n"}, {"network", false}});
+    ASSERT_EQ(by_digest["status"], "succeeded") << by_digest.dump(1) << s.log_of(by_digest);
+    EXPECT_NE(s.log_of(by_digest).find(pinned + " is already here (pulled before; the registry is "
+                                                "not asked)"),
+              std::string::npos)
+        << s.log_of(by_digest);
+
+    // Once no template stands on it (kept 0 h here), the pulled image leaves the engine's
+    // storage: the tag cannot be built without its registry any more.
+    for (const char* name : {"pulled", "fromreg", "offline", "bydigest"})
+        EXPECT_EQ(
+            s.api->send(deskbox::client::Method::del, std::string("/v1/templates/") + name).status,
+            200u)
+            << name;
+    auto gone = s.build({{"name", "gone"}, {"dockerfile", "FROM " + image + "\n"}});
+    EXPECT_EQ(gone["status"], "failed") << gone.dump(1);
+    EXPECT_EQ(gone["error"]["code"], "pull_failed") << gone.dump(1);
+
     // The pulls' network namespaces and processes went with them.
     deskbox::test::eventually([&] { return children_of(s.process->pid()) == children_before; },
                               30s);
     EXPECT_EQ(children_of(s.process->pid()), children_before);
 
     const std::string link = registry->host_side_link();
-    const int registry_pid = registry->pid();
     registry.reset();
     EXPECT_FALSE(fs::exists("/sys/class/net/" + link));
     EXPECT_NE(::kill(registry_pid, 0), 0);

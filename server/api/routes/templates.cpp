@@ -111,6 +111,8 @@ void read_limits_and_network(RequestReader& body, BuildRequest& request,
         if (auto cpus = limits->number("cpus", 0.1, 64)) request.limits.cpus = *cpus;
         if (auto pids = limits->integer("pids", 64, 65536))
             request.limits.pids = static_cast<std::uint64_t>(*pids);
+        if (auto disk = limits->integer("disk_mb", 64, 1 << 22))
+            request.limits.disk_mb = static_cast<std::uint64_t>(*disk);
         limits->finish();
     }
 }
