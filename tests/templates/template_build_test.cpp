@@ -518,4 +518,19 @@ TEST(TemplateDisk, BuildsStayWithinTheirLimitAndTheEnginesDisk) {
     EXPECT_LT(used_bytes(disk), before + (64ull << 20)) << "the step's writes are gone";
     EXPECT_EQ(s.api->send(Method::get, "/v1/templates/base").status, 200u)
         << "the other templates are untouched";
+
+    // A larger --template-disk-gb grows the disk at the next start, its cache intact.
+    s.process.reset();
+    std::ifstream mountinfo("/proc/self/mountinfo");
+    const std::string mounts((std::istreambuf_iterator<char>(mountinfo)), {});
+    EXPECT_EQ(mounts.find(" " + disk.string() + " "), std::string::npos)
+        << "a server that stops unmounts its engine's disk";
+    s.extra_flags = {"--template-disk-gb", "3"};
+    s.start();
+    ASSERT_EQ(::statvfs(disk.c_str(), &st), 0) << "mounted at start: it holds the cache";
+    EXPECT_EQ(static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize >> 30, 2u)
+        << "a 3 GiB disk (less ext4's own)";
+    auto again = s.build({{"name", "base"}, {"dockerfile", "FROM deskbox/minimal\nRUN true\n"}});
+    ASSERT_EQ(again["status"], "succeeded") << again.dump(1);
+    EXPECT_EQ(again["cached_steps"], 1) << s.log_of(again);
 }
