@@ -341,9 +341,12 @@ struct SessionSupervisor::Impl {
         std::string display_name = ":" + std::to_string(display_number);
         set_state(SessionState::degraded, why + "; restarting it on " + display_name);
         std::string error;
-        // A few tries: the old server's socket may take a moment to be released.
-        for (int attempt = 0; attempt < 3 && !stopping; ++attempt) {
+        // Tries for a few seconds: the old server's socket and lock may take a moment to be
+        // released, longer on a loaded machine (three quick tries were not always enough).
+        const auto give_up_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!stopping) {
             if (start_xvfb(&error)) break;
+            if (std::chrono::steady_clock::now() >= give_up_at) break;
             sleep_unless_stopping(std::chrono::milliseconds(200));
         }
         if (stopping) return;

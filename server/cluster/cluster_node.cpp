@@ -93,9 +93,11 @@ struct ClusterNode::Impl {
     // Takes the node's name under a new lease. A live node of that name elsewhere is refused;
     // an earlier incarnation of this node (same address) is replaced.
     void register_node() {
-        const std::int64_t id = client.grant_lease(options.lease_ttl);
+        // The record first: reading the node's facts may take longer than a short lease lives
+        // on a loaded host ("requested lease not found" at the txn).
         NodeRecord record = my_record();
         json written = record.to_json();
+        const std::int64_t id = client.grant_lease(options.lease_ttl);
         record.heartbeat_at_ms = now_ms();
         auto result =
             client.txn({Compare::absent(keys.node(options.node_name))},

@@ -59,6 +59,9 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
                           shared by --max-sandboxes, at most 1024); past it a new one is reset
   --egress-half-closed-idle-s N  once one side of a relayed TCP connection has closed, how
                           long the other may stay silent before both are reset (default 60)
+  --egress-first-bytes-ms N  when a policy decides by name, how long the proxy waits for a
+                          connection's first bytes (TLS hello, HTTP request) before deciding
+                          by address alone (default 2000; longer delays server-first protocols)
   --allowed-host NAME     without an API key only localhost, 127.0.0.1 and [::1] are answered
                           (a foreign Host is a DNS-rebinding page: 421); also answer NAME
                           (repeatable; --ports-domain's names are always answered)
@@ -379,6 +382,8 @@ bool apply_network(ServerConfig& c, const Option& o) {
         c.egress_max_connections = static_cast<std::size_t>(o.number(1, 1 << 20));
     } else if (o.is("egress-half-closed-idle-s")) {
         c.manager.network.half_closed_idle = std::chrono::seconds(o.number(1, 86400));
+    } else if (o.is("egress-first-bytes-ms")) {
+        c.manager.network.first_bytes_timeout = std::chrono::milliseconds(o.number(100, 60000));
     } else if (o.is("userns")) {
         if (value != "true" && value != "false")
             throw std::invalid_argument("--userns: true or false, got '" + value + "'");

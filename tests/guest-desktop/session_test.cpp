@@ -205,7 +205,8 @@ TEST(Session, GivesUpOnAnXServerThatKeepsDying) {
         if (session.state() == SessionState::failed) break;
     }
     EXPECT_EQ(session.state(), SessionState::failed);
-    EXPECT_NE(session.info()["reason"].get<std::string>().find("giving up"), std::string::npos);
+    EXPECT_NE(session.info()["reason"].get<std::string>().find("giving up"), std::string::npos)
+        << session.info().dump();
     EXPECT_EQ(session.xvfb_pid(), -1);
 }
 

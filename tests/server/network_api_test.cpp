@@ -106,7 +106,11 @@ TEST(NetworkApiRequests, ServerFlagsAreChecked) {
 }
 
 TEST_F(NetworkApi, AnAllowListHoldsInsideAContainer) {
-    Server s(server_flags());
+    // On a loaded machine curl may send its request seconds after it connects; the proxy must
+    // still see it to decide by name, as this test's counters expect.
+    auto flags = server_flags();
+    flags.insert(flags.end(), {"--egress-first-bytes-ms", "15000"});
+    Server s(flags);
     std::string id = create(s, {{"network", {{"allow", {"allowed.test"}}}}});
     ASSERT_FALSE(id.empty());
     auto inspect = s.get("/v1/sandboxes/" + id).js();
