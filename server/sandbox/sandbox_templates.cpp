@@ -114,7 +114,7 @@ std::map<std::string, SandboxManager::TemplateOffer> SandboxManager::template_of
                 std::filesystem::path rootfs;
                 try {
                     rootfs = template_rootfs(name);
-                } catch (const ApiError&) {
+                } catch (const SandboxError&) {
                     continue;  // not built: offered by no runtime
                 }
                 for (auto* runtime : runtimes_.all()) {
