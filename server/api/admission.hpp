@@ -1,6 +1,7 @@
 // A request's way in to deskboxd, in one place. The stages run in the order of kAdmission;
 // each is a function of the request's Admission that passes it on (returns nullopt) or
-// answers: it returns the answer, or throws ApiError, which ApiRouter turns into the JSON error
+// answers: it returns the answer, or throws ApiError (or sandbox/'s SandboxError, from the
+// sandbox it looks up), which ApiRouter turns into the JSON error
 // (a JSON-RPC one for /mcp). HttpServer has ApiRouter run the header stages on the header alone,
 // before the body is read, so a refused request's body is never read; with the body, every
 // stage runs again from the first, down to the handler.
@@ -107,7 +108,7 @@ inline constexpr std::array<AdmissionStage, 11> kAdmission = {{
 
 // Runs the stages of a.phase in order until one answers, and returns that answer: in the
 // request phase always one (the handler's, at the latest); in the header phase nullopt when the
-// header passed them all. Refusals are thrown as ApiError.
+// header passed them all. Refusals are thrown as ApiError or SandboxError.
 AdmissionAnswer admit(Admission& a);
 
 }  // namespace deskbox::server

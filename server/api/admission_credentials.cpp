@@ -32,9 +32,9 @@ std::shared_ptr<Sandbox> resolve_for_token(const RouteContext& context, const st
                                            const ApiError& unauthorized) {
     try {
         return context.api.manager.find(id);
-    } catch (const ApiError& e) {
+    } catch (const SandboxError& e) {
         const bool may_know = !context.api.options.api_keys.empty() && api_key_valid(context);
-        if (e.status() == 404 && !may_know) throw unauthorized;
+        if (e.fault() == SandboxFault::not_found && !may_know) throw unauthorized;
         throw;
     }
 }

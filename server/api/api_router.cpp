@@ -1,6 +1,7 @@
 #include "server/api/api_router.hpp"
 
 #include "server/api/admission.hpp"
+#include "server/api/sandbox_errors.hpp"
 #include "server/cluster/cluster_service.hpp"
 
 namespace deskbox::server {
@@ -26,6 +27,9 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
     } catch (const ApiError& e) {
         metrics_.count_error(e.code());
         return refusal_answer(admission, e);
+    } catch (const SandboxError& e) {
+        metrics_.count_error(e.code());
+        return refusal_answer(admission, to_api_error(e));
     } catch (const std::exception& e) {
         metrics_.count_error("internal");
         return json_error(500, "internal", e.what());
@@ -41,6 +45,9 @@ HeaderDecision ApiRouter::check_header(HttpRequest& header) {
     } catch (const ApiError& e) {
         metrics_.count_error(e.code());
         decision.refusal = refusal_answer(admission, e);
+    } catch (const SandboxError& e) {
+        metrics_.count_error(e.code());
+        decision.refusal = refusal_answer(admission, to_api_error(e));
     }
     decision.body_limit = admission.body_limit;
     if (decision.refusal) metrics_.count_request();

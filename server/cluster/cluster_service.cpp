@@ -236,7 +236,7 @@ struct ClusterService::Impl {
         try {
             manager.find(id);
             return true;
-        } catch (const ApiError&) {
+        } catch (const SandboxError&) {
             return false;
         }
     }

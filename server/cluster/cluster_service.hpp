@@ -56,7 +56,8 @@ class ClusterService : public OwnerRouting {
     std::optional<HttpResponse> route(HttpExchange& exchange, const std::string& id) override;
 
     // POST /v1/sandboxes: placed by capacity, made here or on the chosen node. Returns the
-    // answer to send (201 with the sandbox, or the owner's error). Throws ApiError.
+    // answer to send (201 with the sandbox, or the owner's error). Throws ApiError, or
+    // SandboxError from this node's manager.
     HttpResponse create(HttpExchange& exchange, const nlohmann::json& body);
     // A create another node placed here under `id` (header X-Deskbox-Placement).
     std::optional<std::string> placed_id(const HttpRequest& request) const;

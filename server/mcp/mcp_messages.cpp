@@ -1,7 +1,7 @@
 #include "server/mcp/mcp_messages.hpp"
 
 #include "common/base64.hpp"
-#include "server/sandbox/api_error.hpp"
+#include "server/http/api_error.hpp"
 
 namespace deskbox::server::mcp {
 

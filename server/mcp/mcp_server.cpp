@@ -26,9 +26,10 @@ std::string header(const HttpRequest& request, const std::string& name) {
     return it == request.end() ? std::string() : std::string(it->value());
 }
 
-// An error as the model reads it: the field first (REST's bad_request messages already start
-// with it; the agent's may not).
-std::string error_text(const ApiError& e) {
+// An error (the front door's ApiError, sandbox/'s SandboxError) as the model reads it: the field
+// first (REST's bad_request messages already start with it; the agent's may not).
+template <typename Error>
+std::string error_text(const Error& e) {
     const std::string message = e.what();
     if (e.field().empty() || message.rfind(e.field() + ":", 0) == 0) return message;
     return e.field() + ": " + message;
@@ -189,6 +190,8 @@ HttpResponse McpServer::answer_in_session(const std::string& session_id, const M
         answer = rpc_error(id, f.code, f.message);
     } catch (const ApiError& e) {
         answer = rpc_error(id, kInvalidParams, error_text(e));
+    } catch (const SandboxError& e) {
+        answer = rpc_error(id, kInvalidParams, error_text(e));
     }
     lock.lock();
     if (auto again = sessions_.find(session_id); again != sessions_.end())
@@ -213,6 +216,8 @@ json McpServer::dispatch(Session& session, const std::string& method, const json
         } catch (const ApiError& e) {
             // The model should see what it got wrong and try again: a tool error, not a
             // protocol one.
+            return tool_error(error_text(e) + " (" + e.code() + ")");
+        } catch (const SandboxError& e) {
             return tool_error(error_text(e) + " (" + e.code() + ")");
         }
     }

@@ -5,9 +5,9 @@
 
 #include "common/base64.hpp"
 #include "common/utf8.hpp"
+#include "server/http/api_error.hpp"
 #include "server/mcp/mcp_messages.hpp"
 #include "server/sandbox/agent_client.hpp"
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/screen_request.hpp"
 
@@ -42,7 +42,7 @@ json computer(ToolContext& context, const json& arguments) {
     json answer;
     try {
         answer = sandbox->input().actions(input, input::Dialect::anthropic, !returns_image);
-    } catch (const ApiError& e) {
+    } catch (const SandboxError& e) {
         if (e.code() == "invalid_action")
             return tool_error(std::string(e.what()));  // the parser's words name the field
         throw;

@@ -20,7 +20,8 @@ struct ToolContext {
     std::shared_ptr<Sandbox> target_id(std::string id) const;  // "": the session's
 };
 
-// Runs tool `name`. Throws RpcFailure (unknown tool, arguments not an object) or ApiError.
+// Runs tool `name`. Throws RpcFailure (unknown tool, arguments not an object), ApiError
+// (the tools' own checks) or SandboxError.
 nlohmann::json call_tool(ToolContext& context, const std::string& name,
                          const nlohmann::json& arguments);
 

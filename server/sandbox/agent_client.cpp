@@ -14,36 +14,36 @@ namespace {
 constexpr milliseconds kDefaultReply = seconds(30);
 constexpr milliseconds kFileReply = std::chrono::minutes(5);  // up to 64 MiB each way
 
-ApiError from_agent_error(const protocol::RpcError& e) {
-    return agent_error_to_api(e.code(), e.what(), e.field());
+SandboxError from_agent_error(const protocol::RpcError& e) {
+    return agent_error(e.code(), e.what(), e.field());
 }
 
 }  // namespace
 
-// The agent's error codes become HTTP statuses: its input errors are the client's fault.
-ApiError agent_error_to_api(const std::string& c, const std::string& message,
-                            const std::string& field) {
-    unsigned status = 502;
+// The agent's error codes become faults: its input errors are the request's.
+SandboxError agent_error(const std::string& c, const std::string& message,
+                         const std::string& field) {
+    SandboxFault fault = SandboxFault::agent_failed;
     if (c == "invalid_action" || c == "bad_request")
-        status = 400;
+        fault = SandboxFault::invalid;
     else if (c == "not_found")
-        status = 404;
+        fault = SandboxFault::not_found;
     else if (c == "permission_denied")
-        status = 403;
+        fault = SandboxFault::denied;
     else if (c == "is_a_directory" || c == "not_a_directory" || c == "already_exists" ||
              c == "not_empty")
-        status = 409;
+        fault = SandboxFault::conflict;
     else if (c == "too_large")
-        status = 413;
+        fault = SandboxFault::too_large;
     else if (c == "timeout")
-        status = 504;
-    return ApiError(status, c, message, field);
+        fault = SandboxFault::timed_out;
+    return SandboxError(fault, c, message, field);
 }
 
 std::optional<double> CommandRequest::read_timeout(RequestReader& reader) {
     auto timeout = reader.number("timeout_s", 0, kMaxTimeoutS);
     if (timeout && *timeout <= 0)
-        throw bad_request(reader.path("timeout_s"), "must be greater than 0");
+        throw invalid_field(reader.path("timeout_s"), "must be greater than 0");
     return timeout;
 }
 
@@ -74,7 +74,7 @@ protocol::Reply AgentClient::call(AgentMethod method, json params, std::string b
                                   milliseconds timeout) {
     auto client = link_.connection();
     const std::string name(protocol::method_name(method));
-    auto explained = [this](const std::string& what) -> std::optional<ApiError> {
+    auto explained = [this](const std::string& what) -> std::optional<SandboxError> {
         return link_.exhaustion ? link_.exhaustion(what) : std::nullopt;
     };
     try {
@@ -85,17 +85,17 @@ protocol::Reply AgentClient::call(AgentMethod method, json params, std::string b
         if (e.code() == "resource_exhausted" || e.code() == "io_error" || e.code() == "internal")
             if (auto exhausted = explained(e.what())) throw *exhausted;
         if (e.code() == "resource_exhausted")  // a microVM: only its guest sees its limits
-            throw ApiError(409, "sandbox_exhausted", std::string(e.what()) + link_.way_back,
-                           "limits");
+            throw SandboxError(SandboxFault::conflict, "sandbox_exhausted",
+                               std::string(e.what()) + link_.way_back, "limits");
         throw from_agent_error(e);
     } catch (const protocol::TimeoutError& e) {
         if (auto exhausted = explained(name + ": " + e.what())) throw *exhausted;
-        throw ApiError(504, "agent_timeout", name + ": " + e.what());
+        throw SandboxError(SandboxFault::timed_out, "agent_timeout", name + ": " + e.what());
     } catch (const protocol::ProtocolError& e) {
         const std::string why = link_.lost ? link_.lost() : std::string();
-        throw ApiError(503, "agent_unavailable",
-                       "the sandbox's agent is gone (" + std::string(e.what()) + ")" +
-                           (why.empty() ? "" : ": " + why));
+        throw SandboxError(SandboxFault::unavailable, "agent_unavailable",
+                           "the sandbox's agent is gone (" + std::string(e.what()) + ")" +
+                               (why.empty() ? "" : ": " + why));
     }
 }
 
@@ -155,7 +155,7 @@ PathContents AgentClient::read_path(const std::string& path) {
     PathContents contents;
     try {
         contents.bytes = call(AgentMethod::files_read, {{"path", path}}, {}, kFileReply).body;
-    } catch (const ApiError& e) {
+    } catch (const SandboxError& e) {
         if (e.code() != "is_a_directory") throw;
         contents.directory = true;
         contents.listing =

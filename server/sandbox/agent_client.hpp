@@ -1,6 +1,6 @@
 // The host's one way to the agent: a function per agent method with typed parameters and
 // results. Each owns its reply timeout, its audit line and the mapping of the agent's errors to
-// ApiError, so the REST routes, the MCP tools and Sandbox share them. No other file names an
+// SandboxError, so the REST routes, the MCP tools and Sandbox share them. No other file names an
 // agent method (protocol/agent_methods.hpp has the list the agent registers from).
 //
 // The request rules the front doors share live here too: a command's fields (one timeout rule
@@ -20,8 +20,8 @@
 
 #include "protocol/agent_methods.hpp"
 #include "protocol/rpc.hpp"
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/request_reader.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 
 namespace deskbox::server {
 
@@ -31,10 +31,10 @@ enum class Caller { api, mcp, server };
 
 // What the client needs of its sandbox. Only `connection` is required.
 struct AgentLink {
-    // The agent's connection now; throws ApiError when there is none (paused, reconnecting).
+    // The agent's connection now; throws SandboxError when there is none (paused, reconnecting).
     std::function<std::shared_ptr<protocol::RpcClient>()> connection;
-    // A failure explained by the sandbox's limits (ApiError 409 sandbox_exhausted), or nullopt.
-    std::function<std::optional<ApiError>(const std::string& what_failed)> exhaustion;
+    // A failure explained by the sandbox's limits (conflict, sandbox_exhausted), or nullopt.
+    std::function<std::optional<SandboxError>(const std::string& what_failed)> exhaustion;
     // The channel died under a call: why, as far as the sandbox knows ("" if it does not).
     std::function<std::string()> lost;
     std::function<void(const std::string& kind, const nlohmann::json& detail)> audit;
@@ -57,7 +57,7 @@ struct CommandRequest {
     bool stream = false;
     std::string stdin_bytes;
 
-    // The one timeout rule: a number of seconds in (0, 86400], else 400 naming timeout_s.
+    // The one timeout rule: a number of seconds in (0, 86400], else invalid naming timeout_s.
     static std::optional<double> read_timeout(RequestReader& reader);
     // How long to wait for the agent's answer: the command's timeout plus 15 s.
     std::chrono::milliseconds reply_timeout() const;
@@ -74,10 +74,10 @@ struct CommandResult {
 };
 
 // A path read: a file's bytes, or a directory's listing ({"path","entries"}).
-// An agent error code (files.*: not_found, is_a_directory, ...) as the API answers it: the
-// HTTP status each code maps to, the code kept. Also what the volumes' files API answers.
-ApiError agent_error_to_api(const std::string& code, const std::string& message,
-                            const std::string& field);
+// An agent error code (files.*: not_found, is_a_directory, ...) as a SandboxError: the fault
+// each code is, the code kept. Also what the volumes' files API answers.
+SandboxError agent_error(const std::string& code, const std::string& message,
+                         const std::string& field);
 
 struct PathContents {
     bool directory = false;

@@ -26,7 +26,7 @@ struct ForkRequest {
     std::optional<std::chrono::seconds> timeout;
 };
 
-// Throw ApiError 400 naming the field (unknown fields, types, ranges).
+// Throw SandboxError (invalid) naming the field (unknown fields, types, ranges).
 SnapshotRequest parse_snapshot_request(const nlohmann::json& body);
 ForkRequest parse_fork_request(const nlohmann::json& body, std::chrono::seconds max_timeout);
 

@@ -3,9 +3,9 @@
 #include <set>
 #include <tuple>
 
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/recording_request.hpp"
 #include "server/sandbox/request_reader.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -22,10 +22,10 @@ constexpr std::size_t kMaxVolumes = 16;
 
 std::pair<int, int> parse_size(const json& v, const std::string& field) {
     if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer())
-        throw bad_request(field, "expected [width, height] as two integers");
+        throw invalid_field(field, "expected [width, height] as two integers");
     int w = v[0], h = v[1];
     if (w < 64 || h < 64 || w > 8192 || h > 8192)
-        throw bad_request(field, "each side must be in 64..8192");
+        throw invalid_field(field, "each side must be in 64..8192");
     return {w, h};
 }
 
@@ -49,9 +49,9 @@ void read_screen(const json& request, SandboxConfig& c) {
         c.api_resolution = input::Size{w, h};
     }
     if (request.contains("dpi")) {
-        if (!request["dpi"].is_number_integer()) throw bad_request("dpi", "expected an integer");
+        if (!request["dpi"].is_number_integer()) throw invalid_field("dpi", "expected an integer");
         c.dpi = request["dpi"];
-        if (c.dpi < 24 || c.dpi > 600) throw bad_request("dpi", "must be in 24..600");
+        if (c.dpi < 24 || c.dpi > 600) throw invalid_field("dpi", "must be in 24..600");
     }
 }
 
@@ -59,43 +59,45 @@ void read_lifetime(const json& request, const CreateDefaults& defaults, SandboxC
     if (request.contains("timeout_s")) {
         const auto& t = request["timeout_s"];
         if (!t.is_number_integer())
-            throw bad_request("timeout_s", "expected an integer number of seconds");
+            throw invalid_field("timeout_s", "expected an integer number of seconds");
         long long s = t;
         if (s < 1 || s > defaults.max_timeout.count())
-            throw bad_request("timeout_s",
-                              "must be in 1.." + std::to_string(defaults.max_timeout.count()));
+            throw invalid_field("timeout_s",
+                                "must be in 1.." + std::to_string(defaults.max_timeout.count()));
         c.timeout = std::chrono::seconds(s);
     }
     if (request.contains("on_timeout")) {
         const auto& v = request["on_timeout"];
         if (v != "kill" && v != "pause")
-            throw bad_request("on_timeout", "expected \"kill\" or \"pause\"");
+            throw invalid_field("on_timeout", "expected \"kill\" or \"pause\"");
         c.pause_on_timeout = v == "pause";
     }
     if (request.contains("auto_resume")) {
         if (!request["auto_resume"].is_boolean())
-            throw bad_request("auto_resume", "expected a boolean");
+            throw invalid_field("auto_resume", "expected a boolean");
         c.auto_resume = request["auto_resume"];
         if (c.auto_resume && request.contains("on_timeout") && !c.pause_on_timeout)
-            throw bad_request("auto_resume",
-                              "resumes a sandbox its timeout paused: on_timeout must be \"pause\"");
+            throw invalid_field(
+                "auto_resume",
+                "resumes a sandbox its timeout paused: on_timeout must be \"pause\"");
         if (c.auto_resume) c.pause_on_timeout = true;
     }
 }
 
 void read_metadata_and_env(const json& request, SandboxConfig& c) {
     if (request.contains("metadata")) {
-        if (!request["metadata"].is_object()) throw bad_request("metadata", "expected an object");
+        if (!request["metadata"].is_object()) throw invalid_field("metadata", "expected an object");
         if (request["metadata"].dump().size() > 16384)
-            throw bad_request("metadata", "larger than 16 KiB");
+            throw invalid_field("metadata", "larger than 16 KiB");
         c.metadata = request["metadata"];
     }
     if (request.contains("env")) {
-        if (!request["env"].is_object()) throw bad_request("env", "expected an object of strings");
+        if (!request["env"].is_object())
+            throw invalid_field("env", "expected an object of strings");
         for (auto& [k, v] : request["env"].items()) {
-            if (!v.is_string()) throw bad_request("env." + k, "expected a string");
+            if (!v.is_string()) throw invalid_field("env." + k, "expected a string");
             if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
-                throw bad_request("env", "invalid variable name '" + k + "'");
+                throw invalid_field("env", "invalid variable name '" + k + "'");
             c.env[k] = v;
         }
     }
@@ -104,18 +106,18 @@ void read_metadata_and_env(const json& request, SandboxConfig& c) {
 // vnc, record (only checked here: the server starts the recording) and fast_start.
 void read_switches(const json& request, SandboxConfig& c) {
     if (request.contains("vnc")) {
-        if (!request["vnc"].is_boolean()) throw bad_request("vnc", "expected a boolean");
+        if (!request["vnc"].is_boolean()) throw invalid_field("vnc", "expected a boolean");
         c.vnc = request["vnc"];
     }
     if (request.contains("record")) {
         const auto& r = request["record"];
         if (!r.is_boolean() && !r.is_object())
-            throw bad_request("record", "expected true or {\"actions\": bool, \"fps\": n}");
+            throw invalid_field("record", "expected true or {\"actions\": bool, \"fps\": n}");
         if (r.is_object()) read_recording_request(r, "record");
     }
     if (request.contains("fast_start")) {
         if (!request["fast_start"].is_boolean())
-            throw bad_request("fast_start", "expected a boolean");
+            throw invalid_field("fast_start", "expected a boolean");
         c.fast_start = request["fast_start"];
     }
 }
@@ -137,9 +139,9 @@ void read_ready(const json& request, const json& definition, SandboxConfig& c) {
     } else if (r.is_object()) {
         c.ready = parse_ready_condition(r, "ready", autostart_entries(definition));
     } else {
-        throw bad_request("ready",
-                          "expected false, true or an object {windows, window_title, "
-                          "port, command, timeout_s, settle_ms}");
+        throw invalid_field("ready",
+                            "expected false, true or an object {windows, window_title, "
+                            "port, command, timeout_s, settle_ms}");
     }
 }
 
@@ -156,9 +158,9 @@ void read_limits(const json& l, SandboxConfig& c) {
 // [{"name", "path", "read_only"?}, ...]: which volumes to mount where (server/volumes/).
 void read_volumes(const json& request, SandboxConfig& c) {
     const auto& list = request["volumes"];
-    if (!list.is_array()) throw bad_request("volumes", "expected an array of {name, path}");
+    if (!list.is_array()) throw invalid_field("volumes", "expected an array of {name, path}");
     if (list.size() > kMaxVolumes)
-        throw bad_request("volumes", "at most " + std::to_string(kMaxVolumes) + " volumes");
+        throw invalid_field("volumes", "at most " + std::to_string(kMaxVolumes) + " volumes");
     for (std::size_t i = 0; i < list.size(); ++i) {
         const std::string field = "volumes[" + std::to_string(i) + "]";
         RequestReader entry(list[i], field);
@@ -168,10 +170,10 @@ void read_volumes(const json& request, SandboxConfig& c) {
         volume.read_only = entry.boolean("read_only").value_or(false);
         entry.finish();
         if (auto problem = runtime::volume_path_problem(volume.path); !problem.empty())
-            throw bad_request(field + ".path", problem);
+            throw invalid_field(field + ".path", problem);
         for (const auto& earlier : c.volumes)
             if (earlier.path == volume.path)
-                throw bad_request(field + ".path", volume.path + " is mounted twice");
+                throw invalid_field(field + ".path", volume.path + " is mounted twice");
         c.volumes.push_back(std::move(volume));
     }
 }
@@ -191,9 +193,9 @@ ReadyCondition template_ready_condition(const json& definition) {
     if (ready == definition.end()) return default_ready_condition(autostart);
     try {
         return parse_ready_condition(*ready, "template.ready", autostart);
-    } catch (const ApiError& e) {
-        throw ApiError(500, "template_error", std::string("the template's definition: ") + e.what(),
-                       e.field());
+    } catch (const SandboxError& e) {
+        throw SandboxError(SandboxFault::failed, "template_error",
+                           std::string("the template's definition: ") + e.what(), e.field());
     }
 }
 
@@ -213,7 +215,7 @@ CreateRequest parse_create_request(const json& request, const CreateDefaults& de
     c.limits.disk_mb = defaults.disk_mb;
     auto string_field = [&](const char* name, std::string& field) {
         if (!request.contains(name)) return;
-        if (!request[name].is_string()) throw bad_request(name, "expected a string");
+        if (!request[name].is_string()) throw invalid_field(name, "expected a string");
         field = request[name];
     };
     string_field("template", c.template_name);
@@ -231,7 +233,7 @@ CreateRequest parse_create_request(const json& request, const CreateDefaults& de
         try {
             c.network = network::NetworkPolicy::parse(request["network"]);
         } catch (const network::PolicyError& e) {
-            throw bad_request(e.field(), std::string(e.what()).substr(e.field().size() + 2));
+            throw invalid_field(e.field(), std::string(e.what()).substr(e.field().size() + 2));
         }
     }
     if (request.contains("limits")) read_limits(request["limits"], c);

@@ -1,5 +1,5 @@
 // POST /v1/sandboxes: the request body checked field by field (unknown fields, wrong types,
-// values out of range: ApiError 400 naming the field) into a SandboxConfig, with the
+// values out of range: SandboxError (invalid) naming the field) into a SandboxConfig, with the
 // template's session settings under the request's own and the server's defaults for the rest.
 // Pure: the template's definition comes from the caller.
 #pragma once
@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "server/network/network_policy.hpp"
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_config.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 
 namespace deskbox::server {
 
@@ -27,8 +27,8 @@ struct CreateDefaults {
     network::NetworkPolicy network = network::NetworkPolicy::open();
 };
 
-// A template's definition (images/templates/<name>/template.json) by name. Throws ApiError
-// (400 for a template that does not exist).
+// A template's definition (images/templates/<name>/template.json) by name. Throws
+// SandboxError (invalid for a template that does not exist).
 using TemplateDefinitionLookup = std::function<nlohmann::json(const std::string& name)>;
 
 struct CreateRequest {
@@ -37,7 +37,7 @@ struct CreateRequest {
 };
 
 // The template's `ready` condition (its `ready` object, else the default: as many windows as its
-// session.autostart has entries). A bad `ready` is ApiError 500 template_error naming
+// session.autostart has entries). A bad `ready` is SandboxError (failed) template_error naming
 // "template.ready.<field>" (images/build.py refuses such a definition too).
 ReadyCondition template_ready_condition(const nlohmann::json& definition);
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <system_error>
 
-#include "server/sandbox/api_error.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 
 namespace deskbox::server {
 
@@ -18,14 +18,14 @@ void check_disk_commitment(const DiskCommitment& c) {
     if (wanted <= allowed) return;
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%g", c.ratio);
-    throw ApiError(507, "disk_overcommitted",
-                   "limits.disk_mb " + std::to_string(c.asked_mb) + " MiB with the " +
-                       std::to_string(c.promised_mb) +
-                       " MiB already promised to this server's sandboxes is over " + ratio +
-                       " x the " + std::to_string(c.free_mb) +
-                       " MiB free for them (--disk-overcommit): ask for less, kill a sandbox, "
-                       "or free disk space",
-                   "limits.disk_mb");
+    throw SandboxError(SandboxFault::no_space, "disk_overcommitted",
+                       "limits.disk_mb " + std::to_string(c.asked_mb) + " MiB with the " +
+                           std::to_string(c.promised_mb) +
+                           " MiB already promised to this server's sandboxes is over " + ratio +
+                           " x the " + std::to_string(c.free_mb) +
+                           " MiB free for them (--disk-overcommit): ask for less, kill a sandbox, "
+                           "or free disk space",
+                       "limits.disk_mb");
 }
 
 std::uint64_t free_disk_mb(const std::filesystem::path& path) {

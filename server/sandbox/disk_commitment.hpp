@@ -16,8 +16,8 @@ struct DiskCommitment {
     double ratio = 2.0;             // 0: no check
 };
 
-// Throws ApiError 507 `disk_overcommitted` (field limits.disk_mb) when promised + asked is over
-// ratio × free, saying the numbers and what to change.
+// Throws SandboxError (no_space) `disk_overcommitted` (field limits.disk_mb) when promised + asked
+// is over ratio × free, saying the numbers and what to change.
 void check_disk_commitment(const DiskCommitment& c);
 
 // Free MiB for an unprivileged writer on the filesystem holding `path` (statvfs f_bavail).

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "server/sandbox/agent_client.hpp"
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/request_reader.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 
 namespace deskbox::server {
 
@@ -30,7 +30,7 @@ std::optional<long long> integer_of(const json& v) {
 long long integer_in(const json& v, const std::string& field, long long min, long long max) {
     auto n = integer_of(v);
     if (!n || *n < min || *n > max)
-        throw bad_request(
+        throw invalid_field(
             field, "expected an integer in " + std::to_string(min) + ".." + std::to_string(max));
     return *n;
 }
@@ -101,7 +101,7 @@ ReadyCondition default_ready_condition(std::size_t autostart_entries) {
 
 ReadyCondition parse_ready_condition(const json& ready, const std::string& field,
                                      std::size_t autostart_entries) {
-    if (!ready.is_object()) throw bad_request(field, "expected an object");
+    if (!ready.is_object()) throw invalid_field(field, "expected an object");
     RequestReader reader(ready, field);
     ReadyCondition c;
     if (const json* windows = reader.raw("windows")) {
@@ -111,23 +111,23 @@ ReadyCondition parse_ready_condition(const json& ready, const std::string& field
             c.windows =
                 static_cast<int>(integer_in(*windows, reader.path("windows"), 0, kMaxReadyWindows));
         } else {
-            throw bad_request(
+            throw invalid_field(
                 reader.path("windows"),
                 "expected \"autostart\" or an integer in 0.." + std::to_string(kMaxReadyWindows));
         }
     }
     if (auto title = reader.string("window_title")) {
         if (blank(*title))
-            throw bad_request(reader.path("window_title"), "expected a non-empty string");
+            throw invalid_field(reader.path("window_title"), "expected a non-empty string");
         c.window_title = *title;
     }
     if (auto port = reader.integer("port", 1, 65535)) c.port = static_cast<int>(*port);
     if (auto argv = reader.string_list("command", 256)) {
         if (argv->empty())
-            throw bad_request(reader.path("command"),
-                              "expected a non-empty array of strings (argv)");
+            throw invalid_field(reader.path("command"),
+                                "expected a non-empty array of strings (argv)");
         if (argv->front().empty())
-            throw bad_request(reader.path("command") + "[0]", "program must not be empty");
+            throw invalid_field(reader.path("command") + "[0]", "program must not be empty");
         c.command = std::move(*argv);
     }
     if (auto timeout = reader.integer("timeout_s", 1, kMaxReadyTimeoutS))
@@ -263,8 +263,8 @@ template <typename Ask>
 auto AgentReadinessProbe::asked(Ask ask) {
     try {
         return ask();
-    } catch (const ApiError& e) {
-        if (e.status() == 503 || (running_ && !running_())) throw;
+    } catch (const SandboxError& e) {
+        if (e.fault() == SandboxFault::unavailable || (running_ && !running_())) throw;
         throw ProbeError(e.what());
     }
 }

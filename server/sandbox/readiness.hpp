@@ -52,8 +52,8 @@ inline constexpr int kMaxReadySettleMs = 5000;
 ReadyCondition default_ready_condition(std::size_t autostart_entries);
 
 // Reads a `ready` object strictly: unknown fields, wrong types and values out of range are
-// ApiError 400 naming `field` + ".name" (`field`: "ready" in a request; the caller re-labels a
-// template's). `autostart_entries` resolves "windows": "autostart".
+// SandboxError (invalid) naming `field` + ".name" (`field`: "ready" in a request; the caller
+// re-labels a template's). `autostart_entries` resolves "windows": "autostart".
 ReadyCondition parse_ready_condition(const nlohmann::json& ready, const std::string& field,
                                      std::size_t autostart_entries);
 
@@ -106,8 +106,8 @@ struct ReadyOutcome {
 ReadyOutcome wait_until_ready(const ReadyCondition& condition, ReadinessProbe& probe);
 
 // A probe on a real agent. An agent error or a late answer may change (ProbeError); an agent
-// that is gone (ApiError 503), or a sandbox `running` says is no longer running, never will:
-// those ApiErrors end the wait. Time is the steady clock.
+// that is gone (SandboxError, unavailable), or a sandbox `running` says is no longer running, never
+// will: those SandboxErrors end the wait. Time is the steady clock.
 class AgentReadinessProbe : public ReadinessProbe {
   public:
     explicit AgentReadinessProbe(AgentClient& agent, std::function<bool()> running = {})
@@ -121,7 +121,7 @@ class AgentReadinessProbe : public ReadinessProbe {
     bool settle(std::chrono::milliseconds quiet, std::chrono::milliseconds limit) override;
 
   private:
-    // `ask`'s answer; its ApiError as ProbeError unless the wait must end.
+    // `ask`'s answer; its SandboxError as ProbeError unless the wait must end.
     template <typename Ask>
     auto asked(Ask ask);
 

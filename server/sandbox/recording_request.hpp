@@ -17,7 +17,7 @@ struct RecordingRequest {
     nlohmann::json to_json() const { return {{"actions", actions}, {"fps", fps}}; }
 };
 
-// {"actions": bool, "fps": 1..60}; throws ApiError 400 naming the field (under `prefix`).
+// {"actions": bool, "fps": 1..60}; throws SandboxError (invalid) naming the field (under `prefix`).
 inline RecordingRequest read_recording_request(const nlohmann::json& body,
                                                const std::string& prefix = {}) {
     RequestReader reader(body, prefix);

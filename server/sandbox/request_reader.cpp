@@ -1,6 +1,6 @@
 #include "server/sandbox/request_reader.hpp"
 
-#include "server/sandbox/api_error.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 
 namespace deskbox::server {
 
@@ -9,7 +9,7 @@ using nlohmann::json;
 RequestReader::RequestReader(const json& body, std::string prefix)
     : body_(body), prefix_(std::move(prefix)) {
     if (!body_.is_object())
-        throw bad_request(
+        throw invalid_field(
             prefix_, prefix_.empty() ? "request body must be a JSON object" : "expected an object");
 }
 
@@ -27,16 +27,16 @@ const json* RequestReader::find(const std::string& name) {
 std::optional<std::string> RequestReader::string(const std::string& name, std::size_t max_bytes) {
     const json* v = find(name);
     if (!v) return std::nullopt;
-    if (!v->is_string()) throw bad_request(path(name), "expected a string");
+    if (!v->is_string()) throw invalid_field(path(name), "expected a string");
     const auto& s = v->get_ref<const std::string&>();
     if (s.size() > max_bytes)
-        throw bad_request(path(name), "longer than " + std::to_string(max_bytes) + " bytes");
+        throw invalid_field(path(name), "longer than " + std::to_string(max_bytes) + " bytes");
     return s;
 }
 
 std::string RequestReader::required_string(const std::string& name, std::size_t max_bytes) {
     auto s = string(name, max_bytes);
-    if (!s) throw bad_request(path(name), "required");
+    if (!s) throw invalid_field(path(name), "required");
     return *s;
 }
 
@@ -45,8 +45,8 @@ std::optional<long long> RequestReader::integer(const std::string& name, long lo
     const json* v = find(name);
     if (!v) return std::nullopt;
     if (!v->is_number_integer() || v->get<long long>() < min || v->get<long long>() > max)
-        throw bad_request(path(name), "expected an integer in " + std::to_string(min) + ".." +
-                                          std::to_string(max));
+        throw invalid_field(path(name), "expected an integer in " + std::to_string(min) + ".." +
+                                            std::to_string(max));
     return v->get<long long>();
 }
 
@@ -60,7 +60,7 @@ std::optional<double> RequestReader::number(const std::string& name, double min,
             if (s.back() == '.') s.pop_back();
             return s;
         };
-        throw bad_request(path(name), "expected a number in " + text(min) + ".." + text(max));
+        throw invalid_field(path(name), "expected a number in " + text(min) + ".." + text(max));
     }
     return v->get<double>();
 }
@@ -68,7 +68,7 @@ std::optional<double> RequestReader::number(const std::string& name, double min,
 std::optional<bool> RequestReader::boolean(const std::string& name) {
     const json* v = find(name);
     if (!v) return std::nullopt;
-    if (!v->is_boolean()) throw bad_request(path(name), "expected true or false");
+    if (!v->is_boolean()) throw invalid_field(path(name), "expected true or false");
     return v->get<bool>();
 }
 
@@ -76,14 +76,14 @@ std::optional<std::map<std::string, std::string>> RequestReader::string_map(
     const std::string& name, std::size_t max_entries) {
     const json* v = find(name);
     if (!v) return std::nullopt;
-    if (!v->is_object()) throw bad_request(path(name), "expected an object of strings");
+    if (!v->is_object()) throw invalid_field(path(name), "expected an object of strings");
     if (v->size() > max_entries)
-        throw bad_request(path(name), "more than " + std::to_string(max_entries) + " entries");
+        throw invalid_field(path(name), "more than " + std::to_string(max_entries) + " entries");
     std::map<std::string, std::string> out;
     for (const auto& [k, value] : v->items()) {
-        if (!value.is_string()) throw bad_request(path(name) + "." + k, "expected a string");
+        if (!value.is_string()) throw invalid_field(path(name) + "." + k, "expected a string");
         if (k.empty() || k.find_first_of("=\0", 0, 2) != std::string::npos)
-            throw bad_request(path(name), "invalid name '" + k + "'");
+            throw invalid_field(path(name), "invalid name '" + k + "'");
         out[k] = value.get<std::string>();
     }
     return out;
@@ -94,16 +94,16 @@ std::optional<std::vector<std::string>> RequestReader::string_list(const std::st
                                                                    std::size_t max_bytes) {
     const json* v = find(name);
     if (!v) return std::nullopt;
-    if (!v->is_array()) throw bad_request(path(name), "expected an array of strings");
+    if (!v->is_array()) throw invalid_field(path(name), "expected an array of strings");
     if (v->size() > max_entries)
-        throw bad_request(path(name), "more than " + std::to_string(max_entries) + " entries");
+        throw invalid_field(path(name), "more than " + std::to_string(max_entries) + " entries");
     std::vector<std::string> out;
     for (std::size_t i = 0; i < v->size(); ++i) {
         const json& s = (*v)[i];
         const std::string at = path(name) + "[" + std::to_string(i) + "]";
-        if (!s.is_string()) throw bad_request(at, "expected a string");
+        if (!s.is_string()) throw invalid_field(at, "expected a string");
         if (s.get_ref<const std::string&>().size() > max_bytes)
-            throw bad_request(at, "longer than " + std::to_string(max_bytes) + " bytes");
+            throw invalid_field(at, "longer than " + std::to_string(max_bytes) + " bytes");
         out.push_back(s.get<std::string>());
     }
     return out;
@@ -115,17 +115,17 @@ std::optional<std::vector<std::string>> RequestReader::command(const std::string
     if (v->is_string()) {
         const auto& s = v->get_ref<const std::string&>();
         if (s.empty() || s.size() > 16384)
-            throw bad_request(path(name), "expected a non-empty command of at most 16 KiB");
+            throw invalid_field(path(name), "expected a non-empty command of at most 16 KiB");
         return std::vector<std::string>{"sh", "-c", s};
     }
     if (!v->is_array() || v->empty() || v->size() > 256)
-        throw bad_request(path(name), "expected a string or a non-empty array of strings");
+        throw invalid_field(path(name), "expected a string or a non-empty array of strings");
     std::vector<std::string> argv;
     for (const auto& word : *v) {
-        if (!word.is_string()) throw bad_request(path(name), "expected an array of strings");
+        if (!word.is_string()) throw invalid_field(path(name), "expected an array of strings");
         argv.push_back(word.get<std::string>());
     }
-    if (argv.front().empty()) throw bad_request(path(name), "the program name is empty");
+    if (argv.front().empty()) throw invalid_field(path(name), "the program name is empty");
     return argv;
 }
 
@@ -141,7 +141,7 @@ std::optional<RequestReader> RequestReader::object(const std::string& name) {
 
 void RequestReader::finish() const {
     for (const auto& [key, value] : body_.items())
-        if (!read_.count(key)) throw bad_request(path(key), "unknown field");
+        if (!read_.count(key)) throw invalid_field(path(key), "unknown field");
 }
 
 }  // namespace deskbox::server

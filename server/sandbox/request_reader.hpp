@@ -1,6 +1,7 @@
 // One strict reader for JSON request bodies: each field read once with its type and range, and
-// whatever the body holds beyond the fields read is an "unknown field" 400 at finish(). Field
-// names in errors carry their path (limits.memory_mb). Bodies are UTF-8 already (parse_body).
+// whatever the body holds beyond the fields read is an "unknown field" SandboxError (invalid) at
+// finish(). Field names in errors carry their path (limits.memory_mb). Bodies are UTF-8 already
+// (parse_body).
 #pragma once
 
 #include <map>
@@ -15,7 +16,7 @@ namespace deskbox::server {
 
 class RequestReader {
   public:
-    // 400 unless `body` is an object. `prefix`: the path of a nested object ("limits").
+    // Invalid unless `body` is an object. `prefix`: the path of a nested object ("limits").
     explicit RequestReader(const nlohmann::json& body, std::string prefix = {});
 
     std::optional<std::string> string(const std::string& name, std::size_t max_bytes = 4096);
@@ -36,7 +37,7 @@ class RequestReader {
     const nlohmann::json* raw(const std::string& name);
     // A nested object's reader (nullopt when absent).
     std::optional<RequestReader> object(const std::string& name);
-    // 400 naming the first field that was not read.
+    // Invalid, naming the first field that was not read.
     void finish() const;
 
     std::string path(const std::string& name) const;  // "limits.memory_mb"

@@ -101,16 +101,16 @@ void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent
         if (config_.vnc) start_vnc();
     } catch (const runtime::SpecError& e) {
         kill();
-        throw ApiError(400, "bad_request", e.what(), e.field());
-    } catch (const ApiError&) {
+        throw SandboxError(SandboxFault::invalid, "bad_request", e.what(), e.field());
+    } catch (const SandboxError&) {
         kill();
         throw;
     } catch (const std::exception& e) {
         std::string tail = instance_ ? instance_->log_tail(2000) : "";
         kill();
-        throw ApiError(502, "sandbox_start_failed",
-                       std::string("sandbox did not start: ") + e.what() +
-                           (tail.empty() ? "" : "; console: " + tail));
+        throw SandboxError(SandboxFault::agent_failed, "sandbox_start_failed",
+                           std::string("sandbox did not start: ") + e.what() +
+                               (tail.empty() ? "" : "; console: " + tail));
     }
     {
         std::lock_guard lock(mutex_);
@@ -136,8 +136,8 @@ void Sandbox::wait_ready(const ReadyCondition& condition) {
     if (!outcome.ready) {
         detail["unmet"] = outcome.unmet;
         audit("ready", detail);
-        throw ApiError(
-            504, "not_ready",
+        throw SandboxError(
+            SandboxFault::timed_out, "not_ready",
             "sandbox " + config_.id + " was not ready: " + outcome.unmet + "; it was removed",
             "ready");
     }
@@ -213,8 +213,9 @@ void Sandbox::sync_guest(bool new_identity) {
         audit("identity", AgentClient::over(client).set_identity(identity));
     } catch (const std::exception& e) {
         if (new_identity)
-            throw ApiError(502, "sandbox_start_failed",
-                           std::string("the restored guest refused its new identity: ") + e.what());
+            throw SandboxError(
+                SandboxFault::agent_failed, "sandbox_start_failed",
+                std::string("the restored guest refused its new identity: ") + e.what());
         // The guest runs either way; its clock is then late by the pause.
         audit("identity", {{"error", e.what()}});
     }
@@ -484,16 +485,19 @@ std::shared_ptr<protocol::RpcClient> Sandbox::connection() {
     if (saving_) saved_.wait_for(lock, agent_timeout_, [&] { return !saving_; });
     switch (status_) {
         case SandboxStatus::running:
-            if (!agent_) throw ApiError(503, "agent_unavailable", "the agent is reconnecting");
+            if (!agent_)
+                throw SandboxError(SandboxFault::unavailable, "agent_unavailable",
+                                   "the agent is reconnecting");
             return agent_;
         case SandboxStatus::paused:
-            throw ApiError(409, "sandbox_paused",
-                           "sandbox " + config_.id + " is paused; resume it first");
+            throw SandboxError(SandboxFault::conflict, "sandbox_paused",
+                               "sandbox " + config_.id + " is paused; resume it first");
         case SandboxStatus::error:
-            throw ApiError(503, "sandbox_error",
-                           "sandbox " + config_.id + " is broken: " + error_reason_);
+            throw SandboxError(SandboxFault::unavailable, "sandbox_error",
+                               "sandbox " + config_.id + " is broken: " + error_reason_);
         default:
-            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+            throw SandboxError(SandboxFault::conflict, "conflict",
+                               std::string("sandbox is ") + to_string(status_));
     }
 }
 
@@ -530,7 +534,8 @@ MediaLink Sandbox::media_link() {
     link.check_recordable = [this] {
         const auto status = this->status();
         if (status != SandboxStatus::running && status != SandboxStatus::paused)
-            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status));
+            throw SandboxError(SandboxFault::conflict, "conflict",
+                               std::string("sandbox is ") + to_string(status));
     };
     link.audit = [this](const std::string& kind, const nlohmann::json& detail) {
         audit(kind, detail);
@@ -552,22 +557,22 @@ std::string Sandbox::way_back() const {
            "/processes/kill ends every process but the desktop";
 }
 
-std::optional<ApiError> Sandbox::exhaustion(const std::string& what_failed) const {
+std::optional<SandboxError> Sandbox::exhaustion(const std::string& what_failed) const {
     auto u = usage();
     // Threads count too, and the agent's own need a few slots: near the limit is at it.
     if (u.pids && u.pids_max && *u.pids + 4 >= *u.pids_max)
-        return ApiError(409, "sandbox_exhausted",
-                        "the sandbox is at its process limit (" + std::to_string(*u.pids) +
-                            " of limits.pids " + std::to_string(*u.pids_max) +
-                            " processes and threads): " + what_failed + way_back(),
-                        "limits.pids");
+        return SandboxError(SandboxFault::conflict, "sandbox_exhausted",
+                            "the sandbox is at its process limit (" + std::to_string(*u.pids) +
+                                " of limits.pids " + std::to_string(*u.pids_max) +
+                                " processes and threads): " + what_failed + way_back(),
+                            "limits.pids");
     if (u.memory_bytes && u.memory_max_bytes && *u.memory_bytes >= *u.memory_max_bytes / 100 * 98)
-        return ApiError(409, "sandbox_exhausted",
-                        "the sandbox is at its memory limit (" +
-                            std::to_string(*u.memory_bytes >> 20) + " of limits.memory_mb " +
-                            std::to_string(*u.memory_max_bytes >> 20) + " MiB): " + what_failed +
-                            way_back(),
-                        "limits.memory_mb");
+        return SandboxError(SandboxFault::conflict, "sandbox_exhausted",
+                            "the sandbox is at its memory limit (" +
+                                std::to_string(*u.memory_bytes >> 20) + " of limits.memory_mb " +
+                                std::to_string(*u.memory_max_bytes >> 20) +
+                                " MiB): " + what_failed + way_back(),
+                            "limits.memory_mb");
     return std::nullopt;
 }
 

@@ -25,8 +25,8 @@
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/runtime.hpp"
 #include "server/sandbox/agent_client.hpp"
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/sandbox_config.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 #include "server/sandbox/sandbox_input.hpp"
 #include "server/sandbox/sandbox_media.hpp"
 #include "server/sandbox/sandbox_screen.hpp"
@@ -52,14 +52,14 @@ class Sandbox {
 
     // Runs `start` (the runtime's start or a restore from a template snapshot), connects to
     // the agent and waits for the first frame. `fresh_identity`: the guest is a copy of a
-    // saved one and gets its own hostname, clock and randomness first. Throws ApiError.
+    // saved one and gets its own hostname, clock and randomness first. Throws SandboxError.
     using InstanceStarter = std::function<std::unique_ptr<runtime::SandboxInstance>()>;
     void boot(const InstanceStarter& start, std::chrono::milliseconds agent_timeout,
               bool fresh_identity = false);
     // After boot (or claiming a pooled one): waits until `condition` holds (readiness.hpp),
     // asking the agent what the /windows, /ports and /commands routes ask. The time it took is
-    // the sandbox's ready_ms (describe, audit). Throws ApiError 504 not_ready naming what did
-    // not appear; an agent or sandbox that dies meanwhile throws its own error. The caller
+    // the sandbox's ready_ms (describe, audit). Throws SandboxError (timed_out) not_ready naming
+    // what did not appear; an agent or sandbox that dies meanwhile throws its own error. The caller
     // kills the sandbox on any throw.
     void wait_ready(const ReadyCondition& condition);
     // A sandbox a previous server saved to a snapshot (`record` is what save_record wrote):
@@ -117,11 +117,11 @@ class Sandbox {
     void pause(bool snapshot = false, PauseReason reason = PauseReason::request);
     void resume();
     // A request needs the sandbox: one its timeout paused resumes if it has auto_resume, and
-    // its timeout starts again. True if it did. Throws ApiError like resume().
+    // its timeout starts again. True if it did. Throws SandboxError like resume().
     bool wake();
     // A copy of the sandbox in `dir` that outlives it (a named snapshot, a fork's source),
-    // while it runs on; requests meanwhile wait for it. Throws ApiError: 400 unsupported (its
-    // runtime cannot), 409 (not running, or saved to disk), 507 (disk full), 500.
+    // while it runs on; requests meanwhile wait for it. Throws SandboxError: invalid unsupported
+    // (its runtime cannot), conflict (not running, or saved to disk), no_space (disk full), failed.
     runtime::SavedCopy save_copy(const std::filesystem::path& dir);
     // Its settings as a create request would give them (template, runtime, resolution, dpi,
     // limits, env, network, api_resolution, vnc): what a start from a copy of it begins with.
@@ -134,11 +134,11 @@ class Sandbox {
     // Checks the runtime: a dead sandbox becomes `error` with the reason. Returns status.
     SandboxStatus check_health();
 
-    // --- the parts (see the top of this file); each throws ApiError ---
+    // --- the parts (see the top of this file); each throws SandboxError ---
     SandboxScreen& screen() { return screen_; }
     SandboxInput& input() { return input_; }
     SandboxMedia& media() { return media_; }
-    // The agent's methods, typed (each throws ApiError); what the routes and MCP tools call.
+    // The agent's methods, typed (each throws SandboxError); what the routes and MCP tools call.
     AgentClient& agent_client() { return agent_client_; }
     runtime::ResourceUsage usage() const;
 
@@ -148,8 +148,8 @@ class Sandbox {
                              const std::string& kind, const nlohmann::json& detail);
 
   private:
-    // 409 sandbox_exhausted naming the limit the sandbox is at, if it is at one.
-    std::optional<ApiError> exhaustion(const std::string& what_failed) const;
+    // A conflict, sandbox_exhausted, naming the limit the sandbox is at, if it is at one.
+    std::optional<SandboxError> exhaustion(const std::string& what_failed) const;
     std::string way_back() const;  // "; POST .../processes/kill ...", for those answers
     // Connects to the agent (again, after a restore), handshakes and waits for a frame.
     void attach_agent(std::chrono::milliseconds timeout);
@@ -168,7 +168,7 @@ class Sandbox {
     void on_event(protocol::RpcClient& client, protocol::Message&& message);
     void on_close(protocol::RpcClient& client, const std::string& reason);
     void fail(const std::string& reason);
-    std::shared_ptr<protocol::RpcClient> connection();  // throws ApiError unless running
+    std::shared_ptr<protocol::RpcClient> connection();  // throws SandboxError unless running
     AgentLink agent_link();                             // agent_client_'s view of this
     InputLink input_link();                             // input_'s
     MediaLink media_link();                             // media_'s

@@ -36,12 +36,13 @@ std::uint64_t expected_copy_bytes(const Sandbox& sandbox, runtime::CopyKind kind
 
 json SandboxManager::request_from_snapshot(const json& request) const {
     const auto& name = request["snapshot"];
-    if (!name.is_string()) throw bad_request("snapshot", "expected a snapshot's name");
-    const auto info = as_api_error([&] { return snapshots_->inspect(name.get<std::string>()); });
+    if (!name.is_string()) throw invalid_field("snapshot", "expected a snapshot's name");
+    const auto info =
+        as_sandbox_error([&] { return snapshots_->inspect(name.get<std::string>()); });
     json merged = info.settings;
     const bool memory = info.kind == runtime::to_string(runtime::CopyKind::memory);
     auto fixed = [&](const std::string& field, const json& saved) {
-        return bad_request(
+        return invalid_field(
             field, "comes from snapshot " + info.name + " (" + saved.dump() + "); leave it out");
     };
     // What the saved desktop is: a different value cannot be had from this snapshot.
@@ -72,11 +73,11 @@ void SandboxManager::boot_from_copy(Sandbox& sandbox, runtime::Runtime& runtime,
                                     std::chrono::milliseconds timeout) {
     auto* copies = runtime.copy_starts();
     if (!copies)
-        throw ApiError(400, "unsupported",
-                       std::string("the ") + runtime.name() + " runtime cannot start from a copy",
-                       "snapshot");
+        throw SandboxError(
+            SandboxFault::invalid, "unsupported",
+            std::string("the ") + runtime.name() + " runtime cannot start from a copy", "snapshot");
     if (auto problem = copies->copy_spec_problem(spec, dir); !problem.empty())
-        throw ApiError(409, "snapshot_unusable", problem, "snapshot");
+        throw SandboxError(SandboxFault::conflict, "snapshot_unusable", problem, "snapshot");
     // A memory copy is another sandbox's running guest: it gets its own hostname, clock and
     // randomness before anyone uses it. A filesystem copy boots afresh.
     const bool memory = copies->copy_kind() == runtime::CopyKind::memory;
@@ -90,9 +91,10 @@ snapshots::SnapshotInfo SandboxManager::snapshot_sandbox(const std::string& id,
     sandbox->wake();
     auto* saving = runtime_for(sandbox->config().runtime_name).copy_starts();
     if (!saving)
-        throw ApiError(400, "unsupported",
-                       "the " + sandbox->config().runtime_name + " runtime cannot save sandboxes");
-    auto pending = as_api_error([&] {
+        throw SandboxError(
+            SandboxFault::invalid, "unsupported",
+            "the " + sandbox->config().runtime_name + " runtime cannot save sandboxes");
+    auto pending = as_sandbox_error([&] {
         return snapshots_->begin(name, expected_copy_bytes(*sandbox, saving->copy_kind()));
     });
     const auto saved = sandbox->save_copy(pending.copy_dir());
@@ -104,7 +106,7 @@ snapshots::SnapshotInfo SandboxManager::snapshot_sandbox(const std::string& id,
     info.created_at = std::chrono::system_clock::now();
     info.metadata = request.metadata;
     info.settings = sandbox->create_settings();
-    auto kept = as_api_error([&] { return pending.commit(info); });
+    auto kept = as_sandbox_error([&] { return pending.commit(info); });
     sandbox->audit("snapshot_saved",
                    {{"name", kept.name}, {"kind", kept.kind}, {"bytes", kept.size_bytes}});
     return kept;
@@ -127,12 +129,13 @@ ForkResult SandboxManager::fork(const std::string& id, const ForkRequest& fork_r
         std::lock_guard lock(mutex_);
         const std::size_t free = free_places_locked();
         if (static_cast<std::size_t>(count) > free)
-            throw ApiError(409, "too_many_sandboxes",
-                           "a fork of " + std::to_string(count) + " needs " +
-                               std::to_string(count) + " free places; this server runs at most " +
-                               std::to_string(options_.max_sandboxes) + " sandboxes and has " +
-                               std::to_string(free) + " free",
-                           "count");
+            throw SandboxError(SandboxFault::conflict, "too_many_sandboxes",
+                               "a fork of " + std::to_string(count) + " needs " +
+                                   std::to_string(count) +
+                                   " free places; this server runs at most " +
+                                   std::to_string(options_.max_sandboxes) + " sandboxes and has " +
+                                   std::to_string(free) + " free",
+                               "count");
     }
     source->wake();
     auto pending = snapshots_->begin_unnamed();

@@ -68,7 +68,7 @@ json SandboxInput::run_segment(const std::vector<input::Action>& actions, std::s
     for (const auto& a : actions) native.push_back(input::to_native_json(a));
     try {
         return agent_.run_actions(native);
-    } catch (const ApiError& e) {
+    } catch (const SandboxError& e) {
         // Re-base "actions[i]" on the whole request.
         std::string field = e.field();
         if (field.rfind("actions[", 0) == 0) {
@@ -76,7 +76,7 @@ json SandboxInput::run_segment(const std::vector<input::Action>& actions, std::s
             std::size_t index = std::stoul(field.substr(8, close - 8)) + offset;
             field = "actions[" + std::to_string(index) + field.substr(close);
         }
-        throw ApiError(e.status(), e.code(), e.what(), field);
+        throw SandboxError(e.fault(), e.code(), e.what(), field);
     }
 }
 
@@ -141,7 +141,7 @@ SandboxInput::Parsed SandboxInput::parse(const json& body, input::Dialect dialec
                 input::validate_on_screen(parsed.actions[i], screen, prefix, dialect);
         }
     } catch (const input::ActionError& e) {
-        throw ApiError(400, "invalid_action", e.what(), e.field());
+        throw SandboxError(SandboxFault::invalid, "invalid_action", e.what(), e.field());
     }
     return parsed;
 }
@@ -153,9 +153,9 @@ json SandboxInput::aim_at_target(input::Action& action, const TargetSpec& spec) 
                        box.y + box.height / 2 + spec.offset.y};
     if (point.x < 0 || point.y < 0 || point.x >= sighting.screen_width ||
         point.y >= sighting.screen_height)
-        throw bad_request(join_field(spec.field, "offset"),
-                          "the point it gives (" + std::to_string(point.x) + "," +
-                              std::to_string(point.y) + ") is off the screen");
+        throw invalid_field(join_field(spec.field, "offset"),
+                            "the point it gives (" + std::to_string(point.x) + "," +
+                                std::to_string(point.y) + ") is off the screen");
     if (auto scaler = screen_.scaler()) point = scaler->to_screen(point, spec.field);
     input::aim(action, point);
     return std::move(sighting.match);

@@ -32,7 +32,7 @@ class SandboxInput {
 
     // Runs one action, a batch or a model's whole output item (parse.hpp). with_screenshot:
     // the answer also has the screen afterwards, and for anthropic/openai the tool_result /
-    // computer_call_output item that carries it. Throws ApiError.
+    // computer_call_output item that carries it. Throws SandboxError.
     nlohmann::json actions(const nlohmann::json& body, input::Dialect dialect,
                            bool with_screenshot = false);
     // Input from a viewer or VNC client (screen coordinates, already on screen): run in order
@@ -51,7 +51,7 @@ class SandboxInput {
     nlohmann::json run(Parsed& parsed);
     nlohmann::json run_segment(const std::vector<input::Action>& actions, std::size_t offset);
     // Finds the target (waiting for it up to its timeout) and aims the action there. Returns
-    // the match. 422 target_not_found if it does not appear.
+    // the match. SandboxError (unprocessable) target_not_found if it does not appear.
     nlohmann::json aim_at_target(input::Action& action, const TargetSpec& target);
 
     AgentClient& agent_;

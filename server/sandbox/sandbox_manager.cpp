@@ -13,7 +13,6 @@
 #include <fstream>
 #include <set>
 
-#include "common/child_process.hpp"
 #include "common/random.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/request_reader.hpp"
@@ -196,57 +195,7 @@ SandboxManager::~SandboxManager() {
 
 runtime::Runtime& SandboxManager::runtime_for(const std::string& name) const {
     if (auto* runtime = runtimes_.find(name)) return *runtime;
-    throw bad_request("runtime", "unknown runtime '" + name + "' (" + runtimes_.names() + ")");
-}
-
-std::vector<std::string> SandboxManager::shipped_template_names() const {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (auto& e : std::filesystem::directory_iterator(options_.images_dir / "templates", ec))
-        if (std::filesystem::exists(e.path() / "template.json"))
-            names.push_back(e.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
-nlohmann::json SandboxManager::template_definition(const std::string& name) const {
-    if (name.find('/') != std::string::npos || name.starts_with("."))
-        throw bad_request("template", "unknown template '" + name + "'");
-    auto path = options_.images_dir / "templates" / name / "template.json";
-    if (!std::filesystem::exists(path))
-        if (auto user = user_template(name)) return user->definition;
-    std::ifstream in(path);
-    if (!in) throw bad_request("template", "unknown template '" + name + "'");
-    return nlohmann::json::parse(in);
-}
-
-std::filesystem::path SandboxManager::template_rootfs(const std::string& name) const {
-    if (!std::filesystem::exists(options_.images_dir / "templates" / name / "template.json"))
-        if (auto user = user_template(name)) return templates_->store_rootfs(*user);
-    {
-        // Asking the build tool costs a Python start per create. A definition edited while the
-        // server runs takes effect after a restart, or once its old build is pruned.
-        std::lock_guard lock(mutex_);
-        auto it = rootfs_cache_.find(name);
-        if (it != rootfs_cache_.end() && std::filesystem::exists(it->second / "usr"))
-            return it->second;
-    }
-    // The build tool owns the content hash; ask it where the rootfs is.
-    std::vector<std::string> argv = {"python3", (options_.images_dir / "build.py").string(),
-                                     "--print-path", name};
-    auto r = run_process(argv, std::chrono::seconds(30));
-    std::string path = r.out;
-    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
-    if (auto nl = path.rfind('\n'); nl != std::string::npos) path = path.substr(nl + 1);
-    if (r.status.exit_code != 0 || path.empty())
-        throw ApiError(500, "template_error", "template '" + name + "': " + r.err);
-    if (!std::filesystem::exists(std::filesystem::path(path) / "usr"))
-        throw ApiError(409, "template_not_built",
-                       "template '" + name + "' is not built; run: images/build.py " + name,
-                       "template");
-    std::lock_guard lock(mutex_);
-    rootfs_cache_[name] = path;
-    return path;
+    throw invalid_field("runtime", "unknown runtime '" + name + "' (" + runtimes_.names() + ")");
 }
 
 CreateRequest SandboxManager::parse_create(const nlohmann::json& asked) const {
@@ -267,10 +216,10 @@ CreateRequest SandboxManager::parse_create(const nlohmann::json& asked) const {
     if (auto* runtime = runtimes_.find(config.runtime_name); runtime && !runtime->caps_disk()) {
         if (request.contains("limits") && request["limits"].is_object() &&
             request["limits"].contains("disk_mb"))
-            throw ApiError(400, "bad_request",
-                           "limits.disk_mb is not enforced for the " + config.runtime_name +
-                               " runtime; leave it out",
-                           "limits.disk_mb");
+            throw SandboxError(SandboxFault::invalid, "bad_request",
+                               "limits.disk_mb is not enforced for the " + config.runtime_name +
+                                   " runtime; leave it out",
+                               "limits.disk_mb");
         config.limits.disk_mb = 0;
     }
     if (from_snapshot) config.from_snapshot = asked["snapshot"].get<std::string>();
@@ -292,9 +241,9 @@ std::vector<std::string> SandboxManager::runtime_names() const {
 std::shared_ptr<Sandbox> SandboxManager::create(const nlohmann::json& request,
                                                 const std::string& id) {
     if (request.is_object() && request.contains("snapshot") && request["snapshot"].is_string()) {
-        // Held until the sandbox stands on its own files: a delete meanwhile is 409.
-        auto use =
-            as_api_error([&] { return snapshots_->use(request["snapshot"].get<std::string>()); });
+        // Held until the sandbox stands on its own files: a delete meanwhile is a conflict.
+        auto use = as_sandbox_error(
+            [&] { return snapshots_->use(request["snapshot"].get<std::string>()); });
         return create_sandbox(request, id, use.copy_dir());
     }
     return create_sandbox(request, id, {});
@@ -304,15 +253,17 @@ std::shared_ptr<Sandbox> SandboxManager::create_sandbox(const nlohmann::json& re
                                                         const std::string& id,
                                                         const std::filesystem::path& copy_dir) {
     auto [config, definition] = parse_create(request);
-    runtime_for(config.runtime_name);  // an unknown runtime is a 400 before anything else
+    runtime_for(config.runtime_name);  // an unknown runtime is invalid before anything else
     if (!id.empty()) {
         static const std::string kHex = "0123456789abcdef";
         if (id.size() != 15 || id.rfind("sb-", 0) != 0 ||
             id.find_first_not_of(kHex, 3) != std::string::npos)
-            throw ApiError(400, "bad_request", "a sandbox id is sb- and 12 hex digits", "id");
+            throw SandboxError(SandboxFault::invalid, "bad_request",
+                               "a sandbox id is sb- and 12 hex digits", "id");
         std::lock_guard lock(mutex_);
         if (sandboxes_.count(id))
-            throw ApiError(409, "sandbox_exists", "sandbox " + id + " exists already", "id");
+            throw SandboxError(SandboxFault::conflict, "sandbox_exists",
+                               "sandbox " + id + " exists already", "id");
     }
     std::shared_ptr<Sandbox> sandbox = copy_dir.empty() ? take_pooled(request, config) : nullptr;
     if (sandbox) {
@@ -325,10 +276,10 @@ std::shared_ptr<Sandbox> SandboxManager::create_sandbox(const nlohmann::json& re
         {
             std::lock_guard lock(mutex_);
             if (sandboxes_.size() + starting_ >= options_.max_sandboxes)
-                throw ApiError(429, "too_many_sandboxes",
-                               "this server runs at most " +
-                                   std::to_string(options_.max_sandboxes) +
-                                   " sandboxes; kill one first");
+                throw SandboxError(SandboxFault::over_capacity, "too_many_sandboxes",
+                                   "this server runs at most " +
+                                       std::to_string(options_.max_sandboxes) +
+                                       " sandboxes; kill one first");
             std::uint64_t promised = starting_disk_mb_;
             for (const auto& [other_id, other] : sandboxes_)
                 promised += other->config().limits.disk_mb;
@@ -367,7 +318,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     try {
         runtime.check_template(rootfs);
     } catch (const runtime::RuntimeError& e) {
-        throw ApiError(409, "template_not_built", e.what(), "template");
+        throw SandboxError(SandboxFault::conflict, "template_not_built", e.what(), "template");
     }
     config.id = id.empty() ? "sb-" + random::hex(6) : id;
     runtime::SandboxSpec spec = spec_for(config, definition, runtime.agent_channel_arg());
@@ -392,7 +343,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
                     std::make_unique<runtime::SandboxNamespaces>(runtime::SandboxNamespaces::create(
                         namespaces_dir(config.id), host_id_slots_.acquire()));
             } catch (const runtime::RuntimeError& e) {
-                throw ApiError(503, "sandbox_start_failed", e.what());
+                throw SandboxError(SandboxFault::unavailable, "sandbox_start_failed", e.what());
             }
             spec.user_namespace = namespaces->user_path();
             spec.host_id_base = namespaces->host_base();
@@ -445,18 +396,18 @@ std::vector<volumes::VolumeLease> SandboxManager::acquire_volumes(const SandboxC
     std::vector<volumes::VolumeLease> leases;
     if (config.volumes.empty()) return leases;
     if (!runtime.mounts_volumes())
-        throw ApiError(400, "unsupported",
-                       std::string("the ") + runtime.name() +
-                           " runtime cannot mount volumes yet (the container runtime can)",
-                       "volumes");
+        throw SandboxError(SandboxFault::invalid, "unsupported",
+                           std::string("the ") + runtime.name() +
+                               " runtime cannot mount volumes yet (the container runtime can)",
+                           "volumes");
     for (std::size_t i = 0; i < config.volumes.size(); ++i) {
         const auto& want = config.volumes[i];
         try {
             leases.push_back(volumes_->acquire(want.name, {config.id, want.path, want.read_only}));
         } catch (const volumes::VolumeError& e) {
-            const ApiError error = to_api_error(e);
-            throw ApiError(error.status(), error.code(), error.what(),
-                           "volumes[" + std::to_string(i) + "]." + e.field());
+            const SandboxError error = to_sandbox_error(e);
+            throw SandboxError(error.fault(), error.code(), error.what(),
+                               "volumes[" + std::to_string(i) + "]." + e.field());
         }
     }
     return leases;
@@ -484,8 +435,9 @@ std::shared_ptr<network::SandboxNetwork> SandboxManager::make_network(
     try {
         return network_->create(std::move(o));
     } catch (const std::exception& e) {
-        throw ApiError(500, "network_setup_failed",
-                       "cannot set up the sandbox's network: " + std::string(e.what()), "network");
+        throw SandboxError(SandboxFault::failed, "network_setup_failed",
+                           "cannot set up the sandbox's network: " + std::string(e.what()),
+                           "network");
     }
 }
 
@@ -526,7 +478,8 @@ runtime::NetworkAttachment SandboxManager::throwaway_attachment() {
 std::shared_ptr<Sandbox> SandboxManager::find(const std::string& id) const {
     std::lock_guard lock(mutex_);
     auto it = sandboxes_.find(id);
-    if (it == sandboxes_.end()) throw ApiError(404, "not_found", "no sandbox '" + id + "'", "id");
+    if (it == sandboxes_.end())
+        throw SandboxError(SandboxFault::not_found, "not_found", "no sandbox '" + id + "'", "id");
     return it->second;
 }
 
@@ -543,7 +496,8 @@ void SandboxManager::kill(const std::string& id) {
         std::lock_guard lock(mutex_);
         auto it = sandboxes_.find(id);
         if (it == sandboxes_.end())
-            throw ApiError(404, "not_found", "no sandbox '" + id + "'", "id");
+            throw SandboxError(SandboxFault::not_found, "not_found", "no sandbox '" + id + "'",
+                               "id");
         sandbox = it->second;
         sandboxes_.erase(it);
     }
@@ -559,7 +513,7 @@ void SandboxManager::set_timeout(const std::string& id, const nlohmann::json& bo
     auto sandbox = find(id);
     RequestReader reader(body);
     const auto s = reader.integer("timeout_s", 1, options_.max_timeout.count());
-    if (!s) throw bad_request("timeout_s", "expected an integer number of seconds");
+    if (!s) throw invalid_field("timeout_s", "expected an integer number of seconds");
     reader.finish();
     sandbox->set_timeout(std::chrono::seconds(*s));
     sandbox->audit("timeout", body);
@@ -600,7 +554,7 @@ void SandboxManager::reaper_loop() {
                 s->audit("timeout", {{"action", "kill"}});
                 try {
                     kill(s->id());
-                } catch (const ApiError&) {
+                } catch (const SandboxError&) {
                 }
             }
         }

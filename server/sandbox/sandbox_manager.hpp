@@ -106,19 +106,19 @@ class SandboxManager {
     // Recordings outlive their sandboxes: <state>/recordings/<recording id>.mp4 (+ .events.jsonl).
     std::filesystem::path recordings_dir() const { return options_.state_dir / "recordings"; }
 
-    // Throws ApiError. `id`: the id a cluster reserved for it (sb- and 12 hex digits); empty:
+    // Throws SandboxError. `id`: the id a cluster reserved for it (sb- and 12 hex digits); empty:
     // a new one. A ready pooled sandbox keeps its own id, so callers read the id it returns.
     std::shared_ptr<Sandbox> create(const nlohmann::json& request, const std::string& id = {});
-    // What a create asks to run, validated as create would (ApiError 400 for a bad request,
-    // naming the field): where a cluster may place it.
+    // What a create asks to run, validated as create would (SandboxError, invalid, for a bad
+    // request, naming the field): where a cluster may place it.
     struct Placement {
         std::string runtime;
         std::string template_name;
     };
     Placement placement_of(const nlohmann::json& request) const;
-    std::shared_ptr<Sandbox> find(const std::string& id) const;  // throws ApiError 404
+    std::shared_ptr<Sandbox> find(const std::string& id) const;  // throws SandboxError (not_found)
     std::vector<std::shared_ptr<Sandbox>> list() const;
-    void kill(const std::string& id);  // throws ApiError 404
+    void kill(const std::string& id);  // throws SandboxError (not_found)
     void set_timeout(const std::string& id, const nlohmann::json& body);
 
     const ManagerOptions& options() const { return options_; }
@@ -144,11 +144,12 @@ class SandboxManager {
     volumes::VolumeStore& volumes() { return *volumes_; }
     // Named snapshots (server/snapshots/): saved copies of sandboxes that outlive them.
     snapshots::SnapshotStore& snapshots() { return *snapshots_; }
-    // Saves sandbox `id` as a named snapshot. Throws ApiError (404, 409 snapshot_exists, 507).
+    // Saves sandbox `id` as a named snapshot. Throws SandboxError (not_found, conflict
+    // snapshot_exists, no_space).
     snapshots::SnapshotInfo snapshot_sandbox(const std::string& id, const SnapshotRequest& request);
     // Starts `request.count` copies of sandbox `id` from one save of it; the source runs on.
-    // All or none: one that fails takes the others with it. Throws ApiError (409
-    // too_many_sandboxes when the server has fewer free places than the count).
+    // All or none: one that fails takes the others with it. Throws SandboxError
+    // (conflict, too_many_sandboxes when the server has fewer free places than the count).
     ForkResult fork(const std::string& id, const ForkRequest& request);
     // Whether a sandbox was created from `ref` ("name:tag"; "name" means name:latest).
     bool template_in_use(const templates::TemplateRef& ref) const;
@@ -165,9 +166,9 @@ class SandboxManager {
                                         const std::string& runtime_name,
                                         std::chrono::milliseconds reattach_timeout,
                                         const AdoptOne& take);
-    // The request checked against this server's defaults (ApiError 400 naming the field).
+    // The request checked against this server's defaults (SandboxError, invalid, naming the field).
     CreateRequest parse_create(const nlohmann::json& request) const;
-    runtime::Runtime& runtime_for(const std::string& name) const;  // 400 if unknown
+    runtime::Runtime& runtime_for(const std::string& name) const;  // invalid if unknown
     std::filesystem::path template_rootfs(const std::string& name) const;
     std::vector<std::string> shipped_template_names() const;  // images/templates/*
     // A template users built ("name" or "name:tag"), when `name` is one.
@@ -187,11 +188,11 @@ class SandboxManager {
     // create(), from the copy in `copy_dir` when it is not empty.
     std::shared_ptr<Sandbox> create_sandbox(const nlohmann::json& request, const std::string& id,
                                             const std::filesystem::path& copy_dir);
-    // A create naming "snapshot": the snapshot's settings with the request's on top (400 for
-    // a field the snapshot fixes and the request changes; 404 for an unknown snapshot).
+    // A create naming "snapshot": the snapshot's settings with the request's on top (invalid
+    // for a field the snapshot fixes and the request changes; not_found for an unknown one).
     nlohmann::json request_from_snapshot(const nlohmann::json& request) const;
-    // Boots `sandbox` from the copy in `dir` (ApiError 400 when the runtime cannot, 409 when
-    // the copy does not fit `spec`).
+    // Boots `sandbox` from the copy in `dir` (SandboxError: invalid when the runtime cannot,
+    // conflict when the copy does not fit `spec`).
     void boot_from_copy(Sandbox& sandbox, runtime::Runtime& runtime,
                         const runtime::SandboxSpec& spec, const std::filesystem::path& dir,
                         std::chrono::milliseconds timeout);
@@ -211,8 +212,8 @@ class SandboxManager {
     std::size_t pooled_count_locked() const;
     // Places a new sandbox of its own (not a pooled one claimed) can still take.
     std::size_t free_places_locked() const;
-    // The mounts of config.volumes for sandbox `id` (ApiError naming volumes[i]: 404 unknown,
-    // 409 a second writer, 400 a runtime that cannot mount them).
+    // The mounts of config.volumes for sandbox `id` (SandboxError naming volumes[i]:
+    // not_found unknown, conflict a second writer, invalid a runtime that cannot mount them).
     std::vector<volumes::VolumeLease> acquire_volumes(const SandboxConfig& config,
                                                       const runtime::Runtime& runtime);
     // <state>/namespaces/<id>: a container sandbox's pinned user and network namespaces.

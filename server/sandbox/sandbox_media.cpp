@@ -2,7 +2,7 @@
 #include "server/sandbox/sandbox_media.hpp"
 
 #include "common/random.hpp"
-#include "server/sandbox/api_error.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -89,8 +89,8 @@ nlohmann::json SandboxMedia::begin_recording(const RecordingRequest& request) {
     link_.check_recordable();
     std::lock_guard lock(mutex_);
     if (recorder_)
-        throw ApiError(409, "already_recording",
-                       "recording " + recording_id_ + " is running; stop it first");
+        throw SandboxError(SandboxFault::conflict, "already_recording",
+                           "recording " + recording_id_ + " is running; stop it first");
     // An adopted sandbox counts from 0 again: never reuse an id whose files exist.
     std::string id;
     do id = link_.sandbox_id + "-" + std::to_string(++recordings_started_);
@@ -103,7 +103,7 @@ nlohmann::json SandboxMedia::begin_recording(const RecordingRequest& request) {
     try {
         recorder_ = std::make_unique<streaming::Recorder>(mirror_, o);
     } catch (const streaming::ParameterError& e) {
-        throw ApiError(500, "recording_failed", e.what());
+        throw SandboxError(SandboxFault::failed, "recording_failed", e.what());
     }
     recording_id_ = id;
     recording_actions_ = actions;
@@ -136,8 +136,8 @@ nlohmann::json SandboxMedia::stop_recording() {
     {
         std::lock_guard lock(mutex_);
         if (!recorder_)
-            throw ApiError(409, "not_recording",
-                           "sandbox " + link_.sandbox_id + " is not recording");
+            throw SandboxError(SandboxFault::conflict, "not_recording",
+                               "sandbox " + link_.sandbox_id + " is not recording");
         recorder = std::move(recorder_);
         id = recording_id_;
         recording_options_.reset();

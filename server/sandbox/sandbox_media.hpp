@@ -25,7 +25,8 @@ namespace deskbox::server {
 struct MediaLink {
     std::string sandbox_id;
     std::filesystem::path recordings_dir;
-    // Throws ApiError 409 unless a recording may start now (the sandbox runs or is paused).
+    // Throws SandboxError (conflict) unless a recording may start now (the sandbox runs or is
+    // paused).
     std::function<void()> check_recordable;
     std::function<void(const std::string& kind, const nlohmann::json& detail)> audit;
     // A recording started or stopped: the server record (which keeps its options) is saved.
@@ -61,9 +62,10 @@ class SandboxMedia {
     void describe_into(nlohmann::json& description, bool with_tokens) const;
 
     // ---- recording: one at a time, MP4 plus an optional actions track ----
-    // Throws ApiError (409 if one is running or the sandbox is neither running nor paused).
+    // Throws SandboxError (conflict if one is running or the sandbox is neither running nor
+    // paused).
     nlohmann::json start_recording(const RecordingRequest& request);
-    nlohmann::json stop_recording();  // 409 if none is running
+    nlohmann::json stop_recording();  // conflict if none is running
     nlohmann::json recording_status() const;
     // An audit line, also written to the running recording's actions track (if it has one).
     void record_event(const std::string& kind, const nlohmann::json& detail);

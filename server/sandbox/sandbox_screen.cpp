@@ -52,7 +52,8 @@ streaming::EncodeOptions SandboxScreen::api_sized() const {
 void SandboxScreen::sync(int settle_ms) {
     const std::uint64_t seq = agent_.sync_screen(settle_ms, 500).seq;
     if (!mirror_.wait_for_seq(seq, std::chrono::seconds(5)))
-        throw ApiError(504, "agent_timeout", "the screen did not arrive from the agent in time");
+        throw SandboxError(SandboxFault::timed_out, "agent_timeout",
+                           "the screen did not arrive from the agent in time");
 }
 
 streaming::EncodedImage SandboxScreen::screenshot(const streaming::EncodeOptions& options,
@@ -62,7 +63,7 @@ streaming::EncodedImage SandboxScreen::screenshot(const streaming::EncodeOptions
     try {
         return streaming::encode_image(snapshot, options);
     } catch (const std::invalid_argument& e) {
-        throw ApiError(400, "bad_request", e.what());
+        throw SandboxError(SandboxFault::invalid, "bad_request", e.what());
     }
 }
 
@@ -88,7 +89,8 @@ SandboxScreen::View SandboxScreen::view(bool sync) {
     if (sync) this->sync(0);
     View v;
     v.snapshot = mirror_.snapshot();
-    if (!v.snapshot.frame) throw ApiError(409, "conflict", "the sandbox has no screen yet");
+    if (!v.snapshot.frame)
+        throw SandboxError(SandboxFault::conflict, "conflict", "the sandbox has no screen yet");
     if (auto scaler = this->scaler(); scaler && !scaler->identity())
         v.scaled = analysis::scale_image(v.snapshot.frame->view(), scaler->api().width,
                                          scaler->api().height);

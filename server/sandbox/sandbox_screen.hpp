@@ -45,7 +45,7 @@ class SandboxScreen {
     // A screenshot's options at the size the client sees (its API resolution, if any).
     streaming::EncodeOptions api_sized() const;
 
-    // Each throws ApiError.
+    // Each throws SandboxError.
     // Asks the agent for what it has not sent yet and waits until the mirror has it.
     void sync(int settle_ms);
     streaming::EncodedImage screenshot(const streaming::EncodeOptions& options, int settle_ms = 30);
@@ -61,8 +61,8 @@ class SandboxScreen {
     // Blocks until the condition holds or its timeout (answers matched:false); woken by the
     // mirror's damage, never by polling (screen_wait.cpp).
     nlohmann::json wait(const WaitRequest& request);
-    // Waits up to the target's timeout for it to appear: its spec.index-th match. 422
-    // target_not_found if it does not.
+    // Waits up to the target's timeout for it to appear: its spec.index-th match. SandboxError
+    // (unprocessable) target_not_found if it does not.
     TargetSighting seek(const TargetSpec& target);
 
     // Opaque here; screen_analysis.hpp defines them.

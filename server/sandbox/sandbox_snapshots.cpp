@@ -24,21 +24,23 @@ void Sandbox::pause(bool snapshot, PauseReason reason) {
         std::lock_guard lock(mutex_);
         if (status_ == SandboxStatus::paused && (!snapshot || snapshotted_)) return;
         if (status_ != SandboxStatus::running && status_ != SandboxStatus::paused)
-            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+            throw SandboxError(SandboxFault::conflict, "conflict",
+                               std::string("sandbox is ") + to_string(status_));
     }
     auto* snapshots = instance_ ? instance_->snapshots() : nullptr;
     if (snapshot && !snapshots)
-        throw ApiError(409, "snapshot_unsupported",
-                       "sandbox " + config_.id + " runs in a " + config_.runtime_name +
-                           "; snapshots need the microvm runtime (pause without \"snapshot\" "
-                           "keeps it in memory)",
-                       "snapshot");
+        throw SandboxError(SandboxFault::conflict, "snapshot_unsupported",
+                           "sandbox " + config_.id + " runs in a " + config_.runtime_name +
+                               "; snapshots need the microvm runtime (pause without \"snapshot\" "
+                               "keeps it in memory)",
+                           "snapshot");
     if (!snapshot) {
         std::lock_guard lock(mutex_);
         try {
             instance_->pause();
         } catch (const std::exception& e) {
-            throw ApiError(500, "runtime_error", std::string("pause failed: ") + e.what());
+            throw SandboxError(SandboxFault::failed, "runtime_error",
+                               std::string("pause failed: ") + e.what());
         }
         status_ = SandboxStatus::paused;
         paused_reason_ = reason;
@@ -53,11 +55,12 @@ void Sandbox::pause(bool snapshot, PauseReason reason) {
     try {
         if (status() == SandboxStatus::paused) instance_->resume();
     } catch (const std::exception& e) {
-        throw ApiError(500, "runtime_error", std::string("snapshot failed: ") + e.what());
+        throw SandboxError(SandboxFault::failed, "runtime_error",
+                           std::string("snapshot failed: ") + e.what());
     }
     {
         std::lock_guard lock(mutex_);
-        status_ = SandboxStatus::paused;  // calls now get 409 sandbox_paused
+        status_ = SandboxStatus::paused;  // calls now get a conflict, sandbox_paused
         paused_reason_ = reason;
     }
     detach_agent();
@@ -75,7 +78,7 @@ void Sandbox::pause(bool snapshot, PauseReason reason) {
         } catch (const std::exception& again) {
             fail(reason + "; then the agent did not come back: " + again.what());
         }
-        throw ApiError(500, "snapshot_failed", reason);
+        throw SandboxError(SandboxFault::failed, "snapshot_failed", reason);
     }
     {
         std::lock_guard lock(mutex_);
@@ -101,13 +104,15 @@ void Sandbox::resume() {
         std::lock_guard lock(mutex_);
         if (status_ == SandboxStatus::running) return;
         if (status_ != SandboxStatus::paused)
-            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+            throw SandboxError(SandboxFault::conflict, "conflict",
+                               std::string("sandbox is ") + to_string(status_));
         from_snapshot = snapshotted_;
         if (!from_snapshot) {
             try {
                 instance_->resume();
             } catch (const std::exception& e) {
-                throw ApiError(500, "runtime_error", std::string("resume failed: ") + e.what());
+                throw SandboxError(SandboxFault::failed, "runtime_error",
+                                   std::string("resume failed: ") + e.what());
             }
             status_ = SandboxStatus::running;
             paused_reason_ = PauseReason::none;
@@ -124,7 +129,7 @@ void Sandbox::resume() {
                 if (config_.vnc) start_vnc();
             } catch (const std::exception& e) {
                 fail(std::string("its agent does not answer after the resume: ") + e.what());
-                throw ApiError(502, "agent_unreachable", error_reason());
+                throw SandboxError(SandboxFault::agent_failed, "agent_unreachable", error_reason());
             }
         }
         // A guest kernel's clock stood still while paused; a container's is the host's.
@@ -135,7 +140,7 @@ void Sandbox::resume() {
         instance_->snapshots()->restore_from_snapshot();
     } catch (const std::exception& e) {
         // The snapshot stays as it was (still paused): the caller may retry or kill.
-        throw ApiError(422, "snapshot_unusable", e.what());
+        throw SandboxError(SandboxFault::unprocessable, "snapshot_unusable", e.what());
     }
     {
         std::lock_guard lock(mutex_);
@@ -150,7 +155,7 @@ void Sandbox::resume() {
         std::string reason = std::string("the agent did not come back after the restore: ") +
                              e.what() + "; console: " + instance_->log_tail(2000);
         fail(reason);
-        throw ApiError(502, "agent_unavailable", reason);
+        throw SandboxError(SandboxFault::agent_failed, "agent_unavailable", reason);
     }
     audit("restore", nlohmann::json::object());
     std::lock_guard lock(mutex_);
@@ -178,16 +183,18 @@ runtime::SavedCopy Sandbox::save_copy(const std::filesystem::path& dir) {
     {
         std::lock_guard lock(mutex_);
         if (snapshotted_)
-            throw ApiError(409, "sandbox_paused",
-                           "sandbox " + config_.id + " is saved to disk; resume it first");
+            throw SandboxError(SandboxFault::conflict, "sandbox_paused",
+                               "sandbox " + config_.id + " is saved to disk; resume it first");
         if (status_ != SandboxStatus::running && status_ != SandboxStatus::paused)
-            throw ApiError(409, "conflict", std::string("sandbox is ") + to_string(status_));
+            throw SandboxError(SandboxFault::conflict, "conflict",
+                               std::string("sandbox is ") + to_string(status_));
         was_paused = status_ == SandboxStatus::paused;
     }
     auto* saving = instance_ ? instance_->copy_saving() : nullptr;
     if (!saving)
-        throw ApiError(400, "unsupported",
-                       "the " + config_.runtime_name + " runtime cannot save a copy of a sandbox");
+        throw SandboxError(
+            SandboxFault::invalid, "unsupported",
+            "the " + config_.runtime_name + " runtime cannot save a copy of a sandbox");
     // A memory copy's agent waits for a host of its own: the session closes for the save (the
     // guest must run to see it go) and opens again after it.
     const bool memory = saving->copy_kind() == runtime::CopyKind::memory;
@@ -207,7 +214,8 @@ runtime::SavedCopy Sandbox::save_copy(const std::filesystem::path& dir) {
             if (was_paused) instance_->resume();
         } catch (const std::exception& e) {
             end_saving();
-            throw ApiError(500, "runtime_error", std::string("resume for the save: ") + e.what());
+            throw SandboxError(SandboxFault::failed, "runtime_error",
+                               std::string("resume for the save: ") + e.what());
         }
         detach_agent();
     }
@@ -225,14 +233,15 @@ runtime::SavedCopy Sandbox::save_copy(const std::filesystem::path& dir) {
         } catch (const std::exception& e) {
             end_saving();
             fail("its agent did not come back after a save: " + std::string(e.what()));
-            throw ApiError(502, "agent_unavailable", error_reason());
+            throw SandboxError(SandboxFault::agent_failed, "agent_unavailable", error_reason());
         }
         end_saving();
     }
     if (!failure.empty()) {
         if (failure.find("No space left") != std::string::npos)
-            throw ApiError(507, "insufficient_storage", "the copy does not fit: " + failure);
-        throw ApiError(500, "snapshot_failed", failure);
+            throw SandboxError(SandboxFault::no_space, "insufficient_storage",
+                               "the copy does not fit: " + failure);
+        throw SandboxError(SandboxFault::failed, "snapshot_failed", failure);
     }
     audit("save_copy", {{"kind", runtime::to_string(saved.kind)}, {"bytes", saved.bytes}});
     return saved;

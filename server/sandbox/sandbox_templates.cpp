@@ -1,14 +1,68 @@
-// The sandbox manager's side of templates users build: the template service it starts (with
+// The sandbox manager's side of templates: where a template's definition and rootfs come from
+// (shipped under images/templates/, or built by users), the template service it starts (with
 // the build engine's user namespace on the last slot of --userns-range, or the reason builds are
 // refused), the questions it answers for it, and what templates each runtime offers here.
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 
+#include "common/child_process.hpp"
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server {
+
+std::vector<std::string> SandboxManager::shipped_template_names() const {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (auto& e : std::filesystem::directory_iterator(options_.images_dir / "templates", ec))
+        if (std::filesystem::exists(e.path() / "template.json"))
+            names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+nlohmann::json SandboxManager::template_definition(const std::string& name) const {
+    if (name.find('/') != std::string::npos || name.starts_with("."))
+        throw invalid_field("template", "unknown template '" + name + "'");
+    auto path = options_.images_dir / "templates" / name / "template.json";
+    if (!std::filesystem::exists(path))
+        if (auto user = user_template(name)) return user->definition;
+    std::ifstream in(path);
+    if (!in) throw invalid_field("template", "unknown template '" + name + "'");
+    return nlohmann::json::parse(in);
+}
+
+std::filesystem::path SandboxManager::template_rootfs(const std::string& name) const {
+    if (!std::filesystem::exists(options_.images_dir / "templates" / name / "template.json"))
+        if (auto user = user_template(name)) return templates_->store_rootfs(*user);
+    {
+        // Asking the build tool costs a Python start per create. A definition edited while the
+        // server runs takes effect after a restart, or once its old build is pruned.
+        std::lock_guard lock(mutex_);
+        auto it = rootfs_cache_.find(name);
+        if (it != rootfs_cache_.end() && std::filesystem::exists(it->second / "usr"))
+            return it->second;
+    }
+    // The build tool owns the content hash; ask it where the rootfs is.
+    std::vector<std::string> argv = {"python3", (options_.images_dir / "build.py").string(),
+                                     "--print-path", name};
+    auto r = run_process(argv, std::chrono::seconds(30));
+    std::string path = r.out;
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
+    if (auto nl = path.rfind('\n'); nl != std::string::npos) path = path.substr(nl + 1);
+    if (r.status.exit_code != 0 || path.empty())
+        throw SandboxError(SandboxFault::failed, "template_error",
+                           "template '" + name + "': " + r.err);
+    if (!std::filesystem::exists(std::filesystem::path(path) / "usr"))
+        throw SandboxError(SandboxFault::conflict, "template_not_built",
+                           "template '" + name + "' is not built; run: images/build.py " + name,
+                           "template");
+    std::lock_guard lock(mutex_);
+    rootfs_cache_[name] = path;
+    return path;
+}
 
 void SandboxManager::start_template_service() {
     templates::TemplateService::Options o;
@@ -115,7 +169,7 @@ std::map<std::string, SandboxManager::TemplateOffer> SandboxManager::template_of
                 std::filesystem::path rootfs;
                 try {
                     rootfs = template_rootfs(name);
-                } catch (const ApiError&) {
+                } catch (const SandboxError&) {
                     continue;  // not built: offered by no runtime
                 }
                 for (auto* runtime : runtimes_.all()) {

@@ -16,7 +16,7 @@ using streaming::Rect;
 
 namespace {
 
-constexpr std::size_t kMaxWaitsPerSandbox = 4;  // each holds an HTTP thread while it waits
+constexpr std::size_t kMaxWaitsPerSandbox = 4;  // each holds a request's thread while it waits
 constexpr std::size_t kOcrCacheEntries = 4;
 
 json box_json(const Rect& box, double score) {
@@ -73,17 +73,17 @@ Rect SandboxScreen::View::region(const std::optional<Rect>& asked, const std::st
     const Rect whole{0, 0, width(), height()};
     const Rect r = asked.value_or(whole);
     if (intersect(r, whole) != r)
-        throw bad_request(field, "must lie on the " + std::to_string(width()) + "x" +
-                                     std::to_string(height()) + " screen");
+        throw invalid_field(field, "must lie on the " + std::to_string(width()) + "x" +
+                                       std::to_string(height()) + " screen");
     return r;
 }
 
 WaitSlot::WaitSlot(SandboxScreen::AnalysisState& state) : state_(state) {
     std::lock_guard lock(state_.mutex);
     if (state_.waits >= kMaxWaitsPerSandbox)
-        throw ApiError(429, "too_many_waits",
-                       "this sandbox already has " + std::to_string(kMaxWaitsPerSandbox) +
-                           " waits (or targeted actions) waiting; try again when one ends");
+        throw SandboxError(SandboxFault::over_capacity, "too_many_waits",
+                           "this sandbox already has " + std::to_string(kMaxWaitsPerSandbox) +
+                               " waits (or targeted actions) waiting; try again when one ends");
     ++state_.waits;
 }
 
@@ -224,16 +224,18 @@ TargetSighting SandboxScreen::seek(const TargetSpec& spec) {
         const std::uint64_t seen = view.snapshot.version;
         bool changed = left.count() > 0 && mirror_.wait_for_change(seen, kNoCursorWake, left);
         if (mirror_.closed())
-            throw ApiError(409, "conflict", "the sandbox ended while looking for the target");
+            throw SandboxError(SandboxFault::conflict, "conflict",
+                               "the sandbox ended while looking for the target");
         if (!changed) {
             const std::string what = spec.image ? std::string("the image")
                                                 : "the text " + input::quote_for_error(spec.text);
-            throw ApiError(422, "target_not_found",
-                           spec.field + ": " + what + " was not on the screen" +
-                               (spec.index ? " " + std::to_string(spec.index + 1) + " times" : "") +
-                               " within " + std::to_string(spec.timeout_ms) +
-                               " ms (actions before it have run)",
-                           spec.field);
+            throw SandboxError(
+                SandboxFault::unprocessable, "target_not_found",
+                spec.field + ": " + what + " was not on the screen" +
+                    (spec.index ? " " + std::to_string(spec.index + 1) + " times" : "") +
+                    " within " + std::to_string(spec.timeout_ms) +
+                    " ms (actions before it have run)",
+                spec.field);
         }
         view = this->view(false);
     }

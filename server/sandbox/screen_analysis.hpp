@@ -41,7 +41,7 @@ struct SandboxScreen::AnalysisState {
     std::deque<CachedOcr> ocr;
 };
 
-// Counts a sandbox's waits in flight (each holds an HTTP thread); 429 past the limit.
+// Counts a sandbox's waits in flight (each holds a request's thread); over_capacity past the limit.
 class WaitSlot {
   public:
     explicit WaitSlot(SandboxScreen::AnalysisState& state);

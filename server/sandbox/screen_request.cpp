@@ -25,8 +25,8 @@ class Body {
     Body(const json& body, std::string prefix, const std::set<std::string>& allowed)
         : body_(body), prefix_(std::move(prefix)) {
         if (!body_.is_object())
-            throw bad_request(prefix_,
-                              "expected a JSON object, got " + std::string(body_.type_name()));
+            throw invalid_field(prefix_,
+                                "expected a JSON object, got " + std::string(body_.type_name()));
         RequestReader fields(body_, prefix_);  // the one unknown-field rule
         for (const auto& name : allowed) fields.raw(name);
         fields.finish();
@@ -42,8 +42,8 @@ class Body {
         const json* v = get(name);
         if (!v) return fallback;
         if (!v->is_number() || !(v->get<double>() >= lo && v->get<double>() <= hi))
-            throw bad_request(field(name),
-                              "expected a number from " + shown(lo) + " to " + shown(hi));
+            throw invalid_field(field(name),
+                                "expected a number from " + shown(lo) + " to " + shown(hi));
         return v->get<double>();
     }
     int integer(const char* name, int lo, int hi, int fallback) const {
@@ -51,23 +51,23 @@ class Body {
         if (!v) return fallback;
         if (!v->is_number_integer() &&
             !(v->is_number_float() && std::floor(v->get<double>()) == v->get<double>()))
-            throw bad_request(field(name), "expected a whole number");
+            throw invalid_field(field(name), "expected a whole number");
         const double d = v->get<double>();
         if (d < lo || d > hi)
-            throw bad_request(field(name),
-                              "expected " + std::to_string(lo) + " to " + std::to_string(hi));
+            throw invalid_field(field(name),
+                                "expected " + std::to_string(lo) + " to " + std::to_string(hi));
         return int(d);
     }
     bool flag(const char* name, bool fallback) const {
         const json* v = get(name);
         if (!v) return fallback;
-        if (!v->is_boolean()) throw bad_request(field(name), "expected true or false");
+        if (!v->is_boolean()) throw invalid_field(field(name), "expected true or false");
         return v->get<bool>();
     }
     std::string string(const char* name) const {
         const json* v = get(name);
         if (!v) return {};
-        if (!v->is_string()) throw bad_request(field(name), "expected a string");
+        if (!v->is_string()) throw invalid_field(field(name), "expected a string");
         return v->get<std::string>();
     }
     std::optional<Rect> rect(const char* name) const {
@@ -76,16 +76,16 @@ class Body {
     }
     static Rect read_rect(const json& v, const std::string& field) {
         if (!v.is_array() || v.size() != 4)
-            throw bad_request(field, "expected [x, y, width, height]");
+            throw invalid_field(field, "expected [x, y, width, height]");
         int n[4];
         for (int i = 0; i < 4; ++i) {
             if (!v[i].is_number_integer())
-                throw bad_request(field, "expected [x, y, width, height] in whole pixels");
+                throw invalid_field(field, "expected [x, y, width, height] in whole pixels");
             const auto value = v[i].get<long long>();
-            if (value < 0 || value > 32767) throw bad_request(field, "values must be 0..32767");
+            if (value < 0 || value > 32767) throw invalid_field(field, "values must be 0..32767");
             n[i] = int(value);
         }
-        if (n[2] == 0 || n[3] == 0) throw bad_request(field, "width and height must be > 0");
+        if (n[2] == 0 || n[3] == 0) throw invalid_field(field, "width and height must be > 0");
         return {n[0], n[1], n[2], n[3]};
     }
 
@@ -107,11 +107,11 @@ void read_scales(const Body& b, TargetSpec& spec) {
     const json* scales = b.get("scales");
     if (!scales) return;
     if (!scales->is_array() || scales->empty() || scales->size() > 8)
-        throw bad_request(b.field("scales"), "expected 1 to 8 numbers");
+        throw invalid_field(b.field("scales"), "expected 1 to 8 numbers");
     spec.search.scales.clear();
     for (const auto& s : *scales) {
         if (!s.is_number() || !(s.get<double>() >= 0.25 && s.get<double>() <= 4))
-            throw bad_request(b.field("scales"), "each scale must be from 0.25 to 4");
+            throw invalid_field(b.field("scales"), "each scale must be from 0.25 to 4");
         spec.search.scales.push_back(s.get<double>());
     }
 }
@@ -119,11 +119,11 @@ void read_scales(const Body& b, TargetSpec& spec) {
 // The seek fields of `b` (locate, wait, target); `need`: one of image / text is required.
 void read_seek(const Body& b, TargetSpec& spec, bool need) {
     const bool image = b.has("image"), text = b.has("text");
-    if (image && text) throw bad_request(b.field("text"), "give image or text, not both");
-    if (need && !image && !text) throw bad_request(b.field("image"), "give image or text");
+    if (image && text) throw invalid_field(b.field("text"), "give image or text, not both");
+    if (need && !image && !text) throw invalid_field(b.field("image"), "give image or text");
     if (image) {
         const json& v = *b.get("image");
-        if (!v.is_string()) throw bad_request(b.field("image"), "expected base64 of a PNG image");
+        if (!v.is_string()) throw invalid_field(b.field("image"), "expected base64 of a PNG image");
         spec.image = checked(b.prefix(), [&] {
             return analysis::decode_base64_picture(v.get<std::string>(), "image");
         });
@@ -131,8 +131,8 @@ void read_seek(const Body& b, TargetSpec& spec, bool need) {
     if (text) {
         spec.text = b.string("text");
         if (spec.text.find_first_not_of(" \t\n\r") == std::string::npos)
-            throw bad_request(b.field("text"), "expected some text to find");
-        if (spec.text.size() > 1000) throw bad_request(b.field("text"), "at most 1000 bytes");
+            throw invalid_field(b.field("text"), "expected some text to find");
+        if (spec.text.size() > 1000) throw invalid_field(b.field("text"), "at most 1000 bytes");
     }
     spec.search.region = b.rect("region");
     spec.search.threshold = b.number("threshold", 0, 1, 0.9);
@@ -142,9 +142,9 @@ void read_seek(const Body& b, TargetSpec& spec, bool need) {
     spec.exact = b.flag("exact", false);
     if (b.has("lang")) spec.lang = b.string("lang");
     for (const char* name : {"exact", "lang"})
-        if (image && b.has(name)) throw bad_request(b.field(name), "only for text");
+        if (image && b.has(name)) throw invalid_field(b.field(name), "only for text");
     for (const char* name : {"scales", "grayscale"})
-        if (text && b.has(name)) throw bad_request(b.field(name), "only for image");
+        if (text && b.has(name)) throw invalid_field(b.field(name), "only for image");
 }
 
 }  // namespace
@@ -172,7 +172,7 @@ CompareRequest read_compare_request(const json& body) {
     Body b(body, "", {"baseline", "region", "mask", "tolerance", "diff"});
     const json* baseline = b.get("baseline");
     if (!baseline || !baseline->is_string())
-        throw bad_request("baseline", "expected base64 of a PNG image");
+        throw invalid_field("baseline", "expected base64 of a PNG image");
     CompareRequest request;
     request.baseline = checked("", [&] {
         return analysis::decode_base64_picture(baseline->get<std::string>(), "baseline");
@@ -182,7 +182,7 @@ CompareRequest read_compare_request(const json& body) {
     request.diff_image = b.flag("diff", false);
     if (const json* m = b.get("mask")) {
         if (!m->is_array() || m->size() > 1000)
-            throw bad_request("mask", "expected a list of [x, y, width, height] (at most 1000)");
+            throw invalid_field("mask", "expected a list of [x, y, width, height] (at most 1000)");
         for (std::size_t i = 0; i < m->size(); ++i)
             request.mask.push_back(Body::read_rect((*m)[i], "mask[" + std::to_string(i) + "]"));
     }
@@ -197,20 +197,21 @@ WaitRequest read_wait_request(const json& body) {
     const std::string& until = request.until = b.string("until");
     static const std::set<std::string> kinds = {"change", "stable", "image", "text", "gone"};
     if (!kinds.count(until))
-        throw bad_request("until", "expected change, stable, image, text or gone");
+        throw invalid_field("until", "expected change, stable, image, text or gone");
     TargetSpec& spec = request.seek;
     read_seek(b, spec, until == "image" || until == "text" || until == "gone");
-    if (until == "image" && !spec.image) throw bad_request("image", "required for until=image");
-    if (until == "text" && spec.text.empty()) throw bad_request("text", "required for until=text");
+    if (until == "image" && !spec.image) throw invalid_field("image", "required for until=image");
+    if (until == "text" && spec.text.empty())
+        throw invalid_field("text", "required for until=text");
     if ((until == "change" || until == "stable") && (spec.image || !spec.text.empty()))
-        throw bad_request(spec.image ? "image" : "text", "not used by until=" + until);
+        throw invalid_field(spec.image ? "image" : "text", "not used by until=" + until);
     request.timeout_ms = b.integer("timeout_ms", 0, kMaxWaitMs, kDefaultWaitMs);
     request.stable_ms = b.integer("stable_ms", 1, 60'000, kDefaultStableMs);
     if (b.has("stable_ms") && until != "stable")
-        throw bad_request("stable_ms", "only for until=stable");
+        throw invalid_field("stable_ms", "only for until=stable");
     if (const json* s = b.get("since")) {
-        if (!s->is_number_unsigned()) throw bad_request("since", "expected a frame_version");
-        if (until != "change") throw bad_request("since", "only for until=change");
+        if (!s->is_number_unsigned()) throw invalid_field("since", "expected a frame_version");
+        if (until != "change") throw invalid_field("since", "only for until=change");
         request.since = s->get<std::uint64_t>();
     }
     return request;
@@ -230,7 +231,7 @@ TargetSpec read_target(const input::Target& target, const std::string& field) {
     if (const json* offset = b.get("offset")) {
         if (!offset->is_array() || offset->size() != 2 || !(*offset)[0].is_number_integer() ||
             !(*offset)[1].is_number_integer())
-            throw bad_request(b.field("offset"), "expected [dx, dy] in whole pixels");
+            throw invalid_field(b.field("offset"), "expected [dx, dy] in whole pixels");
         spec.offset = {(*offset)[0].get<int>(), (*offset)[1].get<int>()};
     }
     spec.timeout_ms = b.integer("timeout_ms", 0, kMaxTargetWaitMs, kDefaultTargetWaitMs);

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "input/actions.hpp"
-#include "server/sandbox/api_error.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 #include "streaming/analysis/image_search.hpp"
 
 namespace deskbox::server {
@@ -55,7 +55,7 @@ struct WaitRequest {
     std::optional<std::uint64_t> since;  // until=change: changes after this frame
 };
 
-// Each throws ApiError 400 bad_request naming the field at fault.
+// Each throws SandboxError (invalid) bad_request naming the field at fault.
 TargetSpec read_locate_request(const nlohmann::json& body);
 OcrRequest read_ocr_request(const nlohmann::json& body);
 CompareRequest read_compare_request(const nlohmann::json& body);
@@ -75,7 +75,7 @@ auto checked(const std::string& prefix, F&& f) {
         const std::string field = join_field(prefix, e.field());
         std::string reason = e.what();
         if (reason.rfind(e.field() + ": ", 0) == 0) reason = reason.substr(e.field().size() + 2);
-        throw bad_request(field, reason);
+        throw invalid_field(field, reason);
     }
 }
 

@@ -96,7 +96,8 @@ struct SandboxScreen::WaitRun {
         if (limit.count() <= 0) return false;
         const bool woke = mirror.wait_for_change(version, kNoCursorWake, limit);
         if (mirror.closed())
-            throw ApiError(409, "conflict", "the sandbox ended while the wait was waiting");
+            throw SandboxError(SandboxFault::conflict, "conflict",
+                               "the sandbox ended while the wait was waiting");
         return woke;
     }
     bool touches_region(const streaming::FrameChanges& changes) const {
@@ -112,9 +113,9 @@ json SandboxScreen::wait(const WaitRequest& request) {
     const Rect region = view.region(request.seek.search.region, "region");
     const auto since = request.since;
     if (since && *since > view.snapshot.version)
-        throw bad_request("since", "frame " + std::to_string(*since) +
-                                       " has not happened yet (now " +
-                                       std::to_string(view.snapshot.version) + ")");
+        throw invalid_field("since", "frame " + std::to_string(*since) +
+                                         " has not happened yet (now " +
+                                         std::to_string(view.snapshot.version) + ")");
     const input::Size screen = size();
     const double to_screen_x = double(screen.width) / view.width();
     const double to_screen_y = double(screen.height) / view.height();

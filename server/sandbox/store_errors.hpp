@@ -1,60 +1,63 @@
-// The stores' domain errors (volumes::VolumeError, snapshots::SnapshotError) as API errors: the
-// one place their kinds become HTTP statuses and codes (routes, MCP and the sandbox create
-// share it).
+// The stores' domain errors (volumes::VolumeError, snapshots::SnapshotError) as SandboxErrors:
+// the one place their kinds become faults and codes (routes, MCP and the sandbox create share
+// it).
 #pragma once
 
-#include "server/sandbox/api_error.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 #include "server/snapshots/snapshot_store.hpp"
 #include "server/volumes/volume_store.hpp"
 
 namespace deskbox::server {
 
-inline ApiError to_api_error(const volumes::VolumeError& e) {
+inline SandboxError to_sandbox_error(const volumes::VolumeError& e) {
     using Kind = volumes::VolumeErrorKind;
     switch (e.kind()) {
         case Kind::invalid:
-            return ApiError(400, "bad_request", e.what(), e.field());
+            return SandboxError(SandboxFault::invalid, "bad_request", e.what(), e.field());
         case Kind::not_found:
-            return ApiError(404, "volume_not_found", e.what(), e.field());
+            return SandboxError(SandboxFault::not_found, "volume_not_found", e.what(), e.field());
         case Kind::exists:
-            return ApiError(409, "volume_exists", e.what(), e.field());
+            return SandboxError(SandboxFault::conflict, "volume_exists", e.what(), e.field());
         case Kind::in_use:
-            return ApiError(409, "volume_in_use", e.what(), e.field());
+            return SandboxError(SandboxFault::conflict, "volume_in_use", e.what(), e.field());
         case Kind::no_space:
-            return ApiError(507, "insufficient_storage", e.what(), e.field());
+            return SandboxError(SandboxFault::no_space, "insufficient_storage", e.what(),
+                                e.field());
         case Kind::failed:
             break;
     }
-    return ApiError(500, "volume_failed", e.what(), e.field());
+    return SandboxError(SandboxFault::failed, "volume_failed", e.what(), e.field());
 }
 
-inline ApiError to_api_error(const snapshots::SnapshotError& e) {
+inline SandboxError to_sandbox_error(const snapshots::SnapshotError& e) {
     using Kind = snapshots::SnapshotErrorKind;
     switch (e.kind()) {
         case Kind::invalid:
-            return ApiError(400, "bad_request", e.what(), e.field());
+            return SandboxError(SandboxFault::invalid, "bad_request", e.what(), e.field());
         case Kind::not_found:
-            return ApiError(404, "not_found", e.what(), e.field());
+            return SandboxError(SandboxFault::not_found, "not_found", e.what(), e.field());
         case Kind::exists:
-            return ApiError(409, "snapshot_exists", e.what(), e.field());
+            return SandboxError(SandboxFault::conflict, "snapshot_exists", e.what(), e.field());
         case Kind::in_use:
-            return ApiError(409, "snapshot_in_use", e.what(), e.field());
+            return SandboxError(SandboxFault::conflict, "snapshot_in_use", e.what(), e.field());
         case Kind::no_space:
-            return ApiError(507, "insufficient_storage", e.what(), e.field());
+            return SandboxError(SandboxFault::no_space, "insufficient_storage", e.what(),
+                                e.field());
         case Kind::failed:
             break;
     }
-    return ApiError(500, "snapshot_failed", e.what(), e.field());
+    return SandboxError(SandboxFault::failed, "snapshot_failed", e.what(), e.field());
 }
 
+// Runs `f`, its store errors thrown as SandboxErrors.
 template <typename F>
-auto as_api_error(F&& f) -> decltype(f()) {
+auto as_sandbox_error(F&& f) -> decltype(f()) {
     try {
         return f();
     } catch (const volumes::VolumeError& e) {
-        throw to_api_error(e);
+        throw to_sandbox_error(e);
     } catch (const snapshots::SnapshotError& e) {
-        throw to_api_error(e);
+        throw to_sandbox_error(e);
     }
 }
 

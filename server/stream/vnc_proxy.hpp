@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "server/http/api_error.hpp"
 #include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox.hpp"
 #include "server/stream/viewer_session.hpp"

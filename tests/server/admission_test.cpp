@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api/admission.hpp"
+#include "server/api/sandbox_errors.hpp"
 #include "server/mcp/mcp_server.hpp"
 #include "tests/support/fake_sandbox_manager.hpp"
 
@@ -72,12 +73,15 @@ class AdmissionTest : public ::testing::Test {
         }
         return a;
     }
-    // The ApiError the stage `run` throws on `a` (status 0 if it passes or answers).
+    // The ApiError the stage `run` throws on `a`, a SandboxError as the API answers it (status
+    // 0 if it passes or answers).
     static ApiError refusal(AdmissionAnswer (*run)(Admission&), Admission& a) {
         try {
             run(a);
         } catch (const ApiError& e) {
             return e;
+        } catch (const SandboxError& e) {
+            return to_api_error(e);
         }
         return ApiError(0, "", "");
     }

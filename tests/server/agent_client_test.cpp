@@ -1,5 +1,6 @@
 // The typed agent client against an agent in the test's process: what each function sends,
-// what it audits, how long it waits, and the ApiError each agent failure becomes.
+// what it audits, how long it waits, and the SandboxError each agent failure becomes (read as
+// the API answers it).
 #include "server/sandbox/agent_client.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/api/sandbox_errors.hpp"
 #include "tests/support/in_process_agent.hpp"
 
 namespace deskbox::server {
@@ -33,25 +35,25 @@ class AgentClientTest : public ::testing::Test {
         link.audit = [this](const std::string& kind, const json& detail) {
             audit.push_back({kind, detail});
         };
-        link.exhaustion = [this](const std::string& what) -> std::optional<ApiError> {
+        link.exhaustion = [this](const std::string& what) -> std::optional<SandboxError> {
             if (!at_limit) return std::nullopt;
-            return ApiError(409, "sandbox_exhausted", "at the process limit: " + what,
-                            "limits.pids");
+            return SandboxError(SandboxFault::conflict, "sandbox_exhausted",
+                                "at the process limit: " + what, "limits.pids");
         };
         link.lost = [] { return std::string("the VM exited"); };
         link.way_back = "; kill its processes";
         link.default_cwd = [] { return std::string("/work"); };
         return AgentClient(std::move(link));
     }
-    // The ApiError `fn` throws (a failure if it throws none).
+    // The SandboxError `fn` throws, as the API answers it (a failure if it throws none).
     template <typename Fn>
     static ApiError error_of(Fn fn) {
         try {
             fn();
-        } catch (const ApiError& e) {
-            return e;
+        } catch (const SandboxError& e) {
+            return to_api_error(e);
         }
-        ADD_FAILURE() << "no ApiError";
+        ADD_FAILURE() << "no SandboxError";
         return ApiError(0, "", "");
     }
 

@@ -16,22 +16,29 @@
 #include "server/api/routes/ports.hpp"
 #include "server/api/routes/screen.hpp"
 #include "server/api/routes/viewers.hpp"
+#include "server/api/sandbox_errors.hpp"
 
 namespace deskbox::server::routes {
 namespace {
 
 using nlohmann::json;
 
-// The error `parse` throws: it must be an ApiError with this status, code and field.
+// The error `parse` throws, as the API answers it (a route's ApiError, or the SandboxError of
+// the request reader it uses): it must have this status, code and field.
 void expect_refusal(const std::function<void()>& parse, const std::string& field,
                     const std::string& code = "bad_request", unsigned status = 400) {
+    auto expect = [&](const ApiError& e) {
+        EXPECT_EQ(e.status(), status) << e.what();
+        EXPECT_EQ(e.code(), code) << e.what();
+        EXPECT_EQ(e.field(), field) << e.what();
+    };
     try {
         parse();
         ADD_FAILURE() << "accepted; expected " << code << " on '" << field << "'";
     } catch (const ApiError& e) {
-        EXPECT_EQ(e.status(), status) << e.what();
-        EXPECT_EQ(e.code(), code) << e.what();
-        EXPECT_EQ(e.field(), field) << e.what();
+        expect(e);
+    } catch (const SandboxError& e) {
+        expect(to_api_error(e));
     }
 }
 

@@ -1,5 +1,5 @@
 // POST /v1/sandboxes bodies checked without a server: defaults, the template's session under
-// the request's own fields, and a 400 naming the field for each kind of mistake.
+// the request's own fields, and an invalid-field error naming the field for each kind of mistake.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -22,7 +22,7 @@ json definition_of(const std::string& name) {
         return {{"session", {{"autostart", {{"xterm"}}}}},
                 {"ready", {{"window_title", "Mousepad"}, {"timeout_s", 120}}}};
     if (name == "broken") return {{"ready", {{"windows", "all"}}}};
-    throw bad_request("template", "unknown template '" + name + "'");
+    throw invalid_field("template", "unknown template '" + name + "'");
 }
 
 CreateDefaults defaults() {
@@ -40,17 +40,17 @@ CreateRequest parse(const json& request) {
     return parse_create_request(request, defaults(), definition_of);
 }
 
-// The ApiError a bad request gets (it must be a 400).
-ApiError error_of(const json& request) {
+// The SandboxError a bad request gets (it must be invalid, bad_request).
+SandboxError error_of(const json& request) {
     try {
         parse(request);
-    } catch (const ApiError& e) {
-        EXPECT_EQ(e.status(), 400u) << e.what();
+    } catch (const SandboxError& e) {
+        EXPECT_EQ(e.fault(), SandboxFault::invalid) << e.what();
         EXPECT_EQ(e.code(), "bad_request");
         return e;
     }
     ADD_FAILURE() << "accepted: " << request.dump();
-    return ApiError(0, "", "");
+    return SandboxError(SandboxFault::failed, "", "");
 }
 
 TEST(SandboxCreateRequest, AnEmptyBodyTakesTheServersDefaults) {
@@ -171,7 +171,7 @@ TEST(SandboxCreateRequest, UnknownFieldsAreRefusedBeforeTheTemplateIsLookedUp) {
         return definition_of(name);
     };
     EXPECT_THROW(parse_create_request({{"template", "wide"}, {"x", 1}}, defaults(), counting),
-                 ApiError);
+                 SandboxError);
     EXPECT_EQ(lookups, 0);
     parse_create_request({{"template", "wide"}}, defaults(), counting);
     EXPECT_EQ(lookups, 1) << "one lookup per request";
@@ -224,8 +224,8 @@ TEST(SandboxCreateRequest, ABadReadyInTheTemplateIsATemplateError) {
     try {
         parse({{"template", "broken"}});
         ADD_FAILURE() << "accepted";
-    } catch (const ApiError& e) {
-        EXPECT_EQ(e.status(), 500u);
+    } catch (const SandboxError& e) {
+        EXPECT_EQ(e.fault(), SandboxFault::failed);
         EXPECT_EQ(e.code(), "template_error");
         EXPECT_EQ(e.field(), "template.ready.windows");
     }

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/readiness.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 
 namespace deskbox::server {
 namespace {
@@ -313,8 +313,8 @@ TEST(Readiness, ConditionsAreReadStrictlyNamingTheField) {
         try {
             parse_ready_condition(value, "ready", 1);
             ADD_FAILURE() << "accepted " << value.dump();
-        } catch (const ApiError& e) {
-            EXPECT_EQ(e.status(), 400u);
+        } catch (const SandboxError& e) {
+            EXPECT_EQ(e.fault(), SandboxFault::invalid);
             EXPECT_EQ(e.field(), field) << value.dump() << ": " << e.what();
         }
     }

@@ -1,6 +1,6 @@
 // SandboxManager with a FakeRuntime: no root, no guest, no network. Creates, the registry,
 // limits, the timeout reaper and what a runtime without a capability answers, as the HTTP API
-// sees them (ApiError status, code and field).
+// sees them (the SandboxError as the front door's ApiError: status, code and field).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/api/sandbox_errors.hpp"
 #include "server/runtime/fake_runtime.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
@@ -38,15 +39,15 @@ class SandboxManagerTest : public ::testing::Test {
             manager_ = std::make_unique<SandboxManager>(options(), runtime::fake_runtimes());
         return *manager_;
     }
-    // The ApiError `call` throws (none: a test failure).
+    // The SandboxError `call` throws, as the API answers it (none: a test failure).
     template <typename Call>
     ApiError error_of(Call&& call) {
         try {
             call();
-        } catch (const ApiError& e) {
-            return e;
+        } catch (const SandboxError& e) {
+            return to_api_error(e);
         }
-        ADD_FAILURE() << "no ApiError";
+        ADD_FAILURE() << "no SandboxError";
         return ApiError(0, "", "");
     }
     runtime::FakeTemplate images_;
@@ -124,8 +125,8 @@ TEST(DiskCommitment, PromisesPastTheRatioOfFreeSpaceAreRefused) {
     try {
         check_disk_commitment({.promised_mb = 150, .asked_mb = 100, .free_mb = 100, .ratio = 2});
         ADD_FAILURE() << "250 MiB promised against 2 x 100 MiB free passed";
-    } catch (const ApiError& e) {
-        EXPECT_EQ(e.status(), 507u);
+    } catch (const SandboxError& e) {
+        EXPECT_EQ(e.fault(), SandboxFault::no_space);
         EXPECT_EQ(e.code(), "disk_overcommitted");
         EXPECT_EQ(e.field(), "limits.disk_mb");
         EXPECT_NE(std::string(e.what()).find("--disk-overcommit"), std::string::npos) << e.what();

@@ -1,7 +1,7 @@
 // The screen analysis's and recordings' request bodies read into typed requests without a
-// server: defaults, what each field becomes, and a 400 naming the field (under its prefix) for
-// mistakes the API tests cannot reach cheaply. The API tests (AnalysisApi.*) check the same
-// rules end to end on a real screen.
+// server: defaults, what each field becomes, and an invalid-field error naming the field (under its
+// prefix) for mistakes the API tests cannot reach cheaply. The API tests (AnalysisApi.*) check the
+// same rules end to end on a real screen.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -18,8 +18,8 @@ template <typename F>
 std::string field_of_error(F&& read) {
     try {
         read();
-    } catch (const ApiError& e) {
-        EXPECT_EQ(e.status(), 400u) << e.what();
+    } catch (const SandboxError& e) {
+        EXPECT_EQ(e.fault(), SandboxFault::invalid) << e.what();
         return e.field();
     }
     return "(no error)";

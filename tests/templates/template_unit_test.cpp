@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "common/temp_dir.hpp"
-#include "server/sandbox/api_error.hpp"
 #include "server/sandbox/request_reader.hpp"
+#include "server/sandbox/sandbox_error.hpp"
 #include "server/templates/buildah.hpp"
 #include "server/templates/deskbox_layer.hpp"
 #include "server/templates/dockerfile_check.hpp"
@@ -210,8 +210,8 @@ TEST(DeskboxLayer, ContractRefusalIsReadFromTheLog) {
 }
 
 TEST(RequestReader, StrictFieldsTypesAndRanges) {
-    using deskbox::server::ApiError;
     using deskbox::server::RequestReader;
+    using deskbox::server::SandboxError;
     json body = {{"name", "x"},         {"n", 5},           {"flag", true},
                  {"map", {{"A", "1"}}}, {"cmd", "echo hi"}, {"limits", {{"cpus", 2}}}};
     RequestReader r(body);
@@ -229,7 +229,7 @@ TEST(RequestReader, StrictFieldsTypesAndRanges) {
     auto field_of = [](auto f) {
         try {
             f();
-        } catch (const ApiError& e) {
+        } catch (const SandboxError& e) {
             return e.field() + ": " + e.what();
         }
         return std::string("no error");

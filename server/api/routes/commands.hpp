@@ -14,8 +14,8 @@ HttpResponse kill_processes(RouteContext& context);  // POST /v1/sandboxes/{id}/
 
 // A /commands body: {cmd | argv, env, cwd, timeout_s, background, stdin, stream}, each field
 // read with its type (timeout_s by CommandRequest::read_timeout, the rule MCP's run_command
-// shares); the agent checks the rest (one of cmd and argv, cwd a directory). Throws ApiError
-// 400 bad_request naming the field.
+// shares); the agent checks the rest (one of cmd and argv, cwd a directory). Throws the
+// request reader's SandboxError (invalid, bad_request) naming the field.
 CommandRequest parse_command_body(const nlohmann::json& body);
 
 // The /processes/kill body takes no fields ({} or empty).

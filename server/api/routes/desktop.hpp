@@ -14,8 +14,8 @@ HttpResponse cursor_position(RouteContext& context);  // GET /v1/sandboxes/{id}/
 HttpResponse read_clipboard(RouteContext& context);   // GET /v1/sandboxes/{id}/clipboard
 HttpResponse write_clipboard(RouteContext& context);  // PUT|POST, {"text": "..."}
 
-// The clipboard body is {"text": string} and nothing else: its text. Throws ApiError 400
-// bad_request naming the field (the agent refuses more than it holds: 413 too_large).
+// The clipboard body is {"text": string} and nothing else: its text. Throws SandboxError
+// (invalid, bad_request) naming the field (the agent refuses more than it holds: 413 too_large).
 std::string parse_clipboard_body(const nlohmann::json& body);
 
 }  // namespace deskbox::server::routes

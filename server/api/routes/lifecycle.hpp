@@ -12,8 +12,8 @@ HttpResponse set_timeout(RouteContext& context);     // POST /v1/sandboxes/{id}/
 HttpResponse pause_sandbox(RouteContext& context);   // POST /v1/sandboxes/{id}/pause
 HttpResponse resume_sandbox(RouteContext& context);  // POST /v1/sandboxes/{id}/resume
 
-// The pause body ({} or {"snapshot": bool}; empty is {}): whether to snapshot. Throws ApiError
-// 400 bad_request naming the field.
+// The pause body ({} or {"snapshot": bool}; empty is {}): whether to snapshot. Throws
+// SandboxError (invalid, bad_request) naming the field.
 bool parse_pause_body(const nlohmann::json& body);
 // The resume body takes no fields ({} or empty).
 void check_resume_body(const nlohmann::json& body);

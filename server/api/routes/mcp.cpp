@@ -20,7 +20,7 @@ McpAccess mcp_access(const RouteContext& context) {
         std::shared_ptr<Sandbox> sandbox;
         try {
             sandbox = context.api.manager.find(access.initial);
-        } catch (const ApiError&) {
+        } catch (const SandboxError&) {
         }
         if (sandbox && sandbox_access(context, *sandbox) == Access::control) {
             access.sandbox = access.initial;

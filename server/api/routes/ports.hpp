@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api/route_context.hpp"
+#include "server/http/api_error.hpp"
 
 namespace deskbox::server::routes {
 

@@ -35,7 +35,7 @@ HttpResponse list_snapshots(RouteContext& context) {
 
 HttpResponse get_snapshot(RouteContext& context) {
     allow_only(context.query, {});
-    return as_api_error([&] {
+    return as_sandbox_error([&] {
         return json_response(
             200, context.api.manager.snapshots().inspect(context.params.at("name")).to_json());
     });
@@ -43,7 +43,7 @@ HttpResponse get_snapshot(RouteContext& context) {
 
 HttpResponse delete_snapshot(RouteContext& context) {
     allow_only(context.query, {});
-    return as_api_error([&] {
+    return as_sandbox_error([&] {
         context.api.manager.snapshots().remove(context.params.at("name"));
         return json_response(200, {{"deleted", context.params.at("name")}});
     });

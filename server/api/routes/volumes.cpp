@@ -19,7 +19,7 @@ namespace {
 volumes::VolumeFileReply volume_file_op(RouteContext& context, const std::string& method,
                                         const json& params, const std::string& body = {}) {
     auto& store = context.api.manager.volumes();
-    auto lease = as_api_error([&] {
+    auto lease = as_sandbox_error([&] {
         return store.acquire(context.params.at("name"), {"api", "/", true});
     });
     try {
@@ -27,7 +27,7 @@ volumes::VolumeFileReply volume_file_op(RouteContext& context, const std::string
                                            lease.host_path(), store.owner_uid(), store.owner_gid(),
                                            method, params, body);
     } catch (const volumes::VolumeFileError& e) {
-        throw agent_error_to_api(e.code(), e.what(), e.field());
+        throw agent_error(e.code(), e.what(), e.field());
     } catch (const std::runtime_error& e) {
         throw ApiError(500, "volume_failed", e.what());
     }
@@ -44,7 +44,7 @@ HttpResponse create_volume(RouteContext& context) {
     if (auto map = reader.string_map("labels", 64))
         for (const auto& [k, v] : *map) labels[k] = v;
     reader.finish();
-    return as_api_error([&] {
+    return as_sandbox_error([&] {
         auto info =
             context.api.manager.volumes().create(name, static_cast<std::uint64_t>(size_mb), labels);
         return json_response(201, info.to_json());
@@ -60,7 +60,7 @@ HttpResponse list_volumes(RouteContext& context) {
 
 HttpResponse get_volume(RouteContext& context) {
     allow_only(context.query, {});
-    return as_api_error([&] {
+    return as_sandbox_error([&] {
         return json_response(
             200, context.api.manager.volumes().inspect(context.params.at("name")).to_json());
     });
@@ -68,7 +68,7 @@ HttpResponse get_volume(RouteContext& context) {
 
 HttpResponse delete_volume(RouteContext& context) {
     allow_only(context.query, {});
-    return as_api_error([&] {
+    return as_sandbox_error([&] {
         context.api.manager.volumes().remove(context.params.at("name"));
         return json_response(200, {{"deleted", context.params.at("name")}});
     });
@@ -82,7 +82,7 @@ HttpResponse read_volume_file(RouteContext& context) {
         res.set(http::field::content_type, "application/octet-stream");
         res.body() = std::move(reply.body);
         return res;
-    } catch (const ApiError& e) {
+    } catch (const SandboxError& e) {
         if (e.code() != "is_a_directory") throw;
     }
     return json_response(200, volume_file_op(context, "files.list", {{"path", path}}).result);
