@@ -25,18 +25,27 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // <image dir>/bases.json (template_store.hpp): the shipped templates' rootfs an image was built
-// FROM, for a runtime to take what it needs of theirs (the kernel a VM boots).
+// FROM, for a runtime to take what it needs of theirs (the kernel a VM boots), and the one to
+// boot it with when it stands on none (an import, a registry base): `minimal`'s. The kernel
+// and init do not depend on the rootfs; the init needs only setpriv in it.
 void write_bases(const TemplateService::Hooks& hooks, const std::vector<std::string>& shipped,
                  const fs::path& image_dir) {
-    json rootfs = json::array();
-    for (const auto& name : shipped) {
-        try {
-            rootfs.push_back(hooks.shipped_rootfs(name).string());
-        } catch (const std::exception&) {
+    auto rootfs_of = [&](const std::vector<std::string>& names) {
+        json rootfs = json::array();
+        for (const auto& name : names) {
+            try {
+                rootfs.push_back(hooks.shipped_rootfs(name).string());
+            } catch (const std::exception&) {
+            }
         }
-    }
-    atomic_file::write(image_dir / "bases.json", json{{"shipped_rootfs", rootfs}}.dump(2) + "\n",
-                       {0644, atomic_file::Durability::power_loss});
+        return rootfs;
+    };
+    atomic_file::write(
+        image_dir / "bases.json",
+        json{{"shipped_rootfs", rootfs_of(shipped)}, {"boot_from", rootfs_of({"minimal"})}}.dump(
+            2) +
+            "\n",
+        {0644, atomic_file::Durability::power_loss});
 }
 
 std::string trim_newlines(std::string s) {

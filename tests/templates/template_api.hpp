@@ -74,6 +74,15 @@ class TestEngine {
         run({"config", "--cmd", cmd, container});
         run({"commit", "--quiet", "--rm", container, name});
     }
+    // The folder `rootfs` committed as image `name` with CMD `cmd`, as an oci-archive's bytes.
+    std::string oci_archive(const std::string& rootfs, const std::string& cmd,
+                            const std::string& name) const {
+        commit_rootfs(rootfs, cmd, name);
+        const auto archive = (dir() / (name + ".tar")).string();
+        run({"push", name, "oci-archive:" + archive});
+        std::ifstream in(archive, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(in)), {});
+    }
     const std::filesystem::path& dir() const { return work_.path(); }
 
   private:
@@ -123,6 +132,18 @@ struct TemplateServer {
             api->send(client::Method::post, "/v1/templates/uploads", bytes, "application/x-tar");
         EXPECT_EQ(r.status, 201u) << r.body;
         return r.json();
+    }
+    // An upload sent in 32 MiB parts, as a client with a body limit sends it; its id.
+    std::string upload_in_parts(const std::string& bytes) {
+        const std::size_t part = 32u << 20;
+        const std::string id = upload(bytes.substr(0, part))["upload_id"];
+        for (std::size_t at = part; at < bytes.size(); at += part) {
+            auto r = api->send(client::Method::put,
+                               "/v1/templates/uploads/" + id + "?offset=" + std::to_string(at),
+                               bytes.substr(at, part), "application/octet-stream");
+            EXPECT_EQ(r.status, 200u) << r.body;
+        }
+        return id;
     }
     client::Response start_build(const nlohmann::json& body, const char* route = "builds") {
         return api->send(client::Method::post, std::string("/v1/templates/") + route, body.dump(),

@@ -433,23 +433,9 @@ TEST_F(TemplateBuild, OciArchivesImportOrAreRefusedClearly) {
     const std::string minimal = deskbox::test::minimal_rootfs();
     deskbox::test::TestEngine engine;
     auto make_archive = [&](const std::string& source_dir, const std::string& name) {
-        engine.commit_rootfs(source_dir, "xterm -title imported", name);
-        auto archive = (engine.dir() / (name + ".tar")).string();
-        engine.run({"push", name, "oci-archive:" + archive});
-        std::ifstream in(archive, std::ios::binary);
-        return std::string((std::istreambuf_iterator<char>(in)), {});
+        return engine.oci_archive(source_dir, "xterm -title imported", name);
     };
-    auto archive = make_archive(minimal, "desk");
-    // In parts, as a client with a body limit sends it.
-    const std::size_t part = 32u << 20;
-    auto first = s().upload(archive.substr(0, part));
-    std::string upload_id = first["upload_id"];
-    for (std::size_t at = part; at < archive.size(); at += part) {
-        auto r = s().api->send(
-            Method::put, "/v1/templates/uploads/" + upload_id + "?offset=" + std::to_string(at),
-            archive.substr(at, part), "application/octet-stream");
-        ASSERT_EQ(r.status, 200u) << r.body;
-    }
+    const std::string upload_id = s().upload_in_parts(make_archive(minimal, "desk"));
     auto imported = s().build({{"name", "imported"}, {"upload_id", upload_id}}, "imports");
     ASSERT_EQ(imported["status"], "succeeded") << imported.dump(1);
     auto sandbox =

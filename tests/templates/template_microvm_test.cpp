@@ -166,3 +166,29 @@ TEST_F(TemplateMicrovm, DeletingTheTemplateRemovesItsMicrovmImageAndSnapshots) {
     EXPECT_TRUE(fs::is_regular_file(base_boot / "vmlinuz"));
     EXPECT_EQ(fs::file_size(base_boot / "vmlinuz"), kernel_size);
 }
+
+// An image imported from an archive stands on no deskbox template: `minimal`'s kernel boots it
+// (bases.json's boot_from), so it is offered on the microVM runtime too and its CMD is on
+// screen when the create answers.
+TEST_F(TemplateMicrovm, AnImportedImageRunsOnTheMicrovmToo) {
+    deskbox::test::TestEngine engine;
+    const std::string upload_id = s().upload_in_parts(engine.oci_archive(
+        deskbox::test::minimal_rootfs(), "xterm -title imported-vm -e sleep infinity", "vm"));
+    auto imported = s().build({{"name", "importvm"}, {"upload_id", upload_id}}, "imports");
+    ASSERT_EQ(imported["status"], "succeeded") << imported.dump(1);
+    const json bases =
+        json::parse(std::ifstream(image_dir(imported) / "bases.json"), nullptr, false);
+    EXPECT_EQ(bases["shipped_rootfs"], json::array()) << bases.dump();
+    ASSERT_EQ(bases["boot_from"].size(), 1u) << bases.dump();
+    const auto listed = s().api->get_json("/v1/templates/importvm");
+    EXPECT_NE(listed["runtimes"].dump().find("microvm"), std::string::npos) << listed.dump();
+
+    auto created = create_microvm("importvm");
+    ASSERT_TRUE(created.contains("id")) << created.dump();
+    const std::string id = created["id"];
+    const auto windows = s().api->get_json("/v1/sandboxes/" + id + "/windows").dump();
+    EXPECT_NE(windows.find("imported-vm"), std::string::npos) << windows;
+    EXPECT_EQ(s().exec(id, "id -un")["stdout"], "user\n");
+    s().api->delete_json("/v1/sandboxes/" + id);
+    EXPECT_EQ(s().api->send(Method::del, "/v1/templates/importvm").status, 200u);
+}

@@ -113,11 +113,14 @@ std::optional<fs::path> derived_boot_dir(const fs::path& template_rootfs) {
     if (!in || !record.is_object() || !record.contains("shipped_rootfs") ||
         !record["shipped_rootfs"].is_array())
         throw RuntimeError("cannot read " + file.string());
-    for (const auto& base : record["shipped_rootfs"]) {
-        if (!base.is_string()) continue;
-        fs::path dir =
-            fs::path(base.get<std::string>()).lexically_normal().parent_path() / "microvm";
-        if (has_boot_files(dir)) return dir;
+    // Its own bases first, then the template that boots an image standing on none.
+    for (const char* key : {"shipped_rootfs", "boot_from"}) {
+        for (const auto& base : record.value(key, json::array())) {
+            if (!base.is_string()) continue;
+            fs::path dir =
+                fs::path(base.get<std::string>()).lexically_normal().parent_path() / "microvm";
+            if (has_boot_files(dir)) return dir;
+        }
     }
     return std::nullopt;
 }

@@ -1,8 +1,10 @@
 // The microVM image of a template built on a shipped one (a rootfs of the template store,
 // server/templates/template_store.hpp): images/build_microvm.py never sees it, so the runtime
 // makes its image the first time a sandbox of it starts, once per rootfs:
-//   <image dir>/bases.json              written with the rootfs: {"shipped_rootfs": [paths]},
-//                                       the shipped templates' rootfs it was built FROM
+//   <image dir>/bases.json              written with the rootfs: {"shipped_rootfs": [paths],
+//                                       "boot_from": [paths]}: the shipped templates' rootfs
+//                                       it was built FROM, and the one whose kernel boots it
+//                                       when it stands on none (an import: `minimal`)
 //   <image dir>/microvm/vmlinuz         hard links (else copies) of the first base's boot files:
 //   <image dir>/microvm/initramfs.img   the kernel and init do not depend on the rootfs
 //   <image dir>/microvm/rootfs.ext4     mkfs.ext4 -d of the rootfs (read-only, sparse)
@@ -23,7 +25,8 @@ namespace deskbox::runtime {
 std::filesystem::path derived_bases_file(const std::filesystem::path& template_rootfs);
 // True if `template_rootfs` has a bases record (a template built from a Dockerfile or imported).
 bool is_derived_template(const std::filesystem::path& template_rootfs);
-// The microVM dir of the first base that has vmlinuz and initramfs.img; nullopt if none has.
+// The microVM dir of the first base (then boot_from) that has vmlinuz and initramfs.img;
+// nullopt if none has.
 // Throws RuntimeError if the record cannot be read.
 std::optional<std::filesystem::path> derived_boot_dir(const std::filesystem::path& template_rootfs);
 
