@@ -16,46 +16,83 @@ struct Scored {
     std::size_t sandboxes;
 };
 
+// What stopped the nodes that cannot take the sandbox, counted per obstacle.
+struct Obstacles {
+    std::size_t drained = 0, no_runtime = 0, no_template = 0, no_snapshot = 0, full = 0,
+                low_memory = 0;
+    std::size_t total_sandboxes = 0;  // on every node, for the "all full" reason
+};
+
+// Why no node was found, naming the obstacle that stopped the most nodes; sets
+// capacity_exhausted when it was room (a 429, not a 4xx about the request).
+void explain_refusal(const PlacementRequest& request, std::size_t nodes, const Obstacles& o,
+                     PlacementResult& result) {
+    if (nodes == 0) {
+        result.reason = "no node of the cluster is up";
+    } else if (o.full + o.low_memory == nodes - o.drained && o.drained < nodes &&
+               o.no_runtime + o.no_template + o.no_snapshot == 0) {
+        result.capacity_exhausted = true;
+        result.reason =
+            "every node that can run it is full (" + std::to_string(nodes) + " nodes, " +
+            std::to_string(o.total_sandboxes) + " sandboxes" +
+            (o.low_memory ? ", " + std::to_string(o.low_memory) + " low on memory" : "") +
+            (o.drained ? ", " + std::to_string(o.drained) + " drained" : "") + ")";
+    } else if (o.drained == nodes) {
+        result.reason = "every node is drained";
+    } else if (o.no_snapshot + o.drained == nodes) {
+        result.reason = "no live node holds snapshot '" + request.snapshot + "'";
+    } else if (o.no_runtime + o.drained == nodes) {
+        result.reason = "no node runs the " + request.runtime + " runtime";
+    } else if (o.no_runtime + o.no_template + o.drained == nodes) {
+        result.reason =
+            "no node has template '" + request.template_name + "' built for " + request.runtime;
+    } else {
+        result.capacity_exhausted = o.full + o.low_memory > 0;
+        result.reason = "no node can take it (" + std::to_string(o.full) + " full, " +
+                        std::to_string(o.low_memory) + " low on memory, " +
+                        std::to_string(o.drained) + " drained, " + std::to_string(o.no_template) +
+                        " without the template built, " + std::to_string(o.no_runtime) +
+                        " without the runtime)";
+    }
+}
+
 }  // namespace
 
 PlacementResult place(const PlacementRequest& request, const PlacementInput& input) {
     PlacementResult result;
     std::vector<Scored> scored;
-    // Counted per obstacle, for a reason that names the one that stopped the most nodes.
-    std::size_t drained = 0, no_runtime = 0, no_template = 0, no_snapshot = 0, full = 0,
-                low_memory = 0;
-    std::size_t total_sandboxes = 0;
+    Obstacles o;
     for (const auto& node : input.nodes) {
         auto found = input.allocations.find(node.name);
         const std::size_t used = found == input.allocations.end() ? 0 : found->second.sandboxes;
-        total_sandboxes += used;
+        o.total_sandboxes += used;
         if (input.drained.count(node.name)) {
-            ++drained;
+            ++o.drained;
             continue;
         }
         // A start from a snapshot goes where the snapshot is: it holds the template's part.
         const bool from_snapshot = !request.snapshot.empty();
         if (from_snapshot && !contains(node.snapshots, request.snapshot)) {
-            ++no_snapshot;
+            ++o.no_snapshot;
             continue;
         }
         if (!from_snapshot && !contains(node.runtimes, request.runtime)) {
-            ++no_runtime;
+            ++o.no_runtime;
             continue;
         }
         auto offer = node.templates.find(request.template_name);
         const bool ready = from_snapshot || (offer != node.templates.end() &&
                                              contains(offer->second.runtimes, request.runtime));
         if (!ready && !request.pullable) {
-            ++no_template;
+            ++o.no_template;
             continue;
         }
         if (used >= node.capacity_sandboxes) {
-            ++full;
+            ++o.full;
             continue;
         }
         if (node.memory_available_mb < input.min_memory_available_mb) {
-            ++low_memory;
+            ++o.low_memory;
             continue;
         }
         double score =
@@ -78,33 +115,7 @@ PlacementResult place(const PlacementRequest& request, const PlacementInput& inp
     for (const auto& s : scored) result.candidates.push_back(s.node->name);
     if (!result.candidates.empty()) return result;
 
-    const std::size_t nodes = input.nodes.size();
-    if (nodes == 0) {
-        result.reason = "no node of the cluster is up";
-    } else if (full + low_memory == nodes - drained && drained < nodes &&
-               no_runtime + no_template + no_snapshot == 0) {
-        result.capacity_exhausted = true;
-        result.reason = "every node that can run it is full (" + std::to_string(nodes) +
-                        " nodes, " + std::to_string(total_sandboxes) + " sandboxes" +
-                        (low_memory ? ", " + std::to_string(low_memory) + " low on memory" : "") +
-                        (drained ? ", " + std::to_string(drained) + " drained" : "") + ")";
-    } else if (drained == nodes) {
-        result.reason = "every node is drained";
-    } else if (no_snapshot + drained == nodes) {
-        result.reason = "no live node holds snapshot '" + request.snapshot + "'";
-    } else if (no_runtime + drained == nodes) {
-        result.reason = "no node runs the " + request.runtime + " runtime";
-    } else if (no_runtime + no_template + drained == nodes) {
-        result.reason =
-            "no node has template '" + request.template_name + "' built for " + request.runtime;
-    } else {
-        result.capacity_exhausted = full + low_memory > 0;
-        result.reason = "no node can take it (" + std::to_string(full) + " full, " +
-                        std::to_string(low_memory) + " low on memory, " + std::to_string(drained) +
-                        " drained, " + std::to_string(no_template) +
-                        " without the template built, " + std::to_string(no_runtime) +
-                        " without the runtime)";
-    }
+    explain_refusal(request, input.nodes.size(), o, result);
     return result;
 }
 
