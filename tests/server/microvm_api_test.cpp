@@ -103,11 +103,12 @@ TEST(MicrovmApi, SnapshotKeepsEveryProcessAndWindowAndSurvivesAServerRestart) {
         id = created.js()["id"];
         control_token = created.js()["control_token"];
         const std::string base = "/v1/sandboxes/" + id;
-        auto started = s.post(base + "/commands",
-                              {{"cmd",
-                                "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; "
-                                "done"},
-                               {"background", true}});
+        auto started =
+            s.post(base + "/commands", {{"cmd",
+                                         "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; "
+                                         "mv /tmp/count.new /tmp/count; sleep 0.2; "
+                                         "done"},
+                                        {"background", true}});
         ASSERT_EQ(started.status, 200u) << started.body;
         auto window =
             s.post(base + "/commands",
@@ -223,7 +224,9 @@ TEST(MicrovmApi, NamedSnapshotsAndForksCarryRunningProcessesOn) {
     ASSERT_EQ(created.status, 201u) << created.body << s.log();
     const std::string source = created.js()["id"];
     ASSERT_EQ(s.post("/v1/sandboxes/" + source + "/commands",
-                     {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done"},
+                     {{"cmd",
+                       "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new "
+                       "/tmp/count; sleep 0.2; done"},
                       {"background", true}})
                   .status,
               200u);
@@ -313,9 +316,10 @@ TEST(MicrovmApi, RepeatedSavesAndTimeoutWakesLoseNothing) {
     ASSERT_EQ(created.status, 201u) << created.body << s.log();
     const std::string id = created.js()["id"];
     const std::string base = "/v1/sandboxes/" + id;
-    ASSERT_EQ(s.post(base + "/commands",
-                     {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done"},
-                      {"background", true}})
+    ASSERT_EQ(s.post(base + "/commands", {{"cmd",
+                                           "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; "
+                                           "mv /tmp/count.new /tmp/count; sleep 0.2; done"},
+                                          {"background", true}})
                   .status,
               200u);
     ASSERT_TRUE(eventually([&] { return counter(s, id) > 0; }, 60s));

@@ -289,7 +289,8 @@ TEST_F(MicrovmRuntimeTest, SnapshotSavesTheWholeVmAndRestoreContinuesIt) {
     auto started = client
                        ->call("exec.run",
                               {{"cmd",
-                                "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; "
+                                "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv "
+                                "/tmp/count.new /tmp/count; sleep 0.2; "
                                 "done"},
                                {"background", true}},
                               {}, 90s)
@@ -530,7 +531,9 @@ TEST_F(MicrovmRuntimeTest, SavedSandboxOutlivesItsRuntimeAndIsAdoptedByTheNext) 
             FAIL() << e.what();
         }
         client->call("exec.run",
-                     {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done"},
+                     {{"cmd",
+                       "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new "
+                       "/tmp/count; sleep 0.2; done"},
                       {"background", true}},
                      {}, 90s);
         before = counter_above(*client, 2);

@@ -246,12 +246,13 @@ TEST(Snapshots, RepeatedPausesAndWakesLoseNothing) {
     Server s;
     const std::string id = create(s, {{"timeout_s", 600}});
     const std::string base = "/v1/sandboxes/" + id;
-    ASSERT_EQ(
-        s.post(base + "/commands",
-               {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done"},
-                {"background", true}})
-            .status,
-        200u);
+    ASSERT_EQ(s.post(base + "/commands", {{"cmd",
+                                           "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; "
+                                           "mv /tmp/count.new /tmp/count; sleep 0.05; done"},
+                                          {"background", true}})
+                  .status,
+              200u);
+    // The counter is renamed into place: a read never sees the file truncated mid-write.
     auto count = [&] {
         const std::string out = run(s, id, "cat /tmp/count");
         return out.empty() ? -1L : std::stol(out);
@@ -273,12 +274,13 @@ TEST(Snapshots, RepeatedPausesAndWakesLoseNothing) {
     // Timeout pauses, each woken by the next command.
     ASSERT_EQ(s.del(base).status, 200u);
     const std::string woken = create(s, {{"timeout_s", 2}, {"auto_resume", true}});
-    ASSERT_EQ(
-        s.post("/v1/sandboxes/" + woken + "/commands",
-               {{"cmd", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done"},
-                {"background", true}})
-            .status,
-        200u);
+    ASSERT_EQ(s.post("/v1/sandboxes/" + woken + "/commands",
+                     {{"cmd",
+                       "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new "
+                       "/tmp/count; sleep 0.05; done"},
+                      {"background", true}})
+                  .status,
+              200u);
     last = 0;
     for (int cycle = 0; cycle < 3; ++cycle) {
         run(s, woken, "echo " + std::to_string(cycle) + " >> /home/user/cycles");
