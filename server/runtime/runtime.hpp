@@ -40,6 +40,13 @@ class RuntimeError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// The filesystem a copy was written to is full (ENOSPC or a quota): the caller can say "does
+// not fit" (507) rather than "failed".
+class NoSpaceError : public RuntimeError {
+  public:
+    using RuntimeError::RuntimeError;
+};
+
 struct ResourceLimits {
     std::uint64_t memory_mb = 2048;  // hard limit incl. tmpfs (/tmp, /dev/shm); no swap
     double cpus = 2.0;               // fractional CPUs (CFS quota / period)

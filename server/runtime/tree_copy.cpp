@@ -63,8 +63,10 @@ class TreeCopier {
   private:
     [[noreturn]] static void fail(const fs::path& path, const char* what) {
         int err = errno;
-        throw RuntimeError(std::string("copying ") + path.string() + ": " + what + ": " +
-                           std::strerror(err));
+        std::string message =
+            std::string("copying ") + path.string() + ": " + what + ": " + std::strerror(err);
+        if (err == ENOSPC || err == EDQUOT) throw NoSpaceError(message);
+        throw RuntimeError(message);
     }
 
     // Where extended attributes are read or written: an open file itself (f*xattr: the l*

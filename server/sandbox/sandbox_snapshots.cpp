@@ -221,8 +221,12 @@ runtime::SavedCopy Sandbox::save_copy(const std::filesystem::path& dir) {
     }
     runtime::SavedCopy saved;
     std::string failure;
+    bool no_space = false;
     try {
         saved = saving->save_copy(dir);
+    } catch (const runtime::NoSpaceError& e) {
+        failure = e.what();
+        no_space = true;
     } catch (const std::exception& e) {
         failure = e.what();
     }
@@ -238,7 +242,7 @@ runtime::SavedCopy Sandbox::save_copy(const std::filesystem::path& dir) {
         end_saving();
     }
     if (!failure.empty()) {
-        if (failure.find("No space left") != std::string::npos)
+        if (no_space)
             throw SandboxError(SandboxFault::no_space, "insufficient_storage",
                                "the copy does not fit: " + failure);
         throw SandboxError(SandboxFault::failed, "snapshot_failed", failure);

@@ -164,6 +164,9 @@ SavedCopy ContainerSandbox::save_copy(const fs::path& dir) {
         make_dir(dir / "files", 0755);
         stats = copy_tree(paths_.upper, dir / "files", {upper.st_uid, 0});
         sync_filesystem(dir);
+    } catch (const NoSpaceError& e) {
+        thaw();
+        throw NoSpaceError("cannot save sandbox " + spec_.id + ": " + e.what());
     } catch (const std::exception& e) {
         thaw();
         throw RuntimeError("cannot save sandbox " + spec_.id + ": " + e.what());

@@ -177,7 +177,12 @@ SavedCopy MicrovmSandbox::save_copy(const fs::path& dir) {
         copy_disk_locked(dir / "disk.qcow2");
         if (agent_image_) link_or_copy(*agent_image_, dir / "agent.img");
     } catch (const std::exception& e) {
-        throw RuntimeError(what + e.what() + run_on());
+        // QEMU's migration and cp say a full disk only in words: read them here, once.
+        const std::string message = what + e.what() + run_on();
+        if (dynamic_cast<const NoSpaceError*>(&e) ||
+            message.find("No space left on device") != std::string::npos)
+            throw NoSpaceError(message);
+        throw RuntimeError(message);
     }
     if (auto failed = run_on(); !failed.empty()) throw RuntimeError(what + "saved" + failed);
     // Starts from it only ever read these.
