@@ -546,8 +546,8 @@ void SandboxManager::reaper_loop() {
                     // Saved to disk where the runtime can: a paused sandbox then holds no memory.
                     const bool snapshot = s->can_snapshot();
                     s->pause(snapshot, PauseReason::timeout);
+                    // pause() gave it the paused ones' long wait, with the state.
                     s->audit("timeout", {{"action", snapshot ? "snapshot" : "pause"}});
-                    s->set_timeout(options_.max_timeout);  // paused ones wait for a resume or kill
                 } catch (const std::exception&) {
                 }
             } else if (!s->config().pause_on_timeout || s->status() != SandboxStatus::paused) {

@@ -44,6 +44,9 @@ void Sandbox::pause(bool snapshot, PauseReason reason) {
         }
         status_ = SandboxStatus::paused;
         paused_reason_ = reason;
+        // Set with the state, not after: a request waking it in between would otherwise get
+        // this long wait as its running timeout, and it would never pause again.
+        if (reason == PauseReason::timeout) expires_at_ = SystemClock::now() + max_saved_lifetime_;
     }
     if (!snapshot) {
         // The next server tells a pause asked for from a freeze a save left (adopt_running).
