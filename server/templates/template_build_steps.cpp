@@ -119,6 +119,7 @@ TemplateService::StepResult TemplateService::run_engine(Job& j, std::vector<std:
     StepResult result;
     char buffer[16384];
     std::string pending;
+    auto next_disk_check = Clock::now();
     while (true) {
         pollfd pfd{child.stdout_fd().get(), POLLIN, 0};
         int ready = ::poll(&pfd, 1, 200);
@@ -166,6 +167,9 @@ TemplateService::StepResult TemplateService::run_engine(Job& j, std::vector<std:
             return result;
         }
         if (eof) break;
+        // A chatty step turns this loop per output chunk: the disk is read every 200 ms.
+        if (Clock::now() < next_disk_check) continue;
+        next_disk_check = Clock::now() + std::chrono::milliseconds(200);
         try {
             check_disk_limit(j);
         } catch (const StepFailed&) {

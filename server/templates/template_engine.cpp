@@ -40,17 +40,6 @@ fs::path mount_point_of(const fs::path& path) {
     return best;
 }
 
-// An unmounted ext4 image made larger (the file, then the filesystem to fill it).
-void grow_ext4_image(const fs::path& image, std::uint64_t size_mb) {
-    fs::resize_file(image, size_mb << 20);
-    const auto checked =
-        run_process({"e2fsck", "-f", "-p", image.string()}, std::chrono::minutes(10));
-    if (checked.status.exit_code > 1)  // 1: errors corrected
-        throw std::runtime_error("e2fsck " + image.string() + ": " + checked.err);
-    runtime::check_tool(run_process({"resize2fs", image.string()}, std::chrono::minutes(10)),
-                        "resize2fs " + image.string());
-}
-
 std::string read_text(const fs::path& file) {
     std::ifstream in(file, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -112,7 +101,7 @@ void TemplateService::mount_engine_disk() {
             o.journal = true;  // the cache of every build: worth keeping whole across a crash
             runtime::make_ext4_image(image, size_mb, o);
         } else if (fs::file_size(image, ec) < (size_mb << 20)) {
-            grow_ext4_image(image, size_mb);
+            runtime::grow_ext4_image(image, size_mb);
         }
         runtime::mount_ext4_image(image, engine_disk_);
         // The engine's mount namespace is a copy of the host's when it was made: a new one

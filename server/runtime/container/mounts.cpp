@@ -191,6 +191,16 @@ void make_ext4_image(const std::filesystem::path& image, std::uint64_t size_mb,
     check_tool(made, options.mkfs + " " + image.string());
 }
 
+void grow_ext4_image(const std::filesystem::path& image, std::uint64_t size_mb) {
+    std::filesystem::resize_file(image, size_mb << 20);
+    const auto checked =
+        run_process({"e2fsck", "-f", "-p", image.string()}, std::chrono::minutes(10));
+    if (checked.status.exit_code > 1)  // 1: errors corrected
+        throw RuntimeError("e2fsck " + image.string() + ": " + checked.err);
+    check_tool(run_process({"resize2fs", image.string()}, std::chrono::minutes(10)),
+               "resize2fs " + image.string());
+}
+
 // Our images start as sparse files of zeros (make_ext4_image), so their inode tables need no
 // zeroing: without this the kernel's lazy init would write them out in the background (half a
 // GiB for a 32 GiB engine disk) and fill the sparse file for nothing.

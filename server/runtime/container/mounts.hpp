@@ -54,6 +54,8 @@ struct Ext4ImageOptions {
 void make_ext4_image(const std::filesystem::path& image, std::uint64_t size_mb,
                      const Ext4ImageOptions& options);
 void mount_ext4_image(const std::filesystem::path& image, const std::filesystem::path& mount_point);
+// An unmounted image made larger: the file, then the filesystem to fill it (e2fsck, resize2fs).
+void grow_ext4_image(const std::filesystem::path& image, std::uint64_t size_mb);
 
 // Bytes used and the size of the filesystem mounted at `path`; nullopt if unreadable.
 struct DiskUsage {
