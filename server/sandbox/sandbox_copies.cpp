@@ -129,7 +129,7 @@ ForkResult SandboxManager::fork(const std::string& id, const ForkRequest& fork_r
         std::lock_guard lock(mutex_);
         const std::size_t free = free_places_locked();
         if (static_cast<std::size_t>(count) > free)
-            throw SandboxError(SandboxFault::conflict, "too_many_sandboxes",
+            throw SandboxError(SandboxFault::over_capacity, "too_many_sandboxes",
                                "a fork of " + std::to_string(count) + " needs " +
                                    std::to_string(count) +
                                    " free places; this server runs at most " +

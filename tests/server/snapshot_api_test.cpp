@@ -180,9 +180,9 @@ TEST(Snapshots, AForkIsNCopiesStartedAtOnce) {
     run(s, copies[0], "echo changed > /home/user/state");
     EXPECT_EQ(run(s, copies[1], "cat /home/user/state"), "forked\n");
     EXPECT_EQ(run(s, source, "cat /home/user/state"), "forked\n");
-    // Over the server's capacity: all or none.
+    // Over the server's capacity: all or none, answered as a create over it is.
     auto over = s.post("/v1/sandboxes/" + source + "/fork", {{"count", 2}});
-    EXPECT_EQ(over.status, 409u) << over.body;
+    EXPECT_EQ(over.status, 429u) << over.body;
     EXPECT_EQ(error_code(over), "too_many_sandboxes");
     EXPECT_EQ(s.get("/v1/sandboxes").js()["sandboxes"].size(), 3u);
     for (const json& bad : {json{{"count", 0}}, json{{"count", 17}}, json{{"count", "2"}},
