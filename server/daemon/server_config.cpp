@@ -35,6 +35,9 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --disk-overcommit R     refuse a create (507) when the disk caps of this server's sandboxes
                           with the new one pass R x the state dir's free space (default 2; 0: off)
   --max-timeout S         (default 86400)
+  --mount-guest-written-volumes B  true: a volume a microVM wrote (its kernel had the raw
+                          image) may be mounted on the host again, for containers and the files
+                          API, once e2fsck passes; false (default): it stays a microVM volume
   --microvm-pool T=N      keep N microVM sandboxes of template T restored and ready (repeatable)
   --default-network V     network of a create that does not say: true (the internet, default)
                           or false (loopback only); requests may also give {"allow","deny"}
@@ -384,6 +387,11 @@ bool apply_network(ServerConfig& c, const Option& o) {
         c.manager.network.half_closed_idle = std::chrono::seconds(o.number(1, 86400));
     } else if (o.is("egress-first-bytes-ms")) {
         c.manager.network.first_bytes_timeout = std::chrono::milliseconds(o.number(100, 60000));
+    } else if (o.is("mount-guest-written-volumes")) {
+        if (value != "true" && value != "false")
+            throw std::invalid_argument("--mount-guest-written-volumes: true or false, got '" +
+                                        value + "'");
+        c.manager.mount_guest_written_volumes = value == "true";
     } else if (o.is("userns")) {
         if (value != "true" && value != "false")
             throw std::invalid_argument("--userns: true or false, got '" + value + "'");

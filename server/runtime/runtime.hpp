@@ -69,10 +69,19 @@ struct NetworkAttachment {
     std::function<UniqueFd()> open_tap;
 };
 
-// A directory of the host's (a volume, server/volumes/) mounted into the sandbox.
+// How a runtime's sandboxes take a volume (server/volumes/).
+enum class VolumeAccess {
+    none,            // they cannot
+    host_directory,  // the host mounts the volume's filesystem; sandboxes bind that directory
+    disk_image,      // the sandbox gets the volume's ext4 image as a disk and mounts it inside
+};
+
+// A volume mounted into the sandbox.
 struct VolumeMount {
-    std::filesystem::path source;  // host directory (the volume's filesystem)
-    std::string destination;       // absolute path inside the guest, checked by the server
+    // What the runtime's VolumeAccess takes: the host directory of the volume's mounted
+    // filesystem, or its ext4 image.
+    std::filesystem::path source;
+    std::string destination;  // absolute path inside the guest, checked by the server
     bool read_only = false;
 };
 
@@ -357,8 +366,8 @@ class Runtime {
     // False: a sandbox's writable disk cannot be capped (limits.disk_mb is refused, not
     // silently ignored).
     virtual bool caps_disk() const { return true; }
-    // False: SandboxSpec::volumes is refused (SpecError "volumes").
-    virtual bool mounts_volumes() const { return false; }
+    // none: SandboxSpec::volumes is refused (SpecError "volumes").
+    virtual VolumeAccess volume_access() const { return VolumeAccess::none; }
     // True: the server gives each sandbox a user namespace with host ids of its own
     // (SandboxSpec::user_namespace); its processes run on the host's kernel.
     virtual bool needs_user_namespace() const { return false; }

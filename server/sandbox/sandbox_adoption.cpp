@@ -83,11 +83,8 @@ std::vector<std::string> SandboxManager::adopt_running() {
                     Sandbox::adopt_running(record, std::move(instance), audit_path, boot_timeout);
                 sandbox->attach_network(std::move(net));
                 sandbox->attach_namespaces(std::move(namespaces));
-                // Its volumes stayed mounted: the new leases take the mounts over.
-                std::vector<volumes::VolumeLease> leases;
-                for (const auto& v : sandbox->config().volumes)
-                    leases.push_back(volumes_->acquire(v.name, {id, v.path, v.read_only}));
-                sandbox->attach_volumes(std::move(leases));
+                // Its volumes stayed mounted (or its disks attached): new leases take them over.
+                sandbox->attach_volumes(acquire_volumes(sandbox->config(), *runtime));
                 return sandbox;
             });
         adopted.insert(adopted.end(), ids.begin(), ids.end());
@@ -121,6 +118,8 @@ std::vector<std::string> SandboxManager::adopt_snapshots() {
                                               options_.state_dir / "audit" / (id + ".jsonl"),
                                               runtime->boot_timeout(options_.agent_timeout));
                 sandbox->attach_network(std::move(net));
+                // A saved microVM's disks include its volumes: held for its resume.
+                sandbox->attach_volumes(acquire_volumes(sandbox->config(), *runtime));
                 sandbox->set_max_saved_lifetime(options_.max_timeout);
                 sandbox->audit("adopt", {{"reason", "server restart"}});
                 std::lock_guard lock(mutex_);

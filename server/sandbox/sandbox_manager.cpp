@@ -162,6 +162,7 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
     network_ = std::make_unique<network::NetworkService>(options_.network);
     volumes::VolumeStore::Options volume_options;
     volume_options.root = options_.state_dir / "volumes";
+    volume_options.mount_guest_written = options_.mount_guest_written_volumes;
     volumes_ = std::make_unique<volumes::VolumeStore>(std::move(volume_options));
     snapshots_ = std::make_unique<snapshots::SnapshotStore>(
         snapshots::SnapshotStore::Options{options_.state_dir / "snapshots"});
@@ -357,10 +358,12 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     sandbox->set_max_saved_lifetime(options_.max_timeout);
     sandbox->audit("create", request);
     const auto timeout = runtime.boot_timeout(options_.agent_timeout);
+    // A template snapshot has the template's devices only: a sandbox with volumes boots.
     if (!copy_dir.empty()) {
         boot_from_copy(*sandbox, runtime, spec, copy_dir, timeout);
-    } else if (auto* template_snapshots =
-                   config.fast_start ? runtime.template_snapshots() : nullptr) {
+    } else if (auto* template_snapshots = config.fast_start && spec.volumes.empty()
+                                              ? runtime.template_snapshots()
+                                              : nullptr) {
         const ReadyCondition template_ready = template_ready_condition(definition);
         sandbox->boot(
             [&]() -> std::unique_ptr<runtime::SandboxInstance> {
@@ -395,15 +398,17 @@ std::vector<volumes::VolumeLease> SandboxManager::acquire_volumes(const SandboxC
                                                                   const runtime::Runtime& runtime) {
     std::vector<volumes::VolumeLease> leases;
     if (config.volumes.empty()) return leases;
-    if (!runtime.mounts_volumes())
+    const auto access = runtime.volume_access();
+    if (access == runtime::VolumeAccess::none)
         throw SandboxError(SandboxFault::invalid, "unsupported",
-                           std::string("the ") + runtime.name() +
-                               " runtime cannot mount volumes yet (the container runtime can)",
+                           std::string("the ") + runtime.name() + " runtime cannot mount volumes",
                            "volumes");
     for (std::size_t i = 0; i < config.volumes.size(); ++i) {
         const auto& want = config.volumes[i];
         try {
-            leases.push_back(volumes_->acquire(want.name, {config.id, want.path, want.read_only}));
+            leases.push_back(
+                volumes_->acquire(want.name, {config.id, want.path, want.read_only,
+                                              access == runtime::VolumeAccess::disk_image}));
         } catch (const volumes::VolumeError& e) {
             const SandboxError error = to_sandbox_error(e);
             throw SandboxError(error.fault(), error.code(), error.what(),

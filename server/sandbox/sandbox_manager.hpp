@@ -57,6 +57,9 @@ struct ManagerOptions {
     // (--userns-range; checked against the host's accounts at start). false: guest ids are
     // host ids (--userns false; weaker, for kernels without idmapped mounts).
     bool user_namespaces = true;
+    // A volume a microVM wrote (its kernel had the raw image) is mounted on the host again,
+    // after e2fsck, only when true: the host's kernel would parse a filesystem a guest made.
+    bool mount_guest_written_volumes = false;
     runtime::HostIdRange host_ids;
     // Templates users build: where the engine keeps its locks and runc state (a tmpfs), and
     // the largest upload (build context or image archive).

@@ -201,6 +201,11 @@ runtime::SavedCopy Sandbox::save_copy(const std::filesystem::path& dir) {
     // A memory copy's agent waits for a host of its own: the session closes for the save (the
     // guest must run to see it go) and opens again after it.
     const bool memory = saving->copy_kind() == runtime::CopyKind::memory;
+    if (memory && !config_.volumes.empty())
+        throw SandboxError(SandboxFault::conflict, "volumes_attached",
+                           "sandbox " + config_.id +
+                               " has volumes: a copy of its memory would have them mounted, "
+                               "but a volume is one microVM's disk at a time");
     auto end_saving = [&] {
         {
             std::lock_guard lock(mutex_);

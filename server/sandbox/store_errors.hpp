@@ -23,6 +23,9 @@ inline SandboxError to_sandbox_error(const volumes::VolumeError& e) {
         case Kind::no_space:
             return SandboxError(SandboxFault::no_space, "insufficient_storage", e.what(),
                                 e.field());
+        case Kind::guest_written:
+            return SandboxError(SandboxFault::conflict, "volume_guest_written", e.what(),
+                                e.field());
         case Kind::failed:
             break;
     }

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "common/atomic_file.hpp"
+#include "common/child_process.hpp"
 #include "common/random.hpp"
 #include "common/resource_name.hpp"
 #include "common/unique_fd.hpp"
@@ -31,6 +32,9 @@ namespace {
 constexpr const char* kImage = "data.ext4";
 constexpr const char* kRecord = "volume.json";
 constexpr const char* kMount = "mnt";
+// Present while (and after) a guest kernel had the image as a disk: e2fsck before the host
+// mounts it. A file, so a killed server's successor knows too.
+constexpr const char* kGuestWritten = "guest-written";
 // Half made (create) or half removed (remove) by a server that was killed: never a volume.
 constexpr const char* kCreatingPrefix = ".creating-";
 constexpr const char* kDeletingPrefix = ".deleting-";
@@ -87,6 +91,55 @@ struct VolumeStoreState {
     fs::path image_of(const std::string& name) const { return dir_of(name) / kImage; }
     fs::path mount_of(const std::string& name) const { return dir_of(name) / kMount; }
 
+    // A guest's kernel wrote the filesystem (as_disk): the host's kernel mounts it only once
+    // e2fsck has checked (and mended) it. mutex held.
+    void check_guest_written(const std::string& name) const {
+        const fs::path marker = dir_of(name) / kGuestWritten;
+        std::error_code ec;
+        if (!fs::exists(marker, ec)) return;
+        if (!options.mount_guest_written)
+            throw VolumeError(VolumeErrorKind::guest_written, "name",
+                              "volume " + name +
+                                  " was written by a microVM, so this server mounts it in "
+                                  "microVMs only (the host's kernel would read a filesystem a "
+                                  "guest made; deskboxd --mount-guest-written-volumes true "
+                                  "allows it after e2fsck)");
+        RunResult checked;
+        try {
+            checked = run_process({"e2fsck", "-f", "-y", image_of(name).string()},
+                                  std::chrono::minutes(10));
+        } catch (const std::exception& e) {
+            throw VolumeError(VolumeErrorKind::failed, "name",
+                              "cannot check volume " + name + ": " + e.what());
+        }
+        // 0: clean, 1: errors corrected; 4 and up: left uncorrected, or e2fsck failed.
+        if (!checked.status.exited() || checked.status.exit_code >= 4)
+            throw VolumeError(VolumeErrorKind::failed, "name",
+                              "volume " + name +
+                                  "'s filesystem, last written by a microVM, does not pass "
+                                  "e2fsck, so the host does not mount it: " +
+                                  checked.out.substr(0, 2000));
+        fs::remove(marker, ec);
+    }
+
+    // Why `use` cannot join the volume's `uses`, or "".
+    static std::string conflict(const std::string& name, const std::vector<VolumeUse>& uses,
+                                const VolumeUse& use) {
+        for (const auto& other : uses) {
+            if (other.as_disk)
+                return "volume " + name + " is the disk of microVM " + other.sandbox_id +
+                       ", which takes it whole; kill " + other.sandbox_id + " first";
+            if (use.as_disk)
+                return "volume " + name + " is mounted by " + other.sandbox_id +
+                       "; a microVM takes a volume whole, so nothing else may use it meanwhile";
+            if (!use.read_only && !other.read_only)
+                return "volume " + name + " is mounted read-write by " + other.sandbox_id +
+                       "; one writer at a time (mount it read_only, or kill " + other.sandbox_id +
+                       " first)";
+        }
+        return "";
+    }
+
     VolumeInfo read_info(const std::string& name) const {  // mutex held
         std::ifstream in(dir_of(name) / kRecord);
         if (!in) throw VolumeError(VolumeErrorKind::not_found, "name", "no volume named " + name);
@@ -99,11 +152,14 @@ struct VolumeStoreState {
             info.created_at = Clock::time_point(
                 std::chrono::seconds(record.at("created_unix").get<std::int64_t>()));
             info.labels = record.value("labels", nlohmann::json::object());
-            if (auto it = mounted.find(name); it != mounted.end()) {
-                info.mounts = it->second;
+            auto it = mounted.find(name);
+            const bool host_mounted =
+                it != mounted.end() && !it->second.empty() && !it->second.front().as_disk;
+            if (it != mounted.end()) info.mounts = it->second;
+            if (host_mounted) {
                 if (auto usage = runtime::disk_usage(mount_of(name)))
                     info.used_bytes = usage->used_bytes;
-            } else {
+            } else {  // as of its last unmount, when a guest has it
                 info.used_bytes = image_used_bytes(image_of(name));
             }
             return info;
@@ -149,6 +205,7 @@ struct VolumeStoreState {
         if (use != uses.end()) uses.erase(use);
         if (!uses.empty()) return;
         mounted.erase(it);
+        if (!is_mount_point(mount_of(name))) return;  // a guest's disk: never mounted here
         try {
             runtime::unmount_all(mount_of(name));
         } catch (const std::exception& e) {
@@ -160,8 +217,10 @@ struct VolumeStoreState {
 nlohmann::json VolumeInfo::to_json() const {
     nlohmann::json mounts_json = nlohmann::json::array();
     for (const auto& use : mounts)
-        mounts_json.push_back(
-            {{"sandbox_id", use.sandbox_id}, {"path", use.path}, {"read_only", use.read_only}});
+        mounts_json.push_back({{"sandbox_id", use.sandbox_id},
+                               {"path", use.path},
+                               {"read_only", use.read_only},
+                               {"as_disk", use.as_disk}});
     return {{"name", name},
             {"size_mb", size_mb},
             {"used_bytes", used_bytes},
@@ -321,16 +380,27 @@ VolumeLease VolumeStore::acquire(const std::string& name, const VolumeUse& use) 
     if (!fs::exists(state_->dir_of(name) / kRecord))
         throw VolumeError(VolumeErrorKind::not_found, "name", "no volume named " + name);
     auto& uses = state_->mounted[name];
-    if (!use.read_only)
-        for (const auto& other : uses)
-            if (!other.read_only)
-                throw VolumeError(VolumeErrorKind::in_use, "read_only",
-                                  "volume " + name + " is mounted read-write by " +
-                                      other.sandbox_id +
-                                      "; one writer at a time (mount it read_only, or kill " +
-                                      other.sandbox_id + " first)");
+    if (auto why = VolumeStoreState::conflict(name, uses, use); !why.empty()) {
+        if (uses.empty()) state_->mounted.erase(name);
+        throw VolumeError(VolumeErrorKind::in_use, "read_only", why);
+    }
     const fs::path mount = state_->mount_of(name);
-    if (uses.empty() && !is_mount_point(mount)) {
+    if (use.as_disk) {
+        try {
+            if (is_mount_point(mount)) runtime::unmount_all(mount);  // a killed server's
+            atomic_file::write(state_->dir_of(name) / kGuestWritten, use.sandbox_id + "\n");
+        } catch (const std::exception& e) {
+            state_->mounted.erase(name);
+            throw VolumeError(VolumeErrorKind::failed, "name",
+                              "cannot hand volume " + name + " to a microVM: " + e.what());
+        }
+    } else if (uses.empty() && !is_mount_point(mount)) {
+        try {
+            state_->check_guest_written(name);
+        } catch (const VolumeError&) {
+            state_->mounted.erase(name);
+            throw;
+        }
         try {
             fs::create_directories(mount);
             ::chmod(mount.c_str(), 0700);
@@ -346,7 +416,7 @@ VolumeLease VolumeStore::acquire(const std::string& name, const VolumeUse& use) 
     lease.state_ = state_;
     lease.name_ = name;
     lease.use_ = use;
-    lease.host_path_ = mount;
+    lease.host_path_ = use.as_disk ? state_->image_of(name) : mount;
     return lease;
 }
 

@@ -18,7 +18,8 @@
 namespace deskbox::volumes {
 
 // What went wrong, for the front doors to map (HTTP status, JSON-RPC code) at the edge.
-enum class VolumeErrorKind { invalid, not_found, exists, in_use, no_space, failed };
+// guest_written: a microVM wrote it, and this server does not mount such volumes on the host.
+enum class VolumeErrorKind { invalid, not_found, exists, in_use, no_space, guest_written, failed };
 
 class VolumeError : public std::runtime_error {
   public:
@@ -36,6 +37,10 @@ struct VolumeUse {
     std::string sandbox_id;
     std::string path;  // where it is mounted in that sandbox
     bool read_only = false;
+    // The whole ext4 image, as a disk of one sandbox (a microVM), whose own kernel mounts it.
+    // Nothing else uses the volume meanwhile and the host does not mount it; before the host
+    // mounts it again, e2fsck checks what the guest wrote.
+    bool as_disk = false;
 };
 
 struct VolumeInfo {
@@ -62,6 +67,8 @@ class VolumeLease {
     VolumeLease& operator=(const VolumeLease&) = delete;
     ~VolumeLease();
 
+    // What the sandbox gets: the host directory the volume is mounted on, or (as_disk) its
+    // image.
     const std::filesystem::path& host_path() const { return host_path_; }
     const VolumeUse& use() const { return use_; }
     const std::string& name() const { return name_; }
@@ -85,6 +92,9 @@ class VolumeStore {
         std::uint64_t min_size_mb = 16, max_size_mb = 1 << 20;
         std::uint32_t owner_uid = 1000, owner_gid = 1000;  // the guest user owns the root dir
         std::string mkfs = "mkfs.ext4";
+        // A volume a guest's kernel wrote as a disk is mounted on the host again (after
+        // e2fsck) only if true; otherwise such a volume is for microVMs only (guest_written).
+        bool mount_guest_written = false;
     };
     // Removes what a killed server left half made or half deleted, and unmounts host mounts
     // nobody uses (call release_unused() after adopting sandboxes instead if some may).
@@ -101,7 +111,8 @@ class VolumeStore {
     VolumeInfo inspect(const std::string& name) const;  // not_found
     void remove(const std::string& name);               // not_found, in_use
 
-    // Mounts it for `use` (one writer at a time, any number of readers: in_use otherwise).
+    // Mounts it for `use` (one writer at a time, any number of readers; a disk use alone:
+    // in_use otherwise). failed: a filesystem a guest wrote that e2fsck cannot mend.
     VolumeLease acquire(const std::string& name, const VolumeUse& use);
     // After adoption: host mounts no lease holds are unmounted.
     void release_unused();

@@ -707,5 +707,73 @@ TEST(MicrovmApi, NetworkFalseMeansNoNicAndNoPorts) {
     EXPECT_TRUE(namespaces_held_by(s.pid()).empty());
 }
 
+// A volume in a microVM is a disk the VM has whole: what a container wrote is there, what the
+// VM writes survives a save to disk and the VM, nobody else uses the volume meanwhile, a copy
+// of the VM is refused, and afterwards the host mounts it again only if the server allows it
+// (after e2fsck); a read-only disk cannot be written.
+TEST(MicrovmApi, AVolumeIsADiskTheMicrovmHasWhole) {
+    REQUIRE_MICROVM();
+    TempDir state("deskboxd-microvm-volumes");
+    auto volume = [](bool read_only) {
+        return json::array({{{"name", "vmdata"}, {"path", "/data"}, {"read_only", read_only}}});
+    };
+    auto code_of = [](const Answer& a) { return a.js()["error"].value("code", ""); };
+    {
+        Server s({}, state.path());
+        ASSERT_EQ(s.post("/v1/volumes", {{"name", "vmdata"}, {"size_mb", 64}}).status, 201u);
+        auto container = s.post("/v1/sandboxes", {{"volumes", volume(false)}, {"ready", false}});
+        ASSERT_EQ(container.status, 201u) << container.body;
+        const std::string cid = container.js()["id"];
+        run(s, cid, "echo from-container > /data/a");
+        ASSERT_EQ(s.del("/v1/sandboxes/" + cid).status, 200u);
+
+        auto vm = s.post("/v1/sandboxes",
+                         {{"runtime", "microvm"}, {"network", false}, {"volumes", volume(false)}});
+        ASSERT_EQ(vm.status, 201u) << vm.body << s.log();
+        const std::string id = vm.js()["id"];
+        const std::string base = "/v1/sandboxes/" + id;
+        EXPECT_EQ(run(s, id, "cat /data/a"), "from-container\n");
+        EXPECT_EQ(run(s, id, "echo from-vm > /data/b && sync && stat -c %U /data/b"), "user\n");
+        // Nobody else meanwhile, and no copy of a VM that has it mounted.
+        auto other = s.post("/v1/sandboxes", {{"volumes", volume(true)}, {"ready", false}});
+        EXPECT_EQ(other.status, 409u) << other.body;
+        EXPECT_EQ(code_of(other), "volume_in_use");
+        EXPECT_NE(other.body.find(id), std::string::npos) << other.body;
+        const json info = s.get("/v1/volumes/vmdata").js();
+        ASSERT_EQ(info["mounts"].size(), 1u) << info.dump();
+        EXPECT_EQ(info["mounts"][0]["as_disk"], true);
+        auto fork = s.post(base + "/fork", {{"count", 1}});
+        EXPECT_EQ(fork.status, 409u) << fork.body;
+        EXPECT_EQ(code_of(fork), "volumes_attached");
+        // Saved to disk and restored: the disk is there again.
+        ASSERT_EQ(s.post(base + "/pause", {{"snapshot", true}}).status, 200u) << s.log();
+        ASSERT_EQ(s.post(base + "/resume", json::object()).status, 200u) << s.log();
+        EXPECT_EQ(run(s, id, "cat /data/b && echo after-resume > /data/c && sync"), "from-vm\n");
+        ASSERT_EQ(s.del(base).status, 200u);
+        EXPECT_TRUE(no_qemu_for(id));
+
+        // By default the host does not mount what a guest wrote: microVMs only.
+        auto refused = s.post("/v1/sandboxes", {{"volumes", volume(false)}, {"ready", false}});
+        EXPECT_EQ(refused.status, 409u) << refused.body;
+        EXPECT_EQ(code_of(refused), "volume_guest_written");
+        EXPECT_EQ(s.get("/v1/volumes/vmdata/files?path=/b").status, 409u);
+        auto reader =
+            s.post("/v1/sandboxes",
+                   {{"runtime", "microvm"}, {"network", false}, {"volumes", volume(true)}});
+        ASSERT_EQ(reader.status, 201u) << reader.body << s.log();
+        const std::string rid = reader.js()["id"];
+        EXPECT_EQ(run(s, rid, "cat /data/b /data/c"), "from-vm\nafter-resume\n");
+        EXPECT_EQ(run(s, rid, "touch /data/x 2>/dev/null || echo refused"), "refused\n");
+        ASSERT_EQ(s.del("/v1/sandboxes/" + rid).status, 200u);
+        EXPECT_TRUE(s.get("/v1/sandboxes").js()["sandboxes"].empty());
+    }
+    // A server that allows it mounts the volume on the host again, once e2fsck passes.
+    Server s({"--mount-guest-written-volumes", "true"}, state.path());
+    auto files = s.get("/v1/volumes/vmdata/files?path=/c");
+    EXPECT_EQ(files.status, 200u) << files.body;
+    EXPECT_EQ(files.body, "after-resume\n");
+    EXPECT_EQ(s.del("/v1/volumes/vmdata").status, 200u);
+}
+
 }  // namespace
 }  // namespace deskbox

@@ -82,6 +82,19 @@ TEST(QemuCommand, SandboxGetsItsDisksSocketsNetworkAndConfinement) {
     EXPECT_EQ(value_of(argv, "-cpu"), "max");
 }
 
+// Volumes come last, raw, in order (the guest config's DESKBOX_VOLUMES names their paths in
+// the same order), a read-only one on a read-only drive.
+TEST(QemuCommand, VolumesAreRawDisksInOrderAfterEverythingElse) {
+    QemuCommandOptions o = sandbox_options();
+    o.volumes = {{"/v/work/data.ext4", false}, {"/v/ref,erence/data.ext4", true}};
+    Argv drives = values_of(qemu_command(o), "-drive");
+    ASSERT_EQ(drives.size(), 5u);
+    EXPECT_EQ(drives[3], "id=vol0,if=none,format=raw,discard=unmap,file=/v/work/data.ext4");
+    EXPECT_EQ(drives[4], "id=vol1,if=none,format=raw,readonly=on,file=/v/ref,,erence/data.ext4");
+    Argv devices = values_of(qemu_command(o), "-device");
+    EXPECT_EQ(devices.back(), "virtio-blk-device,drive=vol1,serial=deskbox-vol1");
+}
+
 TEST(QemuCommand, KvmTakesTheHostCpuAndNoTscHints) {
     QemuCommandOptions o = sandbox_options();
     o.accelerator = Accelerator::kvm;

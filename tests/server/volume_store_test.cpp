@@ -185,5 +185,73 @@ TEST_F(VolumeStoreTest, ReleaseUnusedUnmountsWhatNoLeaseHolds) {
     EXPECT_EQ(mounts_under_root(), 0u);
 }
 
+// A microVM's disk use: the image alone, the volume nobody else's meanwhile, never mounted on
+// the host; afterwards the host mounts it only when the server allows it, after e2fsck, and a
+// filesystem e2fsck cannot mend is never mounted.
+TEST_F(VolumeStoreTest, ADiskUseIsAloneAndTheHostMountsWhatAGuestWroteOnlyAfterE2fsck) {
+    const fs::path image = dir_.path() / "volumes" / "vm-data" / "data.ext4";
+    {
+        VolumeStore store(options());
+        store.create("vm-data", 32);
+        auto reader = store.acquire("vm-data", {"sb-reader", "/data", true});
+        EXPECT_EQ(kind_of([&] {
+                      store.acquire("vm-data", {"sb-vm", "/data", false, true});
+                  }),
+                  VolumeErrorKind::in_use)
+            << "a disk use waits for the host mount's users";
+        reader.release();
+        EXPECT_EQ(mounts_under_root(), 0u);
+
+        auto disk = store.acquire("vm-data", {"sb-vm", "/data", false, true});
+        EXPECT_EQ(disk.host_path(), image);
+        EXPECT_EQ(mounts_under_root(), 0u) << "the host never mounts a guest's disk";
+        for (bool read_only : {true, false})
+            EXPECT_EQ(kind_of([&] {
+                          store.acquire("vm-data", {"sb-c", "/data", read_only});
+                      }),
+                      VolumeErrorKind::in_use);
+        EXPECT_EQ(kind_of([&] {
+                      store.acquire("vm-data", {"sb-vm2", "/d", true, true});
+                  }),
+                  VolumeErrorKind::in_use);
+        const auto info = store.inspect("vm-data");
+        ASSERT_EQ(info.mounts.size(), 1u);
+        EXPECT_TRUE(info.mounts[0].as_disk);
+        EXPECT_EQ(info.to_json()["mounts"][0]["as_disk"], true);
+        EXPECT_EQ(kind_of([&] { store.remove("vm-data"); }), VolumeErrorKind::in_use);
+        disk.release();
+        // By default the host never mounts it again; another disk use may have it.
+        EXPECT_EQ(kind_of([&] {
+                      store.acquire("vm-data", {"sb-c", "/data", true});
+                  }),
+                  VolumeErrorKind::guest_written);
+        EXPECT_EQ(mounts_under_root(), 0u);
+        store.acquire("vm-data", {"sb-vm3", "/data", false, true}).release();
+    }
+    {
+        // Allowed: e2fsck first (a restarted server knows the volume from its marker file).
+        auto allowing = options();
+        allowing.mount_guest_written = true;
+        VolumeStore store(allowing);
+        auto lease = store.acquire("vm-data", {"sb-c", "/data", false});
+        EXPECT_EQ(mounts_under_root(), 1u);
+        lease.release();
+        // A guest that wrecked its filesystem (zeroed, every backup superblock too): e2fsck
+        // cannot mend it, so the host does not mount it.
+        store.acquire("vm-data", {"sb-vm", "/data", false, true}).release();
+        {
+            std::fstream f(image, std::ios::in | std::ios::out | std::ios::binary);
+            const std::string zeros(32 << 20, '\0');
+            f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+        }
+        EXPECT_EQ(kind_of([&] {
+                      store.acquire("vm-data", {"sb-c", "/data", false});
+                  }),
+                  VolumeErrorKind::failed);
+        EXPECT_EQ(mounts_under_root(), 0u);
+        EXPECT_TRUE(store.inspect("vm-data").mounts.empty());
+    }
+}
+
 }  // namespace
 }  // namespace deskbox::volumes

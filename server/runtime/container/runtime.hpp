@@ -142,7 +142,7 @@ class ContainerRuntime : public Runtime, public RunningAdoption, public CopyStar
     NetworkAttach network_attach() const override { return NetworkAttach::netns; }
     std::string agent_channel_arg() const override;
     bool needs_user_namespace() const override { return true; }
-    bool mounts_volumes() const override { return true; }
+    VolumeAccess volume_access() const override { return VolumeAccess::host_directory; }
     RunningAdoption* running_adoption() override { return this; }
     CopyStarts* copy_starts() override { return this; }
     CopyKind copy_kind() const override { return CopyKind::filesystem; }

@@ -18,6 +18,18 @@ std::string shell_quote(const std::string& value) {
     return out + "'";
 }
 
+namespace {
+
+// "PATH:rw PATH:ro ...", one word per volume in disk order.
+std::string volume_list(const SandboxSpec& spec) {
+    std::string list;
+    for (const auto& volume : spec.volumes)
+        list += (list.empty() ? "" : " ") + volume.destination + (volume.read_only ? ":ro" : ":rw");
+    return list;
+}
+
+}  // namespace
+
 // Shell assignments the initramfs's init sources from the config disk (images/microvm/init):
 // identity, then "$@" = environment (K=V...) followed by the entry's argv.
 std::string guest_config(const SandboxSpec& spec) {
@@ -32,7 +44,10 @@ std::string guest_config(const SandboxSpec& spec) {
         << "DESKBOX_UID=" << spec.uid << "\n"
         << "DESKBOX_GID=" << spec.gid << "\n"
         << "DESKBOX_NETWORK=" << (spec.network ? 1 : 0) << "\n"
-        << "DESKBOX_ENTRY=" << shell_quote(spec.entry[0]) << "\n"
+        << "DESKBOX_ENTRY=" << shell_quote(spec.entry[0])
+        << "\n"
+        // Disk deskbox-vol<N> at path N (volume_path_problem keeps paths free of spaces).
+        << "DESKBOX_VOLUMES=" << shell_quote(volume_list(spec)) << "\n"
         << "set --";
     for (const auto& [key, value] : env) out << " \\\n  " << shell_quote(key + "=" + value);
     for (const auto& arg : spec.entry) out << " \\\n  " << shell_quote(arg);

@@ -83,6 +83,9 @@ std::vector<std::string> qemu_command(const QemuCommandOptions& options) {
         add(argv, {"-netdev", "tap,id=net0,fd=" + std::to_string(options.tap_fd), "-device",
                    "virtio-net-device,netdev=net0"});
     }
+    for (std::size_t i = 0; i < options.volumes.size(); ++i)
+        add_disk(argv, "vol" + std::to_string(i), "raw", options.volumes[i].image,
+                 options.volumes[i].read_only);
     return argv;
 }
 

@@ -36,6 +36,13 @@ struct QemuCommandOptions {
     int agent_fd = -1;                  // listening socket of virtio-serial port deskbox.agent
     int qmp_fd = -1;                    // listening socket of the QMP monitor
     int tap_fd = -1;                    // the network's tap device
+    // Volumes' ext4 images, raw, serials deskbox-vol0, deskbox-vol1, ... in this order (the
+    // guest config says where each is mounted).
+    struct Volume {
+        std::filesystem::path image;
+        bool read_only = false;
+    };
+    std::vector<Volume> volumes;
 };
 
 std::vector<std::string> qemu_command(const QemuCommandOptions& options);

@@ -133,8 +133,6 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::start_microvm(const SandboxSpec&
 
 std::unique_ptr<MicrovmSandbox> MicrovmRuntime::prepare(const SandboxSpec& spec) {
     validate_spec(spec);
-    if (!spec.volumes.empty())
-        throw SpecError("volumes", "the microvm runtime does not mount volumes yet");
     if (!spec.template_rootfs.is_absolute())
         throw SpecError("template_rootfs", "must be an absolute path");
     if (!spec.agent_dir.empty() && !spec.agent_dir.is_absolute())

@@ -98,6 +98,9 @@ class MicrovmRuntime : public Runtime,
     NetworkAttach network_attach() const override { return NetworkAttach::tap; }
     // A VM's writable disk is its own qcow2 overlay, not a capped ext4 image.
     bool caps_disk() const override { return false; }
+    // Each volume's ext4 image is a virtio disk of its own (serial deskbox-vol<N>), mounted
+    // by the guest's init: the guest kernel, not the host's, runs the filesystem.
+    VolumeAccess volume_access() const override { return VolumeAccess::disk_image; }
     std::string agent_channel_arg() const override { return kAgentChannelArg; }
     // RuntimeError naming the build command if the template's microVM image is missing.
     void check_template(const std::filesystem::path& template_rootfs) override {

@@ -129,6 +129,8 @@ QemuCommandOptions MicrovmSandbox::qemu_command_options_locked(int agent_fd, int
     command.agent_fd = agent_fd;
     command.qmp_fd = qmp_fd;
     command.tap_fd = tap_fd;
+    for (const auto& volume : spec_.volumes)
+        command.volumes.push_back({volume.source, volume.read_only});
     return command;
 }
 

@@ -35,6 +35,19 @@ MicrovmPaths::MicrovmPaths(const fs::path& state_root, const std::string& id)
       pid_file(dir / "qemu.pid"),
       memory(dir / "memory") {}
 
+namespace {
+
+json volumes_json(const std::vector<VolumeMount>& volumes) {
+    json list = json::array();
+    for (const auto& v : volumes)
+        list.push_back({{"source", v.source.string()},
+                        {"destination", v.destination},
+                        {"read_only", v.read_only}});
+    return list;
+}
+
+}  // namespace
+
 json spec_to_json(const SandboxSpec& spec) {
     return {{"id", spec.id},
             {"template_rootfs", spec.template_rootfs.string()},
@@ -48,7 +61,8 @@ json spec_to_json(const SandboxSpec& spec) {
             {"network", spec.network},
             {"hostname", spec.hostname},
             {"uid", spec.uid},
-            {"gid", spec.gid}};
+            {"gid", spec.gid},
+            {"volumes", volumes_json(spec.volumes)}};
 }
 
 SandboxSpec spec_from_json(const json& j) {
@@ -66,6 +80,9 @@ SandboxSpec spec_from_json(const json& j) {
     spec.hostname = j.at("hostname").get<std::string>();
     spec.uid = j.at("uid");
     spec.gid = j.at("gid");
+    for (const auto& v : j.value("volumes", json::array()))
+        spec.volumes.push_back({v.at("source").get<std::string>(),
+                                v.at("destination").get<std::string>(), v.at("read_only")});
     return spec;
 }
 

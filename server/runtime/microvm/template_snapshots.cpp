@@ -217,6 +217,9 @@ std::unique_ptr<MicrovmSandbox> MicrovmRuntime::start_from_template(const Sandbo
 }
 
 std::string MicrovmRuntime::copy_spec_problem(const SandboxSpec& spec, const fs::path& dir) {
+    if (!spec.volumes.empty())
+        return "a microVM started from a saved one has the disks it was saved with, so no "
+               "volumes: create it without them";
     if (!template_snapshot_complete(dir))
         return "'" + dir.string() + "' holds no saved microVM (memory, disk, snapshot.json)";
     json record;
