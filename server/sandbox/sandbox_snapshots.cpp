@@ -48,11 +48,8 @@ void Sandbox::pause(bool snapshot, PauseReason reason) {
         // this long wait as its running timeout, and it would never pause again.
         if (reason == PauseReason::timeout) expires_at_ = SystemClock::now() + max_saved_lifetime_;
     }
-    if (!snapshot) {
-        // The next server tells a pause asked for from a freeze a save left (adopt_running).
-        save_record_or_audit();
-        return;
-    }
+    // The next server tells a pause asked for from a freeze a save left (adopt_running).
+    if (!snapshot) return save_record_or_audit();
     // Paused in memory first: run it again so the guest sees the host leave before the save
     // (else the restored agent would wait in its old session).
     try {
