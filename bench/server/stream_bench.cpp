@@ -183,6 +183,21 @@ double measure_cpu_percent(const std::vector<pid_t>& pids, const std::function<v
     return (cpu_seconds(pids) - before) / (ms_since(t0) / 1000.0) * 100.0;
 }
 
+// A process's real uid and gid as the host sees them (/proc/PID/status).
+std::pair<unsigned, unsigned> host_ids_of(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    unsigned uid = 0, gid = 0;
+    for (std::string line; std::getline(status, line);) {
+        std::istringstream fields(line);
+        std::string key;
+        fields >> key;
+        if (key == "Uid:") fields >> uid;
+        if (key == "Gid:") fields >> gid;
+    }
+    if (uid == 0) throw std::runtime_error("cannot read the ids of process " + std::to_string(pid));
+    return {uid, gid};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -312,12 +327,28 @@ int main(int argc, char** argv) try {
                        .get<std::string>();
     while (!display.empty() && display.back() == '\n') display.pop_back();
     SpawnOptions x11vnc;
-    // As the sandbox's user: the X server lets only the segment's owner attach MIT-SHM.
-    x11vnc.argv = {
-        "nsenter",      "-t",           target,           "-n",       "-i",       "setpriv",
-        "--reuid=1000", "--regid=1000", "--clear-groups", "x11vnc",   "-display", ":" + display,
-        "-rfbport",     "5977",         "-passwd",        "benchpw1", "-forever", "-shared",
-        "-quiet"};
+    // As the sandbox's user, by its host ids (under a user namespace guest 1000 is another host
+    // id): the X server lets only the segment's owner attach MIT-SHM.
+    const auto [uid, gid] = host_ids_of(agent);
+    x11vnc.argv = {"nsenter",
+                   "-t",
+                   target,
+                   "-n",
+                   "-i",
+                   "setpriv",
+                   "--reuid=" + std::to_string(uid),
+                   "--regid=" + std::to_string(gid),
+                   "--clear-groups",
+                   "x11vnc",
+                   "-display",
+                   ":" + display,
+                   "-rfbport",
+                   "5977",
+                   "-passwd",
+                   "benchpw1",
+                   "-forever",
+                   "-shared",
+                   "-quiet"};
     x11vnc.stdout_to_null = true;
     x11vnc.stderr_to_null = true;
     ChildProcess x11 = ChildProcess::spawn(x11vnc);
