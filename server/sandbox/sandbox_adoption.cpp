@@ -31,6 +31,7 @@ std::vector<std::string> SandboxManager::adopt_each(const std::vector<std::strin
             net_config.network = network::NetworkPolicy::parse(record.at("network"));
             net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
             auto sandbox = take(id, record, net_config, audit_path);
+            sandbox->set_audit_listener(options_.audit_listener);
             sandbox->set_max_saved_lifetime(options_.max_timeout);
             // A working agent answers soon; a dead one must not hold up the start for long.
             // On failure the sandbox's destructor kills it: nothing is left to clean.
@@ -121,6 +122,7 @@ std::vector<std::string> SandboxManager::adopt_snapshots() {
                                               options_.state_dir / "audit" / (id + ".jsonl"),
                                               runtime->boot_timeout(options_.agent_timeout));
                 sandbox->attach_network(std::move(net));
+                sandbox->set_audit_listener(options_.audit_listener);
                 sandbox->set_max_saved_lifetime(options_.max_timeout);
                 sandbox->audit("adopt", {{"reason", "server restart"}});
                 std::lock_guard lock(mutex_);
