@@ -16,8 +16,12 @@ std::uint64_t event_id(const std::string& text, const std::string& field) {
     return static_cast<std::uint64_t>(*id);
 }
 
+// `sandbox_id` empty: every sandbox's events (an API key); else that one's (its ?token= too).
 HttpResponse stream(RouteContext& context, const std::string& sandbox_id) {
-    allow_only(context.query, {"after", "types"});
+    if (sandbox_id.empty())
+        allow_only(context.query, {"after", "types"});
+    else
+        allow_only(context.query, {"after", "types", "token"});
     auto* service = context.api.options.events;
     if (!service) throw ApiError(503, "events_unavailable", "this server keeps no events");
     events::StreamFilter filter;
