@@ -351,3 +351,33 @@ TEST(Events, TheStreamShowsEventsAndResumesAfterAnId) {
 
 }  // namespace
 }  // namespace deskbox
+
+namespace deskbox {
+namespace {
+
+using namespace test;
+
+TEST(Events, TimeoutsAndFailedCreatesAreEvents) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    EventStreamClient stream(s.port(), "/v1/events?types=timeout,error,killed");
+    stream.header();
+    const std::string id = create(s, {{"timeout_s", 1}});
+    const json timeout = stream.next();
+    EXPECT_EQ(timeout.value("type", ""), "timeout") << timeout;
+    EXPECT_EQ(timeout.value("sandbox_id", ""), id);
+    EXPECT_EQ(timeout["data"].value("action", ""), "kill");
+    const json killed = stream.next();
+    EXPECT_EQ(killed.value("type", ""), "killed") << killed;
+    EXPECT_EQ(killed.value("sandbox_id", ""), id);
+
+    auto failed = s.post("/v1/sandboxes", {{"network", false},
+                                           {"ready", {{"command", {"false"}}, {"timeout_s", 1}}}});
+    EXPECT_EQ(failed.status, 504u) << failed.body;
+    const json error = stream.next();
+    EXPECT_EQ(error.value("type", ""), "error") << error;
+    EXPECT_NE(error["data"].value("reason", "").find("not ready"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace deskbox
