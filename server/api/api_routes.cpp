@@ -7,6 +7,7 @@
 #include "server/api/routes/cluster_templates.hpp"
 #include "server/api/routes/commands.hpp"
 #include "server/api/routes/desktop.hpp"
+#include "server/api/routes/events.hpp"
 #include "server/api/routes/files.hpp"
 #include "server/api/routes/lifecycle.hpp"
 #include "server/api/routes/mcp.hpp"
@@ -82,7 +83,7 @@ bool ApiRoute::wakes_sandbox() const {
     // What reads or changes the sandbox's lifecycle itself leaves it as it is.
     static const std::set<std::string_view> kLifecycle = {
         "/v1/sandboxes/{id}", "/v1/sandboxes/{id}/timeout", "/v1/sandboxes/{id}/pause",
-        "/v1/sandboxes/{id}/resume"};
+        "/v1/sandboxes/{id}/resume", "/v1/sandboxes/{id}/events"};
     return per_sandbox() && !kLifecycle.count(path);
 }
 
@@ -128,6 +129,8 @@ const std::vector<ApiRoute>& api_routes() {
         {"/v1/nodes/{name}/undrain", api_key, {{verb::post, undrain_node}}},
         // Between nodes: a template's image for a node that lacks it (cluster_templates.cpp).
         {"/v1/cluster/templates/{image_id}", cluster_secret, {{verb::get, serve_template_image}}},
+        // Lifecycle events, streamed (routes/events.cpp).
+        {"/v1/events", api_key, {{verb::get, stream_events}}},
         // Sandboxes and their lifecycle (routes/sandboxes.cpp, routes/lifecycle.cpp).
         {"/v1/sandboxes", api_key, {{verb::get, list_sandboxes}, {verb::post, create_sandbox}}},
         {"/v1/sandboxes/{id}",
@@ -136,6 +139,7 @@ const std::vector<ApiRoute>& api_routes() {
         {"/v1/sandboxes/{id}/timeout", api_key, {{verb::post, set_timeout}}},
         {"/v1/sandboxes/{id}/pause", api_key, {{verb::post, pause_sandbox}}},
         {"/v1/sandboxes/{id}/resume", api_key, {{verb::post, resume_sandbox}}},
+        {"/v1/sandboxes/{id}/events", sandbox_token, {{verb::get, stream_sandbox_events}}},
         // Named snapshots and forks (routes/snapshots.cpp).
         {"/v1/sandboxes/{id}/snapshots", api_key, {{verb::post, create_snapshot}}},
         {"/v1/sandboxes/{id}/fork", api_key, {{verb::post, fork_sandbox}}},

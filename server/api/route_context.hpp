@@ -21,6 +21,9 @@ namespace deskbox::server {
 class SandboxManager;
 class McpServer;
 class ClusterService;
+namespace events {
+class EventService;
+}
 
 struct ApiOptions {
     std::vector<std::string> api_keys;  // empty: no key needed (loopback only)
@@ -28,6 +31,8 @@ struct ApiOptions {
     std::string ports_domain;
     // The cluster this node is a member of (--cluster), or null: a single node. Not owned.
     ClusterService* cluster = nullptr;
+    // Lifecycle events (server/events/): what GET /v1/events streams, or null (503). Not owned.
+    events::EventService* events = nullptr;
     // Without an API key, Host names answered besides loopback ones (--allowed-host) and
     // ports_domain's: a foreign Host is a DNS-rebinding page and gets 421.
     std::vector<std::string> allowed_hosts{};

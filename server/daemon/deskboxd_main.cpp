@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "server/daemon/server_config.hpp"
+#include "server/events/event_service.hpp"
 #include "streaming/vnc/vnc_server.hpp"
 
 namespace {
@@ -81,6 +82,10 @@ void serve(ServerConfig& config, SandboxManager& manager, const sigset_t& signal
                      config.cluster->node_name.c_str(), config.cluster->advertise.c_str());
     }
     router.emplace(manager, config.api);
+    // Before serving: a webhook that points at this very listener is refused at start.
+    boost::system::error_code not_an_address;  // a name: checked as any local address
+    config.api.events->start_delivery(
+        {boost::asio::ip::make_address(config.http.address, not_an_address), http.port()});
     http.start();
     // One parseable line: tests and scripts read the port from it.
     std::printf("deskboxd listening on http://%s:%u\n", config.http.address.c_str(), http.port());
@@ -130,6 +135,16 @@ int main(int argc, char** argv) {
     try {
         // Before anything takes descriptors: sandboxes, connections, adopted ones.
         deskbox::streaming::VncServer::reserve_descriptors();
+        // Before the manager and gone after it: every sandbox's last event is recorded.
+        events::EventService events(config.manager.state_dir, config.webhooks);
+        config.api.events = &events;
+        config.manager.audit_listener = [&events](const Sandbox& sandbox, const std::string& kind,
+                                                  const nlohmann::json& detail) {
+            // One made ahead for the pool has no events until a create claims it.
+            if (sandbox.config().pooled) return;
+            events.record(sandbox.id(), sandbox.config().template_name, sandbox.config().metadata,
+                          kind, detail);
+        };
         SandboxManager manager(config.manager, make_runtimes(config.manager));
         adopt_or_clean(manager);
         serve(config, manager, signals);

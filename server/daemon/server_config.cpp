@@ -478,6 +478,9 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
                                                 ? "template-registry-insecure"
                                                 : "template-registry";
                     for (auto& item : v) apply(c, one, item.get<std::string>());
+                } else if (k == "webhooks") {
+                    c.webhooks =
+                        events::parse_webhooks(v, std::filesystem::absolute(value).parent_path());
                 } else if (v.is_object() && (k == "microvm_pool" || k == "microvm-pool")) {
                     // {"microvm_pool": {"minimal": 2}}
                     for (auto& [name, n] : v.items()) apply(c, k, name + "=" + n.dump());

@@ -8,6 +8,7 @@
 
 #include "server/api/api_router.hpp"
 #include "server/cluster/cluster_service.hpp"
+#include "server/events/webhook.hpp"
 #include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
@@ -27,6 +28,9 @@ struct ServerConfig {
     // --egress-max-connections; 0: from the fd budget (plan_fd_budget).
     std::size_t egress_max_connections = 0;
     bool max_http_connections_given = false;  // else the budget may lower it (limit / 8)
+    // The config file's "webhooks" (server/events/webhook.hpp); only there: secrets stay out of
+    // argv, where `ps` would show them.
+    std::vector<events::WebhookConfig> webhooks;
 };
 
 // How deskboxd's fds are shared (docs/ARCHITECTURE.md, "fd budget"): a reserve for itself, HTTP

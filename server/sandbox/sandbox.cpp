@@ -89,6 +89,7 @@ void Sandbox::audit(const std::string& kind, const nlohmann::json& detail) {
     }
     // The recording's actions track carries the same events on the video's clock.
     media_.record_event(kind, escaped.is_null() ? detail : escaped);
+    if (audit_listener_) audit_listener_(*this, kind, escaped.is_null() ? detail : escaped);
 }
 
 void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent_timeout,
@@ -101,16 +102,19 @@ void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent
         if (config_.vnc) start_vnc();
     } catch (const runtime::SpecError& e) {
         kill();
+        audit("error", {{"reason", e.what()}});
         throw SandboxError(SandboxFault::invalid, "bad_request", e.what(), e.field());
-    } catch (const SandboxError&) {
+    } catch (const SandboxError& e) {
         kill();
+        audit("error", {{"reason", e.what()}});
         throw;
     } catch (const std::exception& e) {
         std::string tail = instance_ ? instance_->log_tail(2000) : "";
         kill();
-        throw SandboxError(SandboxFault::agent_failed, "sandbox_start_failed",
-                           std::string("sandbox did not start: ") + e.what() +
-                               (tail.empty() ? "" : "; console: " + tail));
+        const std::string reason = std::string("sandbox did not start: ") + e.what() +
+                                   (tail.empty() ? "" : "; console: " + tail);
+        audit("error", {{"reason", reason}});
+        throw SandboxError(SandboxFault::agent_failed, "sandbox_start_failed", reason);
     }
     {
         std::lock_guard lock(mutex_);
@@ -465,10 +469,13 @@ void Sandbox::on_close(protocol::RpcClient& client, const std::string& reason) {
 }
 
 void Sandbox::fail(const std::string& reason) {
-    std::lock_guard lock(mutex_);
-    if (status_ == SandboxStatus::killed) return;
-    status_ = SandboxStatus::error;
-    if (error_reason_.empty()) error_reason_ = reason;
+    {
+        std::lock_guard lock(mutex_);
+        if (status_ == SandboxStatus::killed || status_ == SandboxStatus::error) return;
+        status_ = SandboxStatus::error;
+        if (error_reason_.empty()) error_reason_ = reason;
+    }
+    audit("error", {{"reason", reason}});
 }
 
 SandboxStatus Sandbox::check_health() {

@@ -143,6 +143,11 @@ class Sandbox {
     runtime::ResourceUsage usage() const;
 
     void audit(const std::string& kind, const nlohmann::json& detail);
+    // Sees each of its audit lines after it is written: the server's lifecycle events are
+    // made of them (server/events/). Set before its first line (create).
+    using AuditListener = std::function<void(const Sandbox& sandbox, const std::string& kind,
+                                             const nlohmann::json& detail)>;
+    void set_audit_listener(AuditListener listener) { audit_listener_ = std::move(listener); }
     // One line in the audit log of a sandbox there is no object for (one that is cleaned up).
     static void append_audit(const std::filesystem::path& audit_path, const std::string& id,
                              const std::string& kind, const nlohmann::json& detail);
@@ -197,6 +202,7 @@ class Sandbox {
     std::chrono::seconds max_saved_lifetime_{24 * 3600};
     // Serialises pause, snapshot and resume (they drop mutex_ while the runtime works).
     std::mutex lifecycle_mutex_;
+    AuditListener audit_listener_;
 
     std::unique_ptr<runtime::SandboxInstance> instance_;
     std::shared_ptr<network::SandboxNetwork> network_;        // kill() ends it after the instance

@@ -31,6 +31,7 @@ std::vector<std::string> SandboxManager::adopt_each(const std::vector<std::strin
             net_config.network = network::NetworkPolicy::parse(record.at("network"));
             net_config.egress_kbps = record.value("egress_kbps", std::uint64_t{0});
             auto sandbox = take(id, record, net_config, audit_path);
+            sandbox->set_audit_listener(options_.audit_listener);
             sandbox->set_max_saved_lifetime(options_.max_timeout);
             // A working agent answers soon; a dead one must not hold up the start for long.
             // On failure the sandbox's destructor kills it: nothing is left to clean.
@@ -120,6 +121,7 @@ std::vector<std::string> SandboxManager::adopt_snapshots() {
                 sandbox->attach_network(std::move(net));
                 // A saved microVM's disks include its volumes: held for its resume.
                 sandbox->attach_volumes(acquire_volumes(sandbox->config(), *runtime));
+                sandbox->set_audit_listener(options_.audit_listener);
                 sandbox->set_max_saved_lifetime(options_.max_timeout);
                 sandbox->audit("adopt", {{"reason", "server restart"}});
                 std::lock_guard lock(mutex_);

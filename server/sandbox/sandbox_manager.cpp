@@ -355,6 +355,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
         spec.attachment = attachment_for(net);
         sandbox->attach_network(std::move(net));
     }
+    sandbox->set_audit_listener(options_.audit_listener);
     sandbox->set_max_saved_lifetime(options_.max_timeout);
     sandbox->audit("create", request);
     const auto timeout = runtime.boot_timeout(options_.agent_timeout);

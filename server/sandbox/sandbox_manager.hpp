@@ -71,6 +71,8 @@ struct ManagerOptions {
     // The build engine's disk in MiB (--template-disk-gb); 0: half the state folder's
     // filesystem, at most 32 GiB.
     std::uint64_t template_engine_disk_mb = 0;
+    // Given to every sandbox (Sandbox::set_audit_listener): deskboxd's lifecycle events.
+    Sandbox::AuditListener audit_listener;
 };
 
 // What a fork made: the copies (started), the kind of save they came from, and its cost.

@@ -630,6 +630,8 @@ TEST(OpenApi, DocumentsEveryRouteAndEveryRouteAnswers) {
             if (auto at = target.find(from); at != std::string::npos)
                 target.replace(at, std::string_view(from).size(), to);
         }
+        // The event stream never ends; a type that does not exist answers 400 at once.
+        if (route.path == std::string_view("/v1/events")) target += "?types=deskbox_route_walk";
         for (auto verb : verbs) {
             // A body that no handler accepts, so the walk creates nothing.
             std::string body = verb == http::verb::post || verb == http::verb::put

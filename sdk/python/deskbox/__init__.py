@@ -18,6 +18,9 @@
     sb.snapshot("warm")                                               # then start from it
     sb = Sandbox.create(snapshot="warm", auto_resume=True)
     copies = sb.fork(count=4)                                         # 4 sandboxes as sb is now
+
+    for event in events(types=["killed", "error"]):                   # lifecycle, live
+        print(event.id, event.type, event.sandbox_id)
 """
 
 from .errors import (
@@ -47,6 +50,7 @@ from .sandbox import (
     SandboxInfo,
     Window,
 )
+from .events import Event, events
 from .snapshot import Snapshot, SnapshotInfo
 from .template import Template, TemplateBuild, TemplateBuildError, TemplateInfo
 from .volume import Volume, VolumeInfo, VolumeMount
@@ -65,6 +69,8 @@ from .vision import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Event",
+    "events",
     "AuthenticationError",
     "BackgroundCommand",
     "BadRequestError",

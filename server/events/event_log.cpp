@@ -1,0 +1,167 @@
+#include "server/events/event_log.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <system_error>
+
+namespace deskbox::server::events {
+
+namespace {
+
+std::system_error file_error(const std::string& what, const std::filesystem::path& path) {
+    return std::system_error(errno, std::generic_category(), what + " " + path.string());
+}
+
+// The event on `line`, or nullopt for a line that is not one (skipped, not fatal).
+std::optional<Event> parse_line(const std::string& line) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return std::nullopt;
+    try {
+        return Event::from_json(j);
+    } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+EventLog::Subscription& EventLog::Subscription::operator=(Subscription&& other) noexcept {
+    if (this != &other) {
+        reset();
+        log_ = std::exchange(other.log_, nullptr);
+        key_ = other.key_;
+    }
+    return *this;
+}
+
+void EventLog::Subscription::reset() {
+    if (!log_) return;
+    std::lock_guard lock(log_->listeners_mutex_);
+    log_->listeners_.erase(key_);
+    log_ = nullptr;
+}
+
+EventLog::EventLog(const std::filesystem::path& dir, std::size_t kept_in_memory)
+    : path_(dir / "events.jsonl"), kept_in_memory_(kept_in_memory) {
+    std::filesystem::create_directories(dir);
+    fd_.reset(::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    if (!fd_) throw file_error("cannot open the event log", path_);
+    load();
+}
+
+void EventLog::load() {
+    std::ifstream in(path_, std::ios::binary);
+    std::string line;
+    std::uint64_t offset = 0;
+    while (std::getline(in, line)) {
+        if (in.eof()) break;  // no newline after it: a partial last line
+        if (auto event = parse_line(line); event && event->id > last_id_) {
+            last_id_ = event->id;
+            remember_locked(*event, offset);
+        }
+        offset += line.size() + 1;
+    }
+    size_ = offset;
+    // Cut off a partial last line so the next event starts a line of its own.
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) != size_ &&
+        ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0)
+        throw file_error("cannot cut the partial last line of", path_);
+}
+
+void EventLog::remember_locked(const Event& event, std::optional<std::uint64_t> offset) {
+    if (offset && (index_.empty() || event.id % kIndexEvery == 0)) index_[event.id] = *offset;
+    recent_.push_back(event);
+    if (recent_.size() > kept_in_memory_) recent_.pop_front();
+}
+
+Event EventLog::append(Event event) {
+    {
+        std::lock_guard lock(mutex_);
+        event.id = last_id_ + 1;
+        event.time = event_time_now();
+        const std::string line =
+            event.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
+        std::size_t written = 0;
+        while (written < line.size()) {
+            const ssize_t n = ::write(fd_.get(), line.data() + written, line.size() - written);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            written += static_cast<std::size_t>(n);
+        }
+        if (written == line.size()) {
+            remember_locked(event, size_);
+            size_ += line.size();
+        } else {
+            // Kept in memory for streams; the file gets no partial line to trip over later.
+            std::fprintf(stderr, "deskboxd: event %llu not written to %s: %s\n",
+                         static_cast<unsigned long long>(event.id), path_.c_str(),
+                         std::strerror(errno));
+            [[maybe_unused]] const int cut = ::ftruncate(fd_.get(), static_cast<off_t>(size_));
+            remember_locked(event, std::nullopt);
+        }
+        last_id_ = event.id;
+    }
+    std::lock_guard lock(listeners_mutex_);
+    for (auto& [key, listener] : listeners_) listener(event);
+    return event;
+}
+
+std::uint64_t EventLog::last_id() const {
+    std::lock_guard lock(mutex_);
+    return last_id_;
+}
+
+std::optional<std::vector<Event>> EventLog::recent_after(std::uint64_t after,
+                                                         std::size_t max) const {
+    std::lock_guard lock(mutex_);
+    std::vector<Event> out;
+    if (after >= last_id_) return out;
+    if (recent_.empty() || recent_.front().id > after + 1) return std::nullopt;
+    for (const auto& event : recent_) {
+        if (out.size() >= max) break;
+        if (event.id > after) out.push_back(event);
+    }
+    return out;
+}
+
+std::vector<Event> EventLog::read_after(std::uint64_t after, std::size_t max) const {
+    if (auto recent = recent_after(after, max)) return std::move(*recent);
+    return read_file_after(after, max);
+}
+
+std::vector<Event> EventLog::read_file_after(std::uint64_t after, std::size_t max) const {
+    std::uint64_t start = 0, end = 0;
+    {
+        std::lock_guard lock(mutex_);
+        end = size_;
+        auto it = index_.upper_bound(after + 1);  // the last indexed id <= after + 1
+        if (it != index_.begin()) start = std::prev(it)->second;
+    }
+    std::ifstream in(path_, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(start));
+    std::vector<Event> out;
+    std::string line;
+    std::uint64_t offset = start;
+    while (out.size() < max && offset < end && std::getline(in, line)) {
+        offset += line.size() + 1;
+        if (auto event = parse_line(line); event && event->id > after)
+            out.push_back(std::move(*event));
+    }
+    return out;
+}
+
+EventLog::Subscription EventLog::subscribe(Listener listener) {
+    std::lock_guard lock(listeners_mutex_);
+    const std::uint64_t key = next_listener_++;
+    listeners_.emplace(key, std::move(listener));
+    return Subscription(this, key);
+}
+
+}  // namespace deskbox::server::events

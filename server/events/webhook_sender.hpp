@@ -1,0 +1,62 @@
+// Delivers the event log to one webhook, on a thread of its own: each event POSTed as JSON,
+// signed (webhook.hpp), in log order, at least once. Its cursor (the last event id it
+// delivered) is a file under the state dir, written after each delivery, so a restarted server
+// (SIGKILL too) resumes there: an event may arrive twice, never not at all. A failed attempt
+// (no connection, a timeout, a non-2xx answer, a redirect, never followed) is retried after a
+// wait that doubles from retry_initial up to retry_max. Sandbox operations only append to the
+// log: a webhook that is down or slow delays nothing but its own deliveries.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "server/events/event_log.hpp"
+#include "server/events/webhook.hpp"
+
+namespace deskbox::server::events {
+
+class WebhookSender {
+  public:
+    // Reads (or starts, at the log's end) the cursor in `cursor_dir`; delivery waits for start().
+    WebhookSender(WebhookConfig config, EventLog& log, const std::filesystem::path& cursor_dir);
+    ~WebhookSender();  // stops at once (an attempt under way is abandoned, not counted)
+    WebhookSender(const WebhookSender&) = delete;
+    WebhookSender& operator=(const WebhookSender&) = delete;
+
+    void start(const SelfAddress& self);
+    std::uint64_t cursor() const { return cursor_; }
+    std::uint64_t delivered() const { return delivered_; }
+    std::uint64_t failed_attempts() const { return failed_attempts_; }
+
+  private:
+    void run();
+    // Delivers `event` (retrying) unless stopped; false when stopped first.
+    bool deliver(const Event& event);
+    // One POST; "" on a 2xx answer, else why it failed.
+    std::string attempt(const Event& event);
+    void save_cursor();
+    // Waits `delay` or until stopped (or, with `wake_on_event`, a new event); false if stopped.
+    bool pause(std::chrono::milliseconds delay, bool wake_on_event);
+
+    WebhookConfig config_;
+    EventLog& log_;
+    std::filesystem::path cursor_file_;
+    SelfAddress self_;
+    std::atomic<std::uint64_t> cursor_{0};
+    std::atomic<std::uint64_t> delivered_{0}, failed_attempts_{0};
+    boost::asio::io_context io_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool stopping_ = false;
+    std::uint64_t seen_ = 0;  // the newest id the listener reported
+    EventLog::Subscription subscription_;
+    std::thread thread_;
+};
+
+}  // namespace deskbox::server::events

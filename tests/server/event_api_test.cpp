@@ -1,0 +1,383 @@
+// Lifecycle events through a real deskboxd with real containers: a webhook receiver on
+// loopback gets each event of a sandbox's life in order, signed; while it is down, answers 500
+// or stalls, events wait and then arrive in order, none lost, and sandbox operations go on; a
+// SIGKILLed server resumes delivery after its restart; GET /v1/events streams them and resumes
+// after an id; a link-local webhook is refused at start.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <set>
+
+#include "tests/server/deskboxd_fixture.hpp"
+#include "tests/support/webhook_receiver.hpp"
+
+namespace deskbox {
+namespace {
+
+using namespace test;
+
+constexpr const char* kSecret = "whsec-test-0123456789";
+
+// The config file a server gets: one webhook to `receiver`, quick to retry and time out.
+std::filesystem::path write_config(const TempDir& dir, const WebhookReceiver& receiver,
+                                   json extra = json::object()) {
+    json hook = {{"url", receiver.url()},
+                 {"secret", kSecret},
+                 {"timeout_ms", 400},
+                 {"retry_initial_ms", 50},
+                 {"retry_max_ms", 400}};
+    hook.update(extra);
+    const auto path = dir.path() / "deskboxd.json";
+    std::ofstream(path) << json{{"webhooks", json::array({hook})}}.dump();
+    return path;
+}
+
+std::string hmac_hex(const std::string& key, const std::string& text) {
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+         reinterpret_cast<const unsigned char*>(text.data()), text.size(), mac, &n);
+    std::string hex;
+    char two[3];
+    for (unsigned int i = 0; i < n; ++i) {
+        std::snprintf(two, sizeof two, "%02x", mac[i]);
+        hex += two;
+    }
+    return hex;
+}
+
+// Checks the request as a receiver would (signature over "<t>.<body>", t within 5 minutes, the
+// id header matching the body) and returns its event.
+json verified_event(const ReceivedRequest& r) {
+    const std::string signature = r.header("Deskbox-Signature");
+    const auto comma = signature.find(",v1=");
+    EXPECT_EQ(signature.rfind("t=", 0), 0u) << signature;
+    EXPECT_NE(comma, std::string::npos) << signature;
+    if (comma == std::string::npos) return json();
+    const std::string t = signature.substr(2, comma - 2);
+    EXPECT_EQ(signature.substr(comma + 4), hmac_hex(kSecret, t + "." + r.body));
+    const long long now = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+    EXPECT_LT(std::llabs(now - std::stoll(t)), 300);
+    EXPECT_EQ(r.header("Content-Type"), "application/json");
+    const json event = json::parse(r.body);
+    EXPECT_EQ(r.header("Deskbox-Event-Id"), std::to_string(event["id"].get<std::uint64_t>()));
+    return event;
+}
+
+// The types of `sandbox`'s events the receiver accepted, each id once (a redelivery is allowed),
+// checking signatures and that ids only grow.
+std::vector<std::string> delivered_types(const WebhookReceiver& receiver,
+                                         const std::string& sandbox) {
+    std::vector<std::string> types;
+    std::set<std::uint64_t> seen;
+    std::uint64_t last = 0;
+    for (const auto& r : receiver.accepted()) {
+        const json event = verified_event(r);
+        if (event.is_null()) continue;
+        const auto id = event["id"].get<std::uint64_t>();
+        if (!seen.insert(id).second) continue;
+        EXPECT_GT(id, last) << "out of order: " << r.body;
+        last = id;
+        if (event["sandbox_id"] == sandbox) types.push_back(event["type"]);
+    }
+    return types;
+}
+
+std::string create(Server& s, json body = json::object()) {
+    body["network"] = false;
+    auto created = s.post("/v1/sandboxes", body);
+    EXPECT_EQ(created.status, 201u) << created.body << s.log();
+    return created.js().value("id", "");
+}
+
+std::string joined(const std::vector<std::string>& parts) {
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
+    return out;
+}
+
+TEST(Events, AWebhookGetsEverySandboxEventInOrderSigned) {
+    REQUIRE_TEMPLATE();
+    WebhookReceiver receiver;
+    TempDir dir("deskboxd-events");
+    Server s({"--config", write_config(dir, receiver).string()});
+    const std::string id = create(s, {{"metadata", {{"customer", "acme"}}}});
+    ASSERT_EQ(s.post("/v1/sandboxes/" + id + "/pause", json::object()).status, 200u);
+    ASSERT_EQ(s.post("/v1/sandboxes/" + id + "/resume", json::object()).status, 200u);
+    auto made = s.post("/v1/sandboxes/" + id + "/snapshots", {{"name", "events-base"}});
+    ASSERT_EQ(made.status, 201u) << made.body;
+    ASSERT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+    const std::string want = "created,ready,paused,resumed,snapshot_created,killed";
+    EXPECT_TRUE(eventually([&] { return joined(delivered_types(receiver, id)) == want; }))
+        << joined(delivered_types(receiver, id)) << "\n"
+        << s.log();
+    const json first = json::parse(receiver.accepted().front().body);
+    EXPECT_EQ(first["template"], "minimal");
+    EXPECT_EQ(first["metadata"]["customer"], "acme");
+    EXPECT_EQ(receiver.accepted().front().target, "/hook");
+    EXPECT_EQ(s.log().find(kSecret), std::string::npos);
+}
+
+TEST(Events, AWebhookThatIsDownGetsTheEventsInOrderOnceBack) {
+    REQUIRE_TEMPLATE();
+    WebhookReceiver receiver;
+    TempDir dir("deskboxd-events");
+    const auto config = write_config(dir, receiver);
+    receiver.stop();
+    Server s({"--config", config.string()});
+    const std::string first = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + first).status, 200u);
+    const std::string second = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + second).status, 200u);
+    // Refused meanwhile: retried (the server's log says so), nothing delivered.
+    EXPECT_TRUE(eventually([&] { return s.log().find("cannot connect") != std::string::npos; }));
+    EXPECT_TRUE(receiver.received().empty());
+    receiver.start();
+    EXPECT_TRUE(eventually([&] {
+        return joined(delivered_types(receiver, first)) == "created,ready,killed" &&
+               joined(delivered_types(receiver, second)) == "created,ready,killed";
+    })) << s.log();
+    const json last_of_first = json::parse(receiver.accepted()[2].body);
+    EXPECT_EQ(last_of_first["sandbox_id"], first);  // the first sandbox's come first
+}
+
+TEST(Events, AWebhookAnswering500OrStallingIsRetriedAndDelaysNoSandbox) {
+    REQUIRE_TEMPLATE();
+    WebhookReceiver receiver;
+    TempDir dir("deskboxd-events");
+    Server s({"--config", write_config(dir, receiver).string()});
+    receiver.set_status(500);
+    const std::string id = create(s);
+    EXPECT_TRUE(eventually([&] { return receiver.received().size() >= 3; }));
+    receiver.set_status(307);  // a redirect is a failure too, and not followed
+    const auto before = receiver.received().size();
+    EXPECT_TRUE(eventually([&] { return receiver.received().size() >= before + 2; }));
+    for (const auto& r : receiver.received()) EXPECT_EQ(r.target, "/hook");
+    // Stalled past the webhook's timeout: the receiver holds a delivery while the sandbox is
+    // killed and another made and killed.
+    receiver.set_delay(std::chrono::hours(1));
+    receiver.set_status(200);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+    const std::string other = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + other).status, 200u);
+    EXPECT_TRUE(receiver.accepted().empty());
+    EXPECT_TRUE(eventually([&] { return s.log().find("no answer") != std::string::npos; }))
+        << s.log();
+    receiver.set_delay(std::chrono::milliseconds(0));
+    EXPECT_TRUE(eventually([&] {
+        return joined(delivered_types(receiver, id)) == "created,ready,killed" &&
+               joined(delivered_types(receiver, other)) == "created,ready,killed";
+    })) << s.log();
+}
+
+TEST(Events, DeliveryResumesAfterTheServerIsKilledLosingNothing) {
+    REQUIRE_TEMPLATE();
+    WebhookReceiver receiver;
+    TempDir dir("deskboxd-events");
+    TempDir state("deskboxd-events-state");
+    const auto config = write_config(dir, receiver);
+    std::string delivered_before, queued;
+    std::uint64_t last_id_before = 0;
+    {
+        Server s({"--config", config.string()}, state.path() / "state");
+        delivered_before = create(s);
+        ASSERT_EQ(s.del("/v1/sandboxes/" + delivered_before).status, 200u);
+        ASSERT_TRUE(
+            eventually([&] { return delivered_types(receiver, delivered_before).size() == 3; }));
+        receiver.stop();
+        queued = create(s);
+        ASSERT_EQ(s.del("/v1/sandboxes/" + queued).status, 200u);
+        s.kill_hard();
+    }
+    for (const auto& r : receiver.accepted())
+        last_id_before = std::max(last_id_before, json::parse(r.body)["id"].get<std::uint64_t>());
+    receiver.start();
+    Server s({"--config", config.string()}, state.path() / "state");
+    const std::string after = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + after).status, 200u);
+    EXPECT_TRUE(eventually([&] {
+        return joined(delivered_types(receiver, queued)) == "created,ready,killed" &&
+               joined(delivered_types(receiver, after)) == "created,ready,killed";
+    })) << s.log();
+    EXPECT_EQ(joined(delivered_types(receiver, delivered_before)), "created,ready,killed");
+    // Each id at most twice (once more if the cursor was not saved yet), none lost, and the
+    // restarted server's ids go on from the last one.
+    std::map<std::uint64_t, int> times;
+    for (const auto& r : receiver.accepted())
+        ++times[json::parse(r.body)["id"].get<std::uint64_t>()];
+    for (const auto& [id, n] : times) EXPECT_LE(n, 2) << id;
+    EXPECT_EQ(times.size(), 9u);
+    EXPECT_EQ(times.rbegin()->first, times.size());
+    EXPECT_EQ(last_id_before, 3u);
+}
+
+TEST(Events, ALinkLocalWebhookIsRefusedAtStart) {
+    TempDir dir("deskboxd-events");
+    const auto config = dir.path() / "deskboxd.json";
+    std::ofstream(config)
+        << json{{"webhooks", {{{"url", "http://169.254.169.254/latest"}, {"secret", "x"}}}}}.dump();
+    TempDir state("deskboxd-events-state");
+    try {
+        DeskboxdProcess server(test_paths::kDeskboxd, state.path() / "state",
+                               dir.path() / "deskboxd.log", {"--config", config.string()});
+        ADD_FAILURE() << "deskboxd started with a link-local webhook";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("webhooks[0].url"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("link-local"), std::string::npos) << e.what();
+    }
+}
+
+// A raw SSE client: one GET on its own connection, events read as they come.
+class EventStreamClient {
+  public:
+    EventStreamClient(int port, const std::string& target, const std::string& headers = {}) {
+        fd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_in at{};
+        at.sin_family = AF_INET;
+        at.sin_port = htons(static_cast<std::uint16_t>(port));
+        at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd_.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) != 0)
+            throw std::runtime_error("cannot connect");
+        const std::string request =
+            "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n";
+        if (::send(fd_.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(request.size()))
+            throw std::runtime_error("cannot send");
+    }
+    // The response header (read once the first bytes are in).
+    std::string header() {
+        fill_until("\r\n\r\n");
+        const auto end = buffer_.find("\r\n\r\n");
+        if (end == std::string::npos) return buffer_;
+        std::string head = buffer_.substr(0, end);
+        buffer_.erase(0, end + 4);
+        return head;
+    }
+    // The next event's data as JSON, or null if none came within `timeout`.
+    json next(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+        while (true) {
+            if (!fill_until("\n\n", timeout)) return json();
+            const auto end = buffer_.find("\n\n");
+            const std::string block = buffer_.substr(0, end);
+            buffer_.erase(0, end + 2);
+            const auto data = block.find("data: ");
+            if (data == std::string::npos) continue;  // retry:, keep-alive comments
+            const json event =
+                json::parse(block.substr(data + 6, block.find('\n', data) - data - 6));
+            EXPECT_NE(block.find("id: " + std::to_string(event["id"].get<std::uint64_t>()) + "\n"),
+                      std::string::npos)
+                << block;
+            return event;
+        }
+    }
+
+  private:
+    bool fill_until(const std::string& mark,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (buffer_.find(mark) == std::string::npos) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return false;
+            pollfd p{fd_.get(), POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+            char chunk[4096];
+            const ssize_t n = ::recv(fd_.get(), chunk, sizeof chunk, 0);
+            if (n <= 0) return false;
+            buffer_.append(chunk, static_cast<std::size_t>(n));
+        }
+        return true;
+    }
+    UniqueFd fd_;
+    std::string buffer_;
+};
+
+TEST(Events, TheStreamShowsEventsAndResumesAfterAnId) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    EventStreamClient live(s.port(), "/v1/events");
+    const std::string head = live.header();
+    EXPECT_NE(head.find("200 OK"), std::string::npos) << head;
+    EXPECT_NE(head.find("text/event-stream"), std::string::npos) << head;
+    const std::string id = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+    std::vector<json> seen;
+    for (int i = 0; i < 3; ++i) seen.push_back(live.next());
+    ASSERT_EQ(seen[2].value("type", ""), "killed") << seen[2];
+    EXPECT_EQ(seen[0].value("type", ""), "created");
+    EXPECT_EQ(seen[0].value("sandbox_id", ""), id);
+    const auto created_id = seen[0]["id"].get<std::uint64_t>();
+
+    // Resumed after the created event: the rest, from the log.
+    EventStreamClient resumed(s.port(), "/v1/events",
+                              "Last-Event-ID: " + std::to_string(created_id) + "\r\n");
+    resumed.header();
+    EXPECT_EQ(resumed.next().value("type", ""), "ready");
+    EventStreamClient filtered(s.port(), "/v1/events?after=0&types=killed");
+    filtered.header();
+    const json killed = filtered.next();
+    EXPECT_EQ(killed.value("type", ""), "killed");
+    EXPECT_EQ(killed.value("sandbox_id", ""), id);
+
+    // A sandbox's token sees its own events only.
+    auto other = s.post("/v1/sandboxes", {{"network", false}});
+    ASSERT_EQ(other.status, 201u);
+    const json other_js = other.js();
+    const std::string other_id = other_js["id"];
+    EventStreamClient own(s.port(), "/v1/sandboxes/" + other_id + "/events?after=0&token=" +
+                                        other_js["view_token"].get<std::string>());
+    EXPECT_NE(own.header().find("200 OK"), std::string::npos);
+    const json first_own = own.next();
+    EXPECT_EQ(first_own.value("sandbox_id", ""), other_id);
+    EXPECT_EQ(first_own.value("type", ""), "created");
+    ASSERT_EQ(s.del("/v1/sandboxes/" + other_id).status, 200u);
+
+    // Bad input: 400 naming the parameter.
+    auto bad_type = s.get("/v1/events?types=created,exploded");
+    EXPECT_EQ(bad_type.status, 400u);
+    EXPECT_EQ(bad_type.js()["error"].value("field", ""), "types");
+    auto bad_after = s.get("/v1/events?after=-3");
+    EXPECT_EQ(bad_after.status, 400u);
+    EXPECT_EQ(bad_after.js()["error"].value("field", ""), "after");
+    auto bad_token = s.get("/v1/sandboxes/" + other_id + "/events?token=wrong");
+    EXPECT_EQ(bad_token.status, 401u);
+}
+
+}  // namespace
+}  // namespace deskbox
+
+namespace deskbox {
+namespace {
+
+using namespace test;
+
+TEST(Events, TimeoutsAndFailedCreatesAreEvents) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    EventStreamClient stream(s.port(), "/v1/events?types=timeout,error,killed");
+    stream.header();
+    const std::string id = create(s, {{"timeout_s", 1}});
+    const json timeout = stream.next();
+    EXPECT_EQ(timeout.value("type", ""), "timeout") << timeout;
+    EXPECT_EQ(timeout.value("sandbox_id", ""), id);
+    EXPECT_EQ(timeout["data"].value("action", ""), "kill");
+    const json killed = stream.next();
+    EXPECT_EQ(killed.value("type", ""), "killed") << killed;
+    EXPECT_EQ(killed.value("sandbox_id", ""), id);
+
+    auto failed = s.post("/v1/sandboxes", {{"network", false},
+                                           {"ready", {{"command", {"false"}}, {"timeout_s", 1}}}});
+    EXPECT_EQ(failed.status, 504u) << failed.body;
+    const json error = stream.next();
+    EXPECT_EQ(error.value("type", ""), "error") << error;
+    EXPECT_NE(error["data"].value("reason", "").find("not ready"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace deskbox

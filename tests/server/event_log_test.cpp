@@ -1,0 +1,144 @@
+// The events' parts on their own: the durable log (ids across reopenings, a partial last line
+// cut off, old events read back from the file past what memory keeps), which audit lines become
+// which events, the webhook config's checks, where a webhook may point, and the signature
+// (checked against Python's hmac).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "common/temp_dir.hpp"
+#include "server/events/event_log.hpp"
+#include "server/events/webhook.hpp"
+
+namespace deskbox::server::events {
+namespace {
+
+using nlohmann::json;
+
+Event event_of(const std::string& type, const std::string& sandbox = "sb-1") {
+    Event e;
+    e.type = type;
+    e.sandbox_id = sandbox;
+    e.template_name = "minimal";
+    return e;
+}
+
+TEST(EventLog, IdsGoOnAcrossReopeningsAndAPartialLastLineIsCutOff) {
+    TempDir dir("event-log");
+    {
+        EventLog log(dir.path());
+        EXPECT_EQ(log.append(event_of("created")).id, 1u);
+        EXPECT_EQ(log.append(event_of("ready")).id, 2u);
+    }
+    // A crash in the middle of a line (or a disk that filled up).
+    std::ofstream(dir.path() / "events.jsonl", std::ios::app) << R"({"id":3,"type":"kil)";
+    EventLog log(dir.path());
+    EXPECT_EQ(log.last_id(), 2u);
+    EXPECT_EQ(log.append(event_of("killed")).id, 3u);
+    EventLog again(dir.path());
+    const auto all = again.read_after(0, 100);
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_EQ(all[2].type, "killed");
+    EXPECT_EQ(all[2].template_name, "minimal");
+    EXPECT_FALSE(all[2].time.empty());
+}
+
+TEST(EventLog, OldEventsComeFromTheFileAndListenersHearNewOnes) {
+    TempDir dir("event-log");
+    EventLog log(dir.path(), /*kept_in_memory=*/8);
+    std::vector<std::uint64_t> heard;
+    auto subscription = log.subscribe([&](const Event& e) { heard.push_back(e.id); });
+    for (int i = 0; i < 1000; ++i) log.append(event_of(i % 2 ? "killed" : "created"));
+    EXPECT_EQ(heard.size(), 1000u);
+    EXPECT_FALSE(log.recent_after(500, 10).has_value());  // memory keeps the last 8
+    const auto from_file = log.read_after(700, 5);
+    ASSERT_EQ(from_file.size(), 5u);
+    EXPECT_EQ(from_file.front().id, 701u);
+    EXPECT_EQ(from_file.back().id, 705u);
+    EXPECT_EQ(log.recent_after(995, 10)->size(), 5u);
+    EXPECT_TRUE(log.read_after(1000, 10).empty());
+    subscription.reset();
+    log.append(event_of("created"));
+    EXPECT_EQ(heard.size(), 1000u);
+}
+
+TEST(LifecycleEvents, AuditLinesBecomeEvents) {
+    auto types = [](const std::string& kind, const json& detail) {
+        std::string out;
+        for (const auto& e : lifecycle_events_of(kind, detail)) out += e.type + ";";
+        return out;
+    };
+    EXPECT_EQ(types("create", {{"env", {{"TOKEN", "secret"}}}}), "created;");
+    EXPECT_TRUE(lifecycle_events_of("create", {{"env", "x"}})[0].data.empty());  // no request
+    EXPECT_EQ(types("ready", {{"ready", true}, {"waited_ms", 5}}), "ready;");
+    EXPECT_EQ(types("ready", {{"ready", false}, {"unmet", "window"}}), "error;");
+    EXPECT_EQ(types("timeout", {{"timeout_s", 30}}), "");  // a client setting it
+    EXPECT_EQ(types("timeout", {{"action", "kill"}}), "timeout;");
+    EXPECT_EQ(types("timeout", {{"action", "pause"}}), "timeout;paused;");
+    EXPECT_EQ(types("auto_resume", json::object()), "resumed;");
+    EXPECT_EQ(types("restore", json::object()), "");  // a resume's own line follows
+    EXPECT_EQ(types("snapshot_saved", {{"name", "a"}}), "snapshot_created;");
+    EXPECT_EQ(lifecycle_events_of("error", {{"reason", "oom"}})[0].data["reason"], "oom");
+    EXPECT_EQ(types("command", {{"cmd", "ls"}}), "");
+}
+
+TEST(LifecycleEvents, TypesAreCheckedByName) {
+    EXPECT_EQ(parse_event_types("created,killed").size(), 2u);
+    EXPECT_TRUE(parse_event_types("").empty());
+    EXPECT_THROW(parse_event_types("created,exploded"), std::invalid_argument);
+    EXPECT_THROW(parse_event_types("created,"), std::invalid_argument);
+}
+
+TEST(Webhooks, TheSignatureIsHmacSha256OfTimeDotBody) {
+    // hmac.new(b"key", b'1700000000.{"a":1}', hashlib.sha256).hexdigest()
+    EXPECT_EQ(webhook_signature("key", 1700000000, R"({"a":1})"),
+              "t=1700000000,v1=a438e398bfafc57e4396bb7fc2304422f0f768e965d073ca313cb52e22e6ad03");
+}
+
+TEST(Webhooks, TheConfigIsCheckedNamingTheField) {
+    TempDir dir("webhooks");
+    std::ofstream(dir.path() / "secret") << "from-a-file\n";
+    const auto hooks =
+        parse_webhooks(json::parse(R"([{"url":"http://127.0.0.1:9/h","secret_file":"secret",
+                         "events":["killed"],"timeout_ms":250}])"),
+                       dir.path());
+    ASSERT_EQ(hooks.size(), 1u);
+    EXPECT_EQ(hooks[0].secret, "from-a-file");
+    EXPECT_EQ(hooks[0].types, std::set<std::string>{"killed"});
+    EXPECT_EQ(hooks[0].timeout.count(), 250);
+    auto refused = [&](const char* text) {
+        try {
+            parse_webhooks(json::parse(text), dir.path());
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    EXPECT_NE(refused(R"([{"url":"http://x/","secret":"s","events":["boom"]}])")
+                  .find("webhooks[0].events"),
+              std::string::npos);
+    EXPECT_NE(refused(R"([{"url":"ftp://x/","secret":"s"}])").find("webhooks[0].url"),
+              std::string::npos);
+    EXPECT_NE(refused(R"([{"url":"http://x/"}])").find("webhooks[0].secret"), std::string::npos);
+    EXPECT_NE(refused(R"([{"url":"http://x/","secret":"s","secrt":1}])").find("webhooks[0].secrt"),
+              std::string::npos);
+    EXPECT_NE(refused(R"([{"url":"http://[fe80::1]:80/","secret":"s"}])").find("link-local"),
+              std::string::npos);
+    EXPECT_EQ(refused(R"([{"url":"http://169.254.169.254/","secret":"s","allow_private":true}])"),
+              "accepted");
+}
+
+TEST(Webhooks, NeverDeskboxdItselfNorLinkLocalUnlessAllowed) {
+    using boost::asio::ip::make_address;
+    const SelfAddress self{make_address("127.0.0.1"), 8700};
+    EXPECT_NE(refusal_of(make_address("127.0.0.1"), 8700, self, true), "");
+    EXPECT_EQ(refusal_of(make_address("127.0.0.1"), 8701, self, false), "");
+    const SelfAddress any{make_address("0.0.0.0"), 8700};
+    EXPECT_NE(refusal_of(make_address("127.0.0.1"), 8700, any, false), "");
+    EXPECT_NE(refusal_of(make_address("::ffff:169.254.169.254"), 80, self, false), "");
+    EXPECT_EQ(refusal_of(make_address("169.254.169.254"), 80, self, true), "");
+    EXPECT_EQ(refusal_of(make_address("10.0.0.5"), 80, self, false), "");
+}
+
+}  // namespace
+}  // namespace deskbox::server::events
