@@ -21,6 +21,9 @@ namespace deskbox::server {
 class SandboxManager;
 class McpServer;
 class ClusterService;
+namespace usage {
+class UsageService;
+}
 
 struct ApiOptions {
     std::vector<std::string> api_keys;  // empty: no key needed (loopback only)
@@ -28,6 +31,9 @@ struct ApiOptions {
     std::string ports_domain;
     // The cluster this node is a member of (--cluster), or null: a single node. Not owned.
     ClusterService* cluster = nullptr;
+    // The usage ledger and sampler (server/usage/), or null: the usage and metrics routes answer
+    // 404 and inspect has no running totals. Not owned.
+    usage::UsageService* usage = nullptr;
     // Without an API key, Host names answered besides loopback ones (--allowed-host) and
     // ports_domain's: a foreign Host is a DNS-rebinding page and gets 421.
     std::vector<std::string> allowed_hosts{};
