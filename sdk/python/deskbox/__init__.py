@@ -48,6 +48,7 @@ from .sandbox import (
     Window,
 )
 from .snapshot import Snapshot, SnapshotInfo
+from .usage import metrics, usage, usage_csv
 from .template import Template, TemplateBuild, TemplateBuildError, TemplateInfo
 from .volume import Volume, VolumeInfo, VolumeMount
 from .vision import (
@@ -107,4 +108,7 @@ __all__ = [
     "WaitTimeoutError",
     "Window",
     "__version__",
+    "metrics",
+    "usage",
+    "usage_csv",
 ]
