@@ -208,6 +208,16 @@ TEST(Usage, GroupByMetadataSumsEachCustomersSandboxes) {
     for (const auto& [customer, body] : wanted) made.emplace_back(customer, create(s, body));
     run(s, made[0].second, "timeout 1 sh -c 'while :; do :; done'; echo done");
     for (const auto& [customer, id] : made) sample_after(s, id, now_ms());
+    // Product metrics: sandboxes per template, failed commands and creates by cause.
+    EXPECT_EQ(run(s, made[2].second, "echo x; exit 3"), "x\n");
+    EXPECT_EQ(s.post("/v1/sandboxes", {{"template", "no-such-template"}}).status, 400u);
+    const std::string page = s.get("/metrics").body;
+    for (const char* line :
+         {"deskbox_template_sandboxes{template=\"minimal\",state=\"running\"} 3\n",
+          "deskbox_operation_errors_total{operation=\"command\",cause=\"exit_nonzero\"} 1\n",
+          "deskbox_operation_errors_total{operation=\"create\",cause=\"bad_request\"} 1\n",
+          "deskbox_sandbox_lifetime_seconds_count 0\n"})
+        EXPECT_NE(page.find(line), std::string::npos) << line << page;
     for (const auto& [customer, id] : made) EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
     // Ended: each one's totals are final, and its samples stay readable.
     std::map<std::string, std::map<std::string, double>> expected;
@@ -228,6 +238,8 @@ TEST(Usage, GroupByMetadataSumsEachCustomersSandboxes) {
         counts[customer] += 1;
     }
     EXPECT_GT(expected["a"]["cpu_seconds"], expected["b"]["cpu_seconds"]);
+    EXPECT_NE(s.get("/metrics").body.find("deskbox_sandbox_lifetime_seconds_count 3\n"),
+              std::string::npos);
 
     const json usage = s.get("/v1/usage?group_by=metadata.customer").js();
     ASSERT_EQ(usage["groups"].size(), 2u) << usage.dump();
