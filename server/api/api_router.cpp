@@ -14,6 +14,15 @@ HttpResponse refusal_answer(const Admission& admission, const ApiError& e) {
     return json_error(e.status(), e.code(), e.what(), e.field());
 }
 
+// The operation a request is, for error rates by cause: "create", "command" or "".
+std::string operation_of(const Admission& admission) {
+    if (!admission.match || admission.context.request().method() != http::verb::post) return {};
+    const std::string_view path = admission.match.route->path;
+    if (path == "/v1/sandboxes") return "create";
+    if (path == "/v1/sandboxes/{id}/commands") return "command";
+    return {};
+}
+
 }  // namespace
 
 ApiRouter::ApiRouter(SandboxManager& manager, ApiOptions options)
@@ -25,13 +34,13 @@ HttpResponse ApiRouter::handle(HttpExchange& exchange) {
     try {
         return std::move(*admit(admission));
     } catch (const ApiError& e) {
-        metrics_.count_error(e.code());
+        metrics_.count_error(e.code(), operation_of(admission));
         return refusal_answer(admission, e);
     } catch (const SandboxError& e) {
-        metrics_.count_error(e.code());
+        metrics_.count_error(e.code(), operation_of(admission));
         return refusal_answer(admission, to_api_error(e));
     } catch (const std::exception& e) {
-        metrics_.count_error("internal");
+        metrics_.count_error("internal", operation_of(admission));
         return json_error(500, "internal", e.what());
     }
 }

@@ -20,6 +20,7 @@
 #include "server/api/routes/snapshots.hpp"
 #include "server/api/routes/system.hpp"
 #include "server/api/routes/templates.hpp"
+#include "server/api/routes/usage.hpp"
 #include "server/api/routes/viewers.hpp"
 #include "server/api/routes/volumes.hpp"
 
@@ -76,6 +77,8 @@ bool matches(const std::vector<std::string_view>& want, const std::vector<std::s
 }  // namespace
 
 bool ApiRoute::per_sandbox() const {
+    // A sandbox's metrics outlive it: its {id} is looked up in the usage ledger.
+    if (path == "/v1/sandboxes/{id}/metrics") return false;
     return path.starts_with("/v1/sandboxes/{id}") || path.starts_with("/view/{id}");
 }
 
@@ -143,6 +146,9 @@ const std::vector<ApiRoute>& api_routes() {
         // Named snapshots and forks (routes/snapshots.cpp).
         {"/v1/sandboxes/{id}/snapshots", api_key, {{verb::post, create_snapshot}}},
         {"/v1/sandboxes/{id}/fork", api_key, {{verb::post, fork_sandbox}}},
+        // Usage and samples, of sandboxes running and gone (routes/usage.cpp).
+        {"/v1/sandboxes/{id}/metrics", api_key, {{verb::get, sandbox_metrics}}},
+        {"/v1/usage", api_key, {{verb::get, usage_report}}},
         {"/v1/snapshots", api_key, {{verb::get, list_snapshots}}},
         {"/v1/snapshots/{name}",
          api_key,

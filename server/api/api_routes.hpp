@@ -39,7 +39,8 @@ struct ApiRoute {
     bool large_body = false;
 
     // Its {id} is a sandbox's (/v1/sandboxes/{id}..., /view/{id}): admission resolves it, in
-    // one place, before the handler runs (a recording's {id} is not a sandbox's).
+    // one place, before the handler runs (a recording's {id} is not a sandbox's, and a
+    // sandbox's metrics are answered from the usage ledger, also after it is gone).
     bool per_sandbox() const;
     // A request to it needs the sandbox running: one its timeout paused with auto_resume
     // resumes first (all per-sandbox routes but inspect, kill, timeout, pause and resume).

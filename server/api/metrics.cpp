@@ -23,9 +23,15 @@ std::string Histogram::render(const std::string& name, const std::string& help) 
     return out.str();
 }
 
-void Metrics::count_error(const std::string& code) {
+void Metrics::count_error(const std::string& code, const std::string& operation) {
     std::lock_guard lock(mutex_);
     ++errors_[code];
+    if (!operation.empty()) ++operation_errors_[{operation, code}];
+}
+
+void Metrics::count_operation_error(const std::string& operation, const std::string& cause) {
+    std::lock_guard lock(mutex_);
+    ++operation_errors_[{operation, cause}];
 }
 
 void Metrics::count_request() {
@@ -43,6 +49,12 @@ std::string Metrics::render_counters() const {
            "# TYPE deskbox_errors_total counter\n";
     for (auto& [code, n] : errors_)
         out << "deskbox_errors_total{code=\"" << code << "\"} " << n << '\n';
+    out << "# HELP deskbox_operation_errors_total Failed creates and commands by cause: the "
+           "error code, or timed_out / exit_nonzero for a command that ran.\n"
+           "# TYPE deskbox_operation_errors_total counter\n";
+    for (auto& [key, n] : operation_errors_)
+        out << "deskbox_operation_errors_total{operation=\"" << key.first << "\",cause=\""
+            << key.second << "\"} " << n << '\n';
     return out.str();
 }
 

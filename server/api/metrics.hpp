@@ -27,13 +27,18 @@ class Histogram {
 class Metrics {
   public:
     Histogram create_seconds, screenshot_seconds, action_seconds, command_seconds;
-    void count_error(const std::string& code);
+    // `operation`: "create" or "command" when the error answered one (product error rates by
+    // cause, next to create_seconds' and command_seconds' counts); empty for the rest.
+    void count_error(const std::string& code, const std::string& operation = {});
+    // A failure of an operation that answered 200 (a command that timed out or exited non-zero).
+    void count_operation_error(const std::string& operation, const std::string& cause);
     void count_request();
     std::string render_counters() const;
 
   private:
     mutable std::mutex mutex_;
     std::map<std::string, std::uint64_t> errors_;
+    std::map<std::pair<std::string, std::string>, std::uint64_t> operation_errors_;
     std::uint64_t requests_ = 0;
 };
 

@@ -24,6 +24,9 @@ class ClusterService;
 namespace events {
 class EventService;
 }
+namespace usage {
+class UsageService;
+}
 
 struct ApiOptions {
     std::vector<std::string> api_keys;  // empty: no key needed (loopback only)
@@ -33,6 +36,9 @@ struct ApiOptions {
     ClusterService* cluster = nullptr;
     // Lifecycle events (server/events/): what GET /v1/events streams, or null (503). Not owned.
     events::EventService* events = nullptr;
+    // The usage ledger and sampler (server/usage/), or null: the usage and metrics routes answer
+    // 404 and inspect has no running totals. Not owned.
+    usage::UsageService* usage = nullptr;
     // Without an API key, Host names answered besides loopback ones (--allowed-host) and
     // ports_domain's: a foreign Host is a DNS-rebinding page and gets 421.
     std::vector<std::string> allowed_hosts{};

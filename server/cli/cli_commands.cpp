@@ -62,6 +62,8 @@ const std::map<std::string, CommandFunction>& commands() {
         {"exec", command_exec},
         {"files", command_files},
         {"health", command_health},
+        {"usage", command_usage},
+        {"metrics", command_metrics},
         {"node", command_node},
         {"wait", command_wait},
         {"locate", command_locate},

@@ -142,5 +142,8 @@ nlohmann::json parse_volume_arg(const std::string& text);
 // Named snapshots and forks (cli_snapshots.cpp).
 int command_snapshot(Context& context, const CommandTokens& tokens);
 int command_fork(Context& context, const CommandTokens& tokens);
+// Usage and samples (cli_metering.cpp).
+int command_usage(Context& context, const CommandTokens& tokens);
+int command_metrics(Context& context, const CommandTokens& tokens);
 
 }  // namespace deskbox::cli

@@ -40,6 +40,9 @@ Commands and files:
   exec ID --shell 'LINE'
   files get ID PATH [-o LOCAL]    files put ID LOCAL|- PATH [--mode M]
   files ls ID PATH                files rm ID PATH [-r]
+Usage (what sandboxes used, kept after they are gone):
+  usage [--from TIME] [--to TIME] [--group-by template|day|metadata.KEY] [--csv|--json]
+  metrics ID [--from TIME] [--to TIME] [--step SECONDS] [--json]
 Other:
   demo [--template minimal] [-o demo.png] [--keep]    health    help [COMMAND]
   mcp [--sandbox ID | --create TEMPLATE]              (MCP over stdio)
@@ -87,6 +90,14 @@ const std::map<std::string, std::string> kUsage = {
      "Lists the TCP ports programs in the sandbox listen on, with the URL deskboxd serves each\n"
      "at (authorised by the sandbox's control token)."},
     {"list", "usage: deskbox list [--json]"},
+    {"usage",
+     "usage: deskbox usage [--from TIME] [--to TIME] [--group-by template|day|metadata.KEY]\n"
+     "         [--csv|--json]\n"
+     "What sandboxes used in the period, sandboxes long gone included (TIME: RFC 3339 or Unix\n"
+     "seconds; default: everything recorded, up to now). A cost column when deskboxd has prices."},
+    {"metrics",
+     "usage: deskbox metrics ID [--from TIME] [--to TIME] [--step SECONDS] [--json]\n"
+     "A sandbox's samples (CPU %, memory, disk, network), also after it ended."},
     {"inspect", "usage: deskbox inspect ID"},
     {"kill", "usage: deskbox kill ID..."},
     {"pause", "usage: deskbox pause ID [--snapshot]"},

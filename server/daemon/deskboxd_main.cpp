@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
         };
         SandboxManager manager(config.manager, make_runtimes(config.manager));
         adopt_or_clean(manager);
+        // After adoption: adopted sandboxes continue their ledger lines, the rest are ended.
+        usage::UsageService usage(manager, config.manager.state_dir, config.usage);
+        config.api.usage = &usage;
         serve(config, manager, signals);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "deskboxd: %s\n", e.what());

@@ -96,6 +96,13 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
                           or env DESKBOX_CLUSTER_SECRET)
   --cluster-lease-s N     how long a silent node stays a member (default 10)
   --cluster-prefix P      etcd key prefix (default /deskbox/)
+  --usage-sample-s N      how often every sandbox's CPU, memory, disk and network are sampled
+                          into the usage ledger (<state-dir>/usage; default 5; 0: off)
+  --metrics-keep-h N      how long a sandbox's samples are kept after it ends (default 24);
+                          its start, end and daily totals stay for usage reports
+  --price-vcpu-second P   the cost of a reserved vCPU per second running: adds a cost column
+                          to usage reports (default 0: none)
+  --price-gib-second P    the cost of a reserved GiB of memory per second running
   --on-exit keep|kill     what SIGTERM does with running sandboxes (containers, microVMs): keep
                           them for the next deskboxd on this state dir to adopt (default), or kill
                           them; SIGINT (^C) always kills them
@@ -227,7 +234,36 @@ struct Option {
                                         ", got '" + value + "'");
         return *v;
     }
+    double decimal(double min, double max) const {
+        std::size_t used = 0;
+        double v = -1;
+        try {
+            v = std::stod(value, &used);
+        } catch (const std::exception&) {
+        }
+        if (used != value.size() || !(v >= min && v <= max))
+            throw std::invalid_argument("--" + key + ": expected a number from " +
+                                        std::to_string(min) + " to " + std::to_string(max) +
+                                        ", got '" + value + "'");
+        return v;
+    }
 };
+
+// Usage sampling and its ledger (server/usage/). False for other options.
+bool apply_usage(ServerConfig& c, const Option& o) {
+    if (o.is("usage-sample-s")) {
+        c.usage.sample_interval = std::chrono::seconds(o.number(0, 3600));
+    } else if (o.is("metrics-keep-h")) {
+        c.usage.keep = std::chrono::hours(o.number(1, 24 * 366));
+    } else if (o.is("price-vcpu-second")) {
+        c.usage.price_vcpu_second = o.decimal(0, 1e6);
+    } else if (o.is("price-gib-second")) {
+        c.usage.price_gib_second = o.decimal(0, 1e6);
+    } else {
+        return false;
+    }
+    return true;
+}
 
 // The HTTP front door: where it listens, who may call, its limits. False for other options.
 bool apply_http(ServerConfig& c, const Option& o) {
@@ -418,7 +454,7 @@ bool apply_network(ServerConfig& c, const Option& o) {
 void apply(ServerConfig& c, const std::string& key, const std::string& value) {
     const Option option{key, value};
     if (apply_cluster(c, key, value) || apply_http(c, option) || apply_sandboxes(c, option) ||
-        apply_templates(c, option) || apply_network(c, option))
+        apply_usage(c, option) || apply_templates(c, option) || apply_network(c, option))
         return;
     throw std::invalid_argument("unknown option '--" + key + "'");
 }

@@ -11,6 +11,7 @@
 #include "server/events/webhook.hpp"
 #include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "server/usage/usage_sampler.hpp"
 
 namespace deskbox::server {
 
@@ -18,6 +19,7 @@ struct ServerConfig {
     HttpOptions http;
     ApiOptions api;
     ManagerOptions manager;
+    usage::UsageOptions usage;  // --usage-sample-s, --metrics-keep-h, --price-*
     // SIGTERM leaves running sandboxes to the next deskboxd on this state dir
     // (--on-exit keep, the default: an upgrade or restart keeps every desktop), or kills them
     // (kill). SIGINT (^C at a terminal) always kills them.

@@ -4,10 +4,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -215,6 +218,29 @@ UniqueFd connect_unix_retry(const std::filesystem::path& path,
         std::this_thread::sleep_for(pause_for);
         pause_for = std::min(pause_for * 2, std::chrono::milliseconds(50));
     }
+}
+
+std::optional<ProcessCpuMemory> read_process_cpu_memory(int pid) {
+    const std::string dir = "/proc/" + std::to_string(pid);
+    std::ifstream stat_file(dir + "/stat");
+    std::string stat;
+    if (pid <= 0 || !std::getline(stat_file, stat)) return std::nullopt;
+    // The name (field 2) may hold spaces and ')': the fields after the last ')' are plain.
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) return std::nullopt;
+    std::istringstream fields(stat.substr(close + 1));
+    std::string skip;
+    for (int field = 3; field <= 13; ++field) fields >> skip;  // state .. cmajflt
+    unsigned long long utime = 0, stime = 0;
+    if (!(fields >> utime >> stime)) return std::nullopt;
+    std::ifstream statm(dir + "/statm");
+    unsigned long long size = 0, resident = 0;
+    if (!(statm >> size >> resident)) return std::nullopt;
+    const auto ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+    ProcessCpuMemory usage;
+    usage.cpu_ns = (utime + stime) * (1'000'000'000ull / ticks);
+    usage.resident_bytes = resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    return usage;
 }
 
 }  // namespace deskbox::runtime

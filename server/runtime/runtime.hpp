@@ -156,7 +156,21 @@ struct ResourceUsage {
     std::optional<std::uint64_t> memory_bytes, memory_max_bytes;
     std::optional<std::uint64_t> oom_kills;  // processes the kernel killed at the memory limit
     std::optional<std::uint64_t> disk_bytes, disk_max_bytes;  // the writable layer
+    // CPU time its processes used since it started (a cgroup's counter, or QEMU's user and
+    // system time); a restored microVM's QEMU starts again from 0.
+    std::optional<std::uint64_t> cpu_ns;
+    // Memory it holds and cannot give back at once: the cgroup's usage without its inactive
+    // page cache (what `docker stats` shows), or QEMU's resident set.
+    std::optional<std::uint64_t> memory_resident_bytes;
 };
+
+// A process's CPU time (user + system, all its threads) and resident set, from /proc;
+// nullopt if it is gone.
+struct ProcessCpuMemory {
+    std::uint64_t cpu_ns = 0;
+    std::uint64_t resident_bytes = 0;
+};
+std::optional<ProcessCpuMemory> read_process_cpu_memory(int pid);
 
 struct KillOptions {
     bool keep_state = false;  // keep the sandbox dir (upper dir, logs) for post-mortems

@@ -52,6 +52,7 @@ from .sandbox import (
 )
 from .events import Event, events
 from .snapshot import Snapshot, SnapshotInfo
+from .usage import metrics, usage, usage_csv
 from .template import Template, TemplateBuild, TemplateBuildError, TemplateInfo
 from .volume import Volume, VolumeInfo, VolumeMount
 from .vision import (
@@ -113,4 +114,7 @@ __all__ = [
     "WaitTimeoutError",
     "Window",
     "__version__",
+    "metrics",
+    "usage",
+    "usage_csv",
 ]

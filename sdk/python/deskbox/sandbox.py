@@ -484,6 +484,13 @@ class Sandbox:
         self._info = SandboxInfo.from_json(self._http.json("GET", self._prefix))
         return self._info
 
+    def metrics(self, from_: Union[str, int, None] = None, to: Union[str, int, None] = None,
+                step: Optional[int] = None) -> Dict[str, Any]:
+        """Its samples (CPU %, memory, disk, network; see `deskbox.metrics`)."""
+        query = {"from": None if from_ is None else str(from_),
+                 "to": None if to is None else str(to), "step": step}
+        return self._http.json("GET", self._prefix + "/metrics", query=query)
+
     def kill(self) -> None:
         """Kills the sandbox; a sandbox that is already gone is fine."""
         try:

@@ -32,7 +32,13 @@ void check_kill_processes_body(const json& body) {
 HttpResponse run_command(RouteContext& context) {
     CommandRequest command = parse_command_body(parse_body(context.request()));
     ScopedTimer timer(context.api.metrics.command_seconds);
-    return json_response(200, context.sandbox->agent_client().run_command(std::move(command)).json);
+    const json result = context.sandbox->agent_client().run_command(std::move(command)).json;
+    if (result.value("timed_out", false))
+        context.api.metrics.count_operation_error("command", "timed_out");
+    else if (result.contains("exit_code") && result["exit_code"].is_number() &&
+             result["exit_code"] != 0)
+        context.api.metrics.count_operation_error("command", "exit_nonzero");
+    return json_response(200, result);
 }
 
 HttpResponse kill_processes(RouteContext& context) {

@@ -3,13 +3,16 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/io_loop.hpp"
 #include "server/cluster/cluster_service.hpp"
 #include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "server/usage/usage_sampler.hpp"
 
 namespace deskbox::server::routes {
 
@@ -129,6 +132,43 @@ std::string usage_metrics(const SandboxManager& manager) {
     return out;
 }
 
+// Running and paused sandboxes of each template, and how long the ended ones lived.
+std::string product_metrics(const SandboxManager& manager, const usage::UsageService* usage) {
+    std::map<std::pair<std::string, std::string>, std::size_t> by_template;
+    for (const auto& sandbox : manager.list()) {
+        const auto status = sandbox->status();
+        if (status == SandboxStatus::running || status == SandboxStatus::paused)
+            ++by_template[{sandbox->config().template_name, to_string(status)}];
+    }
+    std::string lines;
+    for (const auto& [key, n] : by_template)
+        lines += "deskbox_template_sandboxes{template=\"" + key.first + "\",state=\"" + key.second +
+                 "\"} " + std::to_string(n) + "\n";
+    std::string out = metric_family("deskbox_template_sandboxes",
+                                    "Running and paused sandboxes by template.", "gauge", lines);
+    if (!usage) return out;
+    static constexpr std::array<double, 10> kLifetimeBuckets = {10,   30,   60,   300,   900,
+                                                                1800, 3600, 7200, 21600, 86400};
+    std::array<std::uint64_t, kLifetimeBuckets.size()> counts{};
+    double sum = 0;
+    const auto lifetimes = usage->ledger().ended_lifetimes();
+    for (double seconds : lifetimes) {
+        sum += seconds;
+        for (std::size_t i = 0; i < kLifetimeBuckets.size(); ++i)
+            if (seconds <= kLifetimeBuckets[i]) ++counts[i];
+    }
+    const std::string name = "deskbox_sandbox_lifetime_seconds";
+    lines.clear();
+    for (std::size_t i = 0; i < kLifetimeBuckets.size(); ++i)
+        lines += name + "_bucket{le=\"" + std::to_string(static_cast<long>(kLifetimeBuckets[i])) +
+                 "\"} " + std::to_string(counts[i]) + "\n";
+    lines += name + "_bucket{le=\"+Inf\"} " + std::to_string(lifetimes.size()) + "\n";
+    lines += name + "_sum " + std::to_string(sum) + "\n";
+    lines += name + "_count " + std::to_string(lifetimes.size()) + "\n";
+    return out + metric_family(name, "How long ended sandboxes lived (the usage ledger's).",
+                               "histogram", lines);
+}
+
 }  // namespace
 
 HttpResponse metrics_page(RouteContext& context) {
@@ -179,6 +219,7 @@ HttpResponse metrics_page(RouteContext& context) {
             "counter", io_loop_exceptions().load());
     text += egress_metrics(context.api.manager);
     text += usage_metrics(context.api.manager);
+    text += product_metrics(context.api.manager, context.api.options.usage);
     text += process_metrics();
     if (auto* cluster = context.api.options.cluster) text += cluster->metrics();
     HttpResponse res{http::status::ok, 11};

@@ -4,6 +4,7 @@
 #include "server/api/routes/ports.hpp"
 #include "server/cluster/cluster_service.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "server/usage/usage_sampler.hpp"
 
 namespace deskbox::server::routes {
 
@@ -29,6 +30,9 @@ HttpResponse list_sandboxes(RouteContext& context) {
 HttpResponse inspect_sandbox(RouteContext& context) {
     auto described = context.sandbox->describe(true);
     described["ports"] = listening_ports(*context.sandbox, context.api.options.ports_domain);
+    if (auto* usage = context.api.options.usage)
+        if (auto totals = usage->running_totals(context.sandbox->id()))
+            described["usage"].update(usage::to_json(*totals));
     if (auto* cluster = context.api.options.cluster) cluster->annotate(described);
     return json_response(200, described);
 }

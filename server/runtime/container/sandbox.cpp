@@ -318,7 +318,19 @@ ResourceUsage ContainerSandbox::usage() {
             if (key == "oom_kill") return value;
         return std::nullopt;
     };
-    if (memory && fs::exists(*memory / "memory.current")) {  // v2
+    const bool v2 = memory && fs::exists(*memory / "memory.current");
+    // "key value" lines: memory.stat by default, cpu.stat (v2) for the CPU time.
+    auto stat_value = [](const std::optional<fs::path>& dir, const std::string& wanted,
+                         const char* file = "memory.stat") -> std::optional<std::uint64_t> {
+        if (!dir) return std::nullopt;
+        std::ifstream in(*dir / file);
+        std::string key;
+        std::uint64_t value = 0;
+        while (in >> key >> value)
+            if (key == wanted) return value;
+        return std::nullopt;
+    };
+    if (v2) {
         u.memory_bytes = number(memory, "memory.current");
         u.memory_max_bytes = number(memory, "memory.max");
         u.oom_kills = oom_kills("memory.events");
@@ -326,6 +338,17 @@ ResourceUsage ContainerSandbox::usage() {
         u.memory_bytes = number(memory, "memory.usage_in_bytes");
         u.memory_max_bytes = number(memory, "memory.limit_in_bytes");
         u.oom_kills = oom_kills("memory.oom_control");
+    }
+    if (u.memory_bytes) {
+        // Page cache the kernel drops first under pressure is not the sandbox's to pay for.
+        const auto inactive_file = stat_value(memory, v2 ? "inactive_file" : "total_inactive_file");
+        u.memory_resident_bytes =
+            *u.memory_bytes - std::min(*u.memory_bytes, inactive_file.value_or(0));
+    }
+    if (auto cpuacct = controller_dir("cpuacct", cgroup_path()); !v2 && cpuacct) {
+        u.cpu_ns = number(cpuacct, "cpuacct.usage");
+    } else if (auto cpu = controller_dir("cpu", cgroup_path())) {
+        if (auto usec = stat_value(cpu, "usage_usec", "cpu.stat")) u.cpu_ns = *usec * 1000;
     }
     return u;
 }

@@ -265,6 +265,24 @@ void MicrovmSandbox::resume() {
     paused_ = false;
 }
 
+ResourceUsage MicrovmSandbox::usage() {
+    ResourceUsage u;
+    u.memory_max_bytes = spec_.limits.memory_mb << 20;
+    struct stat st {};
+    if (::stat(paths_.disk.c_str(), &st) == 0) {
+        u.disk_bytes = static_cast<std::uint64_t>(st.st_blocks) * 512;
+        if (spec_.limits.disk_mb > 0) u.disk_max_bytes = spec_.limits.disk_mb << 20;
+    }
+    std::lock_guard lock(mutex_);
+    if (snapshotted_ || torn_down_ || !qemu_.running()) return u;
+    if (auto process = read_process_cpu_memory(qemu_.pid())) {
+        u.cpu_ns = process->cpu_ns;
+        u.memory_resident_bytes = process->resident_bytes;
+        u.memory_bytes = process->resident_bytes;
+    }
+    return u;
+}
+
 bool MicrovmSandbox::release() {
     std::lock_guard lock(mutex_);
     if (torn_down_ || snapshotted_ || !alive_locked()) return false;

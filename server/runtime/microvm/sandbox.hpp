@@ -36,6 +36,9 @@ class MicrovmSandbox : public ProcessSandbox, public Snapshots, public CopySavin
     UniqueFd connect_agent(std::chrono::milliseconds timeout) override;
     void pause() override;   // QMP stop: vCPUs halt, memory stays
     void resume() override;  // QMP cont
+    // QEMU's CPU time and resident set (/proc), the guest's memory limit, the disk layer's
+    // allocated bytes; no CPU or memory while saved to a snapshot (no process).
+    ResourceUsage usage() override;
 
     // Saves the whole VM (RAM, devices; the disk layer is flushed) to <dir>/memory and ends
     // the QEMU process. Afterwards the sandbox is `paused` with no process: alive() is
