@@ -3,6 +3,7 @@
 #include "input/parse.hpp"
 #include "server/api/http_util.hpp"
 #include "server/sandbox/action_request.hpp"
+#include "server/sandbox/sandbox_input.hpp"
 
 namespace deskbox::server::routes {
 
@@ -25,7 +26,7 @@ HttpResponse run_actions(RouteContext& context) {
     ScopedTimer timer(context.api.metrics.action_seconds);
     ActionsRequest request =
         read_actions_request(parse_body(context.request()), query.dialect, query.with_screenshot);
-    return json_response(200, context.sandbox->input().actions(std::move(request)));
+    return json_response(200, context.input().actions(std::move(request)));
 }
 
 }  // namespace deskbox::server::routes

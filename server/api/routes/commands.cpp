@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "server/api/http_util.hpp"
+#include "server/sandbox/agent_client.hpp"
 
 namespace deskbox::server::routes {
 
@@ -32,13 +33,13 @@ void check_kill_processes_body(const json& body) {
 HttpResponse run_command(RouteContext& context) {
     CommandRequest command = parse_command_body(parse_body(context.request()));
     ScopedTimer timer(context.api.metrics.command_seconds);
-    return json_response(200, context.sandbox->agent_client().run_command(std::move(command)).json);
+    return json_response(200, context.agent().run_command(std::move(command)).json);
 }
 
 HttpResponse kill_processes(RouteContext& context) {
     allow_only(context.query, {});
     check_kill_processes_body(parse_body(context.request(), true));
-    return json_response(200, context.sandbox->agent_client().kill_processes());
+    return json_response(200, context.agent().kill_processes());
 }
 
 }  // namespace deskbox::server::routes

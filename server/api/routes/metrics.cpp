@@ -9,7 +9,9 @@
 #include "common/io_loop.hpp"
 #include "server/cluster/cluster_service.hpp"
 #include "server/http/http_server.hpp"
+#include "server/network/port_proxy.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "server/stream/viewer_session.hpp"
 
 namespace deskbox::server::routes {
 

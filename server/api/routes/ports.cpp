@@ -4,6 +4,7 @@
 #include "server/api/auth.hpp"
 #include "server/api/http_util.hpp"
 #include "server/network/port_proxy.hpp"
+#include "server/sandbox/sandbox.hpp"
 
 namespace deskbox::server::routes {
 
