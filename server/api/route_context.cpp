@@ -2,9 +2,14 @@
 // and the routes that use the sandbox's lifecycle include all of sandbox.hpp.
 #include "server/api/route_context.hpp"
 
+#include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox.hpp"
 
 namespace deskbox::server {
+
+HttpRequest& RouteContext::request() const {
+    return exchange.request;
+}
 
 const SandboxConfig& RouteContext::config() const {
     return sandbox->config();

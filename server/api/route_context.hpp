@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "server/api/metrics.hpp"
-#include "server/http/http_server.hpp"
+#include "server/http/http_message.hpp"
 
 namespace deskbox::network {
 struct PortProxyCounters;
@@ -78,7 +78,7 @@ struct RouteContext {
     // An API key: control; on a sandbox-token route, what the sandbox's token allows.
     Access access = Access::none;
 
-    HttpRequest& request() const { return exchange.request; }
+    HttpRequest& request() const;  // exchange.request
 
     // The parts of `sandbox` (route_context.cpp); only for routes under a sandbox.
     const SandboxConfig& config() const;  // what it was created with (size, template...)

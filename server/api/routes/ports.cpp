@@ -3,6 +3,7 @@
 #include "common/parse_integer.hpp"
 #include "server/api/auth.hpp"
 #include "server/api/http_util.hpp"
+#include "server/http/http_server.hpp"
 #include "server/network/port_proxy.hpp"
 #include "server/sandbox/sandbox.hpp"
 
