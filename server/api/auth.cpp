@@ -5,6 +5,7 @@
 #include "common/ascii.hpp"
 #include "server/http/query.hpp"
 #include "server/network/port_proxy.hpp"
+#include "server/sandbox/sandbox.hpp"
 
 namespace deskbox::server {
 

@@ -2,6 +2,8 @@
 // {port}, {path}, {name}), the query, who is asking, and, for a route under a sandbox, the
 // sandbox admission resolved. Handlers are plain functions of this context
 // (server/api/routes/), so each can be called and tested without the rest of the router.
+// Sandbox is only declared here: a route reaches the part of its sandbox it uses through the
+// accessors below and includes that part's header, not all of sandbox.hpp.
 #pragma once
 
 #include <functional>
@@ -11,10 +13,11 @@
 #include <vector>
 
 #include "server/api/metrics.hpp"
-#include "server/http/http_server.hpp"
-#include "server/network/port_proxy.hpp"
-#include "server/sandbox/sandbox.hpp"
-#include "server/stream/viewer_session.hpp"
+#include "server/http/http_message.hpp"
+
+namespace deskbox::network {
+struct PortProxyCounters;
+}
 
 namespace deskbox::server {
 
@@ -27,6 +30,13 @@ class EventService;
 namespace usage {
 class UsageService;
 }
+struct ViewerCounters;
+class Sandbox;
+struct SandboxConfig;
+class SandboxScreen;
+class SandboxInput;
+class SandboxMedia;
+class AgentClient;
 
 struct ApiOptions {
     std::vector<std::string> api_keys;  // empty: no key needed (loopback only)
@@ -79,7 +89,14 @@ struct RouteContext {
     // An API key: control; on a sandbox-token route, what the sandbox's token allows.
     Access access = Access::none;
 
-    HttpRequest& request() const { return exchange.request; }
+    HttpRequest& request() const;  // exchange.request
+
+    // The parts of `sandbox` (route_context.cpp); only for routes under a sandbox.
+    const SandboxConfig& config() const;  // what it was created with (size, template...)
+    SandboxScreen& screen() const;
+    SandboxInput& input() const;
+    SandboxMedia& media() const;
+    AgentClient& agent() const;  // its agent's methods, typed
 };
 
 using RouteHandler = HttpResponse (*)(RouteContext& context);

@@ -23,12 +23,9 @@
 #include <vector>
 
 #include "server/http/handler_pool.hpp"
+#include "server/http/http_message.hpp"
 
 namespace deskbox::server {
-
-namespace http = boost::beast::http;
-using HttpRequest = http::request<http::string_body>;
-using HttpResponse = http::response<http::string_body>;
 
 struct HttpOptions {
     std::string address = "127.0.0.1";
@@ -92,9 +89,5 @@ class HttpServer {
     HttpOptions options_;
     unsigned short port_ = 0;
 };
-
-// A JSON error response in the API's one shape: {"error":{"code","message","field"?}}.
-HttpResponse json_error(unsigned status, const std::string& code, const std::string& message,
-                        const std::string& field = {}, unsigned version = 11);
 
 }  // namespace deskbox::server

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/http/api_error.hpp"
-#include "server/http/http_server.hpp"
+#include "server/http/http_message.hpp"
 
 namespace deskbox::server {
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/http/http_server.hpp"
+#include "server/http/http_message.hpp"
 #include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server::mcp {

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/http/api_error.hpp"
-#include "server/http/http_server.hpp"
+#include "server/http/http_message.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 
 namespace deskbox::server {

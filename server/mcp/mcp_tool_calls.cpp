@@ -7,6 +7,7 @@
 #include "common/utf8.hpp"
 #include "server/http/api_error.hpp"
 #include "server/mcp/mcp_messages.hpp"
+#include "server/sandbox/action_request.hpp"
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/screen_request.hpp"
@@ -41,7 +42,8 @@ json computer(ToolContext& context, const json& arguments) {
     const bool returns_image = action == "screenshot" || action == "zoom";
     json answer;
     try {
-        answer = sandbox->input().actions(input, input::Dialect::anthropic, !returns_image);
+        answer = sandbox->input().actions(
+            read_actions_request(input, input::Dialect::anthropic, !returns_image));
     } catch (const SandboxError& e) {
         if (e.code() == "invalid_action")
             return tool_error(std::string(e.what()));  // the parser's words name the field

@@ -7,6 +7,8 @@
 #include <memory>
 
 #include "common/base64.hpp"
+#include "input/dialects/replies.hpp"
+#include "input/parse.hpp"
 
 namespace deskbox::server {
 
@@ -14,51 +16,19 @@ using nlohmann::json;
 
 namespace {
 
-const char* dialect_name(input::Dialect dialect) {
-    return dialect == input::Dialect::native      ? "native"
-           : dialect == input::Dialect::anthropic ? "anthropic"
-                                                  : "openai";
+// Screenshots and zooms here are PNGs (the default EncodeOptions' format).
+input::PngImage to_png(const streaming::EncodedImage& image) {
+    return {base64_encode(image.bytes), image.width, image.height};
 }
 
+// A screenshot or zoom as answers carry it: {"type", "format", "width", "height", "base64_image"}.
 json image_result(const char* type, const streaming::EncodedImage& image) {
-    return json{{"type", type},
-                {"format", "png"},
-                {"width", image.width},
-                {"height", image.height},
-                {"base64_image", base64_encode(image.bytes)}};
-}
-
-// What the agent loop sends back next: the screen after the actions, ready to paste into the
-// model's conversation as its dialect's tool result.
-void add_screenshot_reply(json& answer, const streaming::EncodedImage& image,
-                          input::Dialect dialect, const std::string& call_id) {
-    std::string data = base64_encode(image.bytes);
-    answer["screenshot"] = image_result("screenshot", image);
-    answer["screenshot"].erase("type");
-    if (dialect == input::Dialect::anthropic) {
-        json content = json::array();
-        content.push_back(
-            {{"type", "image"},
-             {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", data}}}});
-        answer["tool_result"] = {{"type", "tool_result"}, {"content", std::move(content)}};
-        if (!call_id.empty()) answer["tool_result"]["tool_use_id"] = call_id;
-    } else if (dialect == input::Dialect::openai) {
-        answer["computer_call_output"] = {
-            {"type", "computer_call_output"},
-            {"output",
-             {{"type", "computer_screenshot"}, {"image_url", "data:image/png;base64," + data}}}};
-        if (!call_id.empty()) answer["computer_call_output"]["call_id"] = call_id;
-    }
+    json result = input::png_json(to_png(image));
+    result["type"] = type;
+    return result;
 }
 
 }  // namespace
-
-struct SandboxInput::Parsed {
-    std::vector<input::Action> actions;  // in screen pixels
-    std::string call_id;
-    std::vector<std::unique_ptr<const TargetSpec>> targets;  // null where an action has none
-    std::optional<input::CoordinateScaler> scaler;
-};
 
 SandboxInput::SandboxInput(AgentClient& agent, SandboxScreen& screen, InputLink link)
     : agent_(agent), screen_(screen), link_(std::move(link)) {}
@@ -117,33 +87,21 @@ void SandboxInput::queue_clipboard(std::string text) {
     });
 }
 
-SandboxInput::Parsed SandboxInput::parse(const json& body, input::Dialect dialect) {
-    Parsed parsed;
-    parsed.scaler = screen_.scaler();
+void SandboxInput::to_screen(ActionsRequest& request,
+                             const std::optional<input::CoordinateScaler>& scaler) {
+    const input::Size screen = screen_.size();
     try {
-        auto request = input::parse_action_request(body, dialect);
-        parsed.actions = std::move(request.actions);
-        parsed.call_id = std::move(request.call_id);
-        // Every target is read and checked before anything in the batch runs.
-        for (std::size_t i = 0; i < parsed.actions.size(); ++i) {
-            const input::Target* target = input::target_of(parsed.actions[i]);
-            const std::string prefix = i < request.fields.size() ? request.fields[i] : "";
-            parsed.targets.push_back(target ? std::make_unique<const TargetSpec>(read_target(
-                                                  *target, join_field(prefix, "target")))
-                                            : nullptr);
-        }
-        const input::Size screen = screen_.size();
-        for (std::size_t i = 0; i < parsed.actions.size(); ++i) {
+        for (std::size_t i = 0; i < request.actions.size(); ++i) {
+            input::Action& action = request.actions[i];
             const std::string& prefix = request.fields[i];
-            if (parsed.scaler)
-                parsed.actions[i] = parsed.scaler->to_screen(parsed.actions[i], prefix, dialect);
+            if (scaler)
+                action = scaler->to_screen(action, prefix, request.dialect);
             else
-                input::validate_on_screen(parsed.actions[i], screen, prefix, dialect);
+                input::validate_on_screen(action, screen, prefix, request.dialect);
         }
     } catch (const input::ActionError& e) {
         throw SandboxError(SandboxFault::invalid, "invalid_action", e.what(), e.field());
     }
-    return parsed;
 }
 
 json SandboxInput::aim_at_target(input::Action& action, const TargetSpec& spec) {
@@ -161,7 +119,7 @@ json SandboxInput::aim_at_target(input::Action& action, const TargetSpec& spec) 
     return std::move(sighting.match);
 }
 
-json SandboxInput::run(Parsed& parsed) {
+json SandboxInput::run(ActionsRequest& request) {
     // Screenshots (and zooms) inside a batch are taken in order, between the actions around
     // them, on the host.
     json results = json::array();
@@ -173,15 +131,15 @@ json SandboxInput::run(Parsed& parsed) {
         segment.clear();
     };
     std::vector<std::pair<std::size_t, json>> target_matches;
-    for (std::size_t i = 0; i < parsed.actions.size(); ++i) {
-        if (parsed.targets[i]) {
+    for (std::size_t i = 0; i < request.actions.size(); ++i) {
+        if (request.targets[i]) {
             // Aimed at what is on the screen: the actions before it must have happened first.
             flush();
             segment_start = i;
-            target_matches.emplace_back(i, aim_at_target(parsed.actions[i], *parsed.targets[i]));
+            target_matches.emplace_back(i, aim_at_target(request.actions[i], *request.targets[i]));
         }
-        const bool shot = std::holds_alternative<input::Screenshot>(parsed.actions[i]);
-        const auto* zoom = std::get_if<input::Zoom>(&parsed.actions[i]);
+        const bool shot = std::holds_alternative<input::Screenshot>(request.actions[i]);
+        const auto* zoom = std::get_if<input::Zoom>(&request.actions[i]);
         if (shot || zoom) {
             flush();
             results.push_back(
@@ -191,7 +149,7 @@ json SandboxInput::run(Parsed& parsed) {
             continue;
         }
         if (segment.empty()) segment_start = i;
-        segment.push_back(parsed.actions[i]);
+        segment.push_back(request.actions[i]);
     }
     flush();
     for (auto& [index, match] : target_matches)
@@ -200,26 +158,28 @@ json SandboxInput::run(Parsed& parsed) {
     return results;
 }
 
-json SandboxInput::actions(const json& body, input::Dialect dialect, bool with_screenshot) {
-    Parsed parsed = parse(body, dialect);
-    link_.audit("actions", {{"dialect", dialect_name(dialect)}, {"actions", body}});
-    json results = run(parsed);
+json SandboxInput::actions(ActionsRequest request) {
+    const std::optional<input::CoordinateScaler> scaler = screen_.scaler();
+    json audited = json::array();  // as the client sent them (API pixels), in native form
+    for (const auto& a : request.actions) audited.push_back(input::to_native_json(a));
+    to_screen(request, scaler);
+    link_.audit("actions",
+                {{"dialect", input::dialect_name(request.dialect)}, {"actions", audited}});
+    json results = run(request);
     // Positions the agent reports are in screen pixels; the client thinks in API pixels.
-    if (parsed.scaler) {
+    if (scaler) {
         for (auto& r : results) {
             if (r.is_object() && r.contains("x") && r.contains("y") &&
                 !r.contains("base64_image")) {
-                auto p = parsed.scaler->to_api({r["x"].get<int>(), r["y"].get<int>()});
+                auto p = scaler->to_api({r["x"].get<int>(), r["y"].get<int>()});
                 r["x"] = p.x;
                 r["y"] = p.y;
             }
         }
     }
-    json answer = {{"results", results}};
-    if (with_screenshot)
-        add_screenshot_reply(answer, screen_.screenshot(screen_.api_sized()), dialect,
-                             parsed.call_id);
-    return answer;
+    std::optional<input::PngImage> screenshot;
+    if (request.with_screenshot) screenshot = to_png(screen_.screenshot(screen_.api_sized()));
+    return input::action_reply(request.dialect, request.call_id, std::move(results), screenshot);
 }
 
 }  // namespace deskbox::server

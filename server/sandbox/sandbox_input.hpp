@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/serial_worker.hpp"
-#include "input/parse.hpp"
+#include "input/actions.hpp"
+#include "server/sandbox/action_request.hpp"
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/sandbox_screen.hpp"
 
@@ -30,11 +31,10 @@ class SandboxInput {
     SandboxInput(const SandboxInput&) = delete;
     SandboxInput& operator=(const SandboxInput&) = delete;
 
-    // Runs one action, a batch or a model's whole output item (parse.hpp). with_screenshot:
-    // the answer also has the screen afterwards, and for anthropic/openai the tool_result /
-    // computer_call_output item that carries it. Throws SandboxError.
-    nlohmann::json actions(const nlohmann::json& body, input::Dialect dialect,
-                           bool with_screenshot = false);
+    // Runs a request the front door read (action_request.hpp): checks its actions lie on the
+    // screen, scales them to screen pixels, runs them and answers in the request's dialect
+    // (input/dialects/replies.hpp). Throws SandboxError.
+    nlohmann::json actions(ActionsRequest request);
     // Input from a viewer or VNC client (screen coordinates, already on screen): run in order
     // on the input worker. False if it was dropped: the sandbox is not running or too much
     // input is queued.
@@ -46,9 +46,10 @@ class SandboxInput {
     void stop() { worker_.stop(); }
 
   private:
-    struct Parsed;  // a request's actions in screen pixels and their targets
-    Parsed parse(const nlohmann::json& body, input::Dialect dialect);
-    nlohmann::json run(Parsed& parsed);
+    // The request's actions moved from API to screen pixels, each checked to lie on the
+    // screen. SandboxError (invalid) invalid_action naming the coordinate that does not.
+    void to_screen(ActionsRequest& request, const std::optional<input::CoordinateScaler>& scaler);
+    nlohmann::json run(ActionsRequest& request);
     nlohmann::json run_segment(const std::vector<input::Action>& actions, std::size_t offset);
     // Finds the target (waiting for it up to its timeout) and aims the action there. Returns
     // the match. SandboxError (unprocessable) target_not_found if it does not appear.

@@ -13,6 +13,8 @@
 #include "server/api/admission.hpp"
 #include "server/api/sandbox_errors.hpp"
 #include "server/mcp/mcp_server.hpp"
+#include "server/network/port_proxy.hpp"
+#include "server/stream/viewer_session.hpp"
 #include "tests/support/fake_sandbox_manager.hpp"
 
 namespace deskbox::server {

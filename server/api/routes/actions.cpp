@@ -2,6 +2,8 @@
 
 #include "input/parse.hpp"
 #include "server/api/http_util.hpp"
+#include "server/sandbox/action_request.hpp"
+#include "server/sandbox/sandbox_input.hpp"
 
 namespace deskbox::server::routes {
 
@@ -22,9 +24,9 @@ ActionsQuery parse_actions_query(const Query& query) {
 HttpResponse run_actions(RouteContext& context) {
     const ActionsQuery query = parse_actions_query(context.query);
     ScopedTimer timer(context.api.metrics.action_seconds);
-    return json_response(
-        200, context.sandbox->input().actions(parse_body(context.request()), query.dialect,
-                                              query.with_screenshot));
+    ActionsRequest request =
+        read_actions_request(parse_body(context.request()), query.dialect, query.with_screenshot);
+    return json_response(200, context.input().actions(std::move(request)));
 }
 
 }  // namespace deskbox::server::routes

@@ -1,6 +1,7 @@
 #include "server/api/routes/analysis.hpp"
 
 #include "server/api/http_util.hpp"
+#include "server/sandbox/sandbox_screen.hpp"
 #include "server/sandbox/screen_request.hpp"
 
 namespace deskbox::server::routes {
@@ -14,21 +15,19 @@ nlohmann::json body_of(const RouteContext& context) {
 }  // namespace
 
 HttpResponse wait_for_screen(RouteContext& context) {
-    return json_response(200, context.sandbox->screen().wait(read_wait_request(body_of(context))));
+    return json_response(200, context.screen().wait(read_wait_request(body_of(context))));
 }
 
 HttpResponse locate_on_screen(RouteContext& context) {
-    return json_response(200,
-                         context.sandbox->screen().locate(read_locate_request(body_of(context))));
+    return json_response(200, context.screen().locate(read_locate_request(body_of(context))));
 }
 
 HttpResponse read_screen_text(RouteContext& context) {
-    return json_response(200, context.sandbox->screen().ocr(read_ocr_request(body_of(context))));
+    return json_response(200, context.screen().ocr(read_ocr_request(body_of(context))));
 }
 
 HttpResponse compare_screen(RouteContext& context) {
-    return json_response(200,
-                         context.sandbox->screen().compare(read_compare_request(body_of(context))));
+    return json_response(200, context.screen().compare(read_compare_request(body_of(context))));
 }
 
 }  // namespace deskbox::server::routes

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "server/api/http_util.hpp"
+#include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 #include "server/templates/template_ref.hpp"
 #include "server/templates/template_transfer.hpp"

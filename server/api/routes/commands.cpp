@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "server/api/http_util.hpp"
+#include "server/sandbox/agent_client.hpp"
 
 namespace deskbox::server::routes {
 
@@ -32,7 +33,7 @@ void check_kill_processes_body(const json& body) {
 HttpResponse run_command(RouteContext& context) {
     CommandRequest command = parse_command_body(parse_body(context.request()));
     ScopedTimer timer(context.api.metrics.command_seconds);
-    const json result = context.sandbox->agent_client().run_command(std::move(command)).json;
+    const json result = context.agent().run_command(std::move(command)).json;
     if (result.value("timed_out", false))
         context.api.metrics.count_operation_error("command", "timed_out");
     else if (result.contains("exit_code") && result["exit_code"].is_number() &&
@@ -44,7 +45,7 @@ HttpResponse run_command(RouteContext& context) {
 HttpResponse kill_processes(RouteContext& context) {
     allow_only(context.query, {});
     check_kill_processes_body(parse_body(context.request(), true));
-    return json_response(200, context.sandbox->agent_client().kill_processes());
+    return json_response(200, context.agent().kill_processes());
 }
 
 }  // namespace deskbox::server::routes

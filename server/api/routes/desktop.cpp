@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "server/api/http_util.hpp"
+#include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/request_reader.hpp"
 
 namespace deskbox::server::routes {
@@ -18,23 +19,23 @@ std::string parse_clipboard_body(const json& body) {
 
 HttpResponse list_windows(RouteContext& context) {
     allow_only(context.query, {});
-    return json_response(200, context.sandbox->agent_client().windows());
+    return json_response(200, context.agent().windows());
 }
 
 HttpResponse cursor_position(RouteContext& context) {
     allow_only(context.query, {});
-    return json_response(200, context.sandbox->agent_client().cursor());
+    return json_response(200, context.agent().cursor());
 }
 
 HttpResponse read_clipboard(RouteContext& context) {
     allow_only(context.query, {});
-    return json_response(200, context.sandbox->agent_client().clipboard());
+    return json_response(200, context.agent().clipboard());
 }
 
 HttpResponse write_clipboard(RouteContext& context) {
     allow_only(context.query, {});
     const std::string text = parse_clipboard_body(parse_body(context.request()));
-    return json_response(200, context.sandbox->agent_client().set_clipboard(text));
+    return json_response(200, context.agent().set_clipboard(text));
 }
 
 }  // namespace deskbox::server::routes

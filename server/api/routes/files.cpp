@@ -1,6 +1,7 @@
 #include "server/api/routes/files.hpp"
 
 #include "server/api/http_util.hpp"
+#include "server/sandbox/agent_client.hpp"
 
 namespace deskbox::server::routes {
 
@@ -11,7 +12,7 @@ std::string parse_files_path(const Query& query) {
 
 HttpResponse read_file(RouteContext& context) {
     const std::string path = parse_files_path(context.query);
-    PathContents contents = context.sandbox->agent_client().read_path(path);
+    PathContents contents = context.agent().read_path(path);
     if (contents.directory) return json_response(200, contents.listing);
     HttpResponse res{http::status::ok, 11};
     res.set(http::field::content_type, "application/octet-stream");
@@ -23,14 +24,14 @@ HttpResponse write_file(RouteContext& context) {
     const std::string path = parse_files_path(context.query);
     std::optional<std::string> mode;
     if (auto it = context.query.find("mode"); it != context.query.end()) mode = it->second;
-    return json_response(200, context.sandbox->agent_client().write_file(
-                                  path, std::move(context.request().body()), mode));
+    return json_response(
+        200, context.agent().write_file(path, std::move(context.request().body()), mode));
 }
 
 HttpResponse remove_file(RouteContext& context) {
     const std::string path = parse_files_path(context.query);
     const bool recursive = bool_query(context.query, "recursive");
-    return json_response(200, context.sandbox->agent_client().remove_file(path, recursive));
+    return json_response(200, context.agent().remove_file(path, recursive));
 }
 
 }  // namespace deskbox::server::routes

@@ -11,7 +11,9 @@
 #include "common/io_loop.hpp"
 #include "server/cluster/cluster_service.hpp"
 #include "server/http/http_server.hpp"
+#include "server/network/port_proxy.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "server/stream/viewer_session.hpp"
 #include "server/usage/usage_sampler.hpp"
 
 namespace deskbox::server::routes {

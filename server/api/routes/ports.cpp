@@ -3,7 +3,9 @@
 #include "common/parse_integer.hpp"
 #include "server/api/auth.hpp"
 #include "server/api/http_util.hpp"
+#include "server/http/http_server.hpp"
 #include "server/network/port_proxy.hpp"
+#include "server/sandbox/sandbox.hpp"
 
 namespace deskbox::server::routes {
 

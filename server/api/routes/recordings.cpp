@@ -6,6 +6,7 @@
 #include "server/api/http_util.hpp"
 #include "server/sandbox/recording_request.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
+#include "server/sandbox/sandbox_media.hpp"
 
 namespace deskbox::server::routes {
 
@@ -51,18 +52,18 @@ HttpResponse download(const fs::path& file, const std::string& id, bool events) 
 
 HttpResponse recording_status(RouteContext& context) {
     allow_only(context.query, {});
-    return json_response(200, context.sandbox->media().recording_status());
+    return json_response(200, context.media().recording_status());
 }
 
 HttpResponse start_recording(RouteContext& context) {
     allow_only(context.query, {});
-    return json_response(201, context.sandbox->media().start_recording(
+    return json_response(201, context.media().start_recording(
                                   read_recording_request(parse_body(context.request(), true))));
 }
 
 HttpResponse stop_recording(RouteContext& context) {
     allow_only(context.query, {});
-    return json_response(200, context.sandbox->media().stop_recording());
+    return json_response(200, context.media().stop_recording());
 }
 
 HttpResponse list_recordings(RouteContext& context) {

@@ -1,6 +1,8 @@
 #include "server/api/routes/screen.hpp"
 
 #include "server/api/http_util.hpp"
+#include "server/sandbox/sandbox_config.hpp"
+#include "server/sandbox/sandbox_screen.hpp"
 
 namespace deskbox::server::routes {
 
@@ -23,13 +25,12 @@ streaming::EncodeOptions parse_screenshot_query(const Query& query) {
 
 HttpResponse screenshot(RouteContext& context) {
     const auto options = parse_screenshot_query(context.query);
-    Sandbox& sandbox = *context.sandbox;
     ScopedTimer timer(context.api.metrics.screenshot_seconds);
-    auto image = sandbox.screen().screenshot(options);
+    auto image = context.screen().screenshot(options);
     HttpResponse res{http::status::ok, 11};
     res.set(http::field::content_type, image.content_type);
-    res.set("X-Screen-Width", std::to_string(sandbox.config().width));
-    res.set("X-Screen-Height", std::to_string(sandbox.config().height));
+    res.set("X-Screen-Width", std::to_string(context.config().width));
+    res.set("X-Screen-Height", std::to_string(context.config().height));
     res.set(http::field::cache_control, "no-store");
     res.body().assign(image.bytes.begin(), image.bytes.end());
     return res;
