@@ -359,7 +359,6 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     sandbox->set_max_saved_lifetime(options_.max_timeout);
     sandbox->audit("create", request);
     const auto timeout = runtime.boot_timeout(options_.agent_timeout);
-    // A template snapshot has the template's devices only: a sandbox with volumes boots.
     if (!copy_dir.empty()) {
         boot_from_copy(*sandbox, runtime, spec, copy_dir, timeout);
     } else if (auto* template_snapshots = config.fast_start && spec.volumes.empty()

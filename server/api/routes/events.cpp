@@ -4,7 +4,9 @@
 #include "server/api/http_util.hpp"
 #include "server/events/event_service.hpp"
 #include "server/events/event_stream.hpp"
+#include "server/http/http_server.hpp"  // the stream takes the connection over
 #include "server/http/query.hpp"
+#include "server/sandbox/sandbox_config.hpp"
 
 namespace deskbox::server::routes {
 
@@ -63,7 +65,7 @@ HttpResponse stream_events(RouteContext& context) {
 }
 
 HttpResponse stream_sandbox_events(RouteContext& context) {
-    return stream(context, context.sandbox->id());
+    return stream(context, context.config().id);
 }
 
 }  // namespace deskbox::server::routes
