@@ -19,6 +19,8 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -86,6 +88,7 @@ struct TestInternet::Impl {
     std::atomic<std::uint64_t> sink_bytes{0};
     std::atomic<std::uint64_t> held{0};
     std::vector<std::shared_ptr<tcp::socket>> holding;  // under `mutex`
+    std::map<std::string, std::string> redirects;       // prefix -> base URL, under `mutex`
     std::unique_ptr<net::steady_timer> holder_retry;
 
     ~Impl() {
@@ -121,6 +124,13 @@ struct TestInternet::Impl {
         seen.push_back(line);
     }
 
+    std::optional<std::string> redirect_for(const std::string& target) const {
+        std::lock_guard lock(mutex);
+        for (const auto& [prefix, base] : redirects)
+            if (target.rfind(prefix, 0) == 0) return base;
+        return std::nullopt;
+    }
+
     http::response<http::string_body> answer(const http::request<http::string_body>& req,
                                              const std::string& local, const std::string& sni) {
         std::string host(req[http::field::host]);
@@ -129,7 +139,10 @@ struct TestInternet::Impl {
         http::response<http::string_body> res{http::status::ok, req.version()};
         res.set(http::field::content_type, "text/plain");
         std::string target(req.target());
-        if (target == "/page") {
+        if (auto to = redirect_for(target)) {
+            res.result(http::status::temporary_redirect);
+            res.set(http::field::location, *to + target);
+        } else if (target == "/page") {
             res.set(http::field::content_type, "text/html; charset=utf-8");
             res.body() = "<!doctype html><title>deskbox test page at " + local +
                          "</title><h1>Hello from the test internet</h1>\n";
@@ -378,6 +391,11 @@ void TestInternet::release_held() {
     std::lock_guard lock(impl_->mutex);
     impl_->holding.clear();
 }
+void TestInternet::redirect(const std::string& prefix, const std::string& to_base) {
+    std::lock_guard lock(impl_->mutex);
+    impl_->redirects[prefix] = to_base;
+}
+
 std::string TestInternet::host_side_link() const {
     return "dbxinet" + std::to_string(impl_->x);
 }

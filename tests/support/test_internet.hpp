@@ -11,6 +11,7 @@
 //     peer closes) and a sink on :9001 (reads and counts), for throughput,
 //   - a holder on :9002 of `web_address()` that accepts connections and keeps them open,
 //     reading nothing (for tests that open many),
+//   - on request, 307 redirects of the targets under a prefix to another base URL,
 //   - dnsmasq on `dns_address()`:53 answering the names given to the constructor.
 // Everything goes with the object: the namespace (and with it the veth pair) and dnsmasq.
 #pragma once
@@ -48,6 +49,9 @@ class TestInternet {
     std::string host_side_link() const;      // the veth's name in the host's namespace
     std::uint64_t held_connections() const;  // connections the :9002 holder accepted so far
     void release_held();                     // closes the ones it holds
+    // From now on the hosts answer a request whose target starts with `prefix` with a 307 to
+    // `to_base` + its target (a registry that sends its clients elsewhere).
+    void redirect(const std::string& prefix, const std::string& to_base);
 
     struct Impl;
 

@@ -4,7 +4,10 @@
 // pulled; registries the operator did not allow are 400s before anything is fetched, and an
 // allowed one that is down fails the build saying so. Needs root, buildah, skopeo,
 // docker-registry and the built `minimal`.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -17,7 +20,9 @@
 #include <string>
 
 #include "common/child_process.hpp"
+#include "common/unique_fd.hpp"
 #include "tests/support/eventually.hpp"
+#include "tests/support/test_internet.hpp"
 #include "tests/support/test_registry.hpp"
 #include "tests/templates/template_api.hpp"
 
@@ -66,7 +71,66 @@ std::set<int> children_of(int pid) {
     return out;
 }
 
+// A listening socket on the host's `address`, port chosen by the kernel, that accepts nothing
+// unless asked: whether anything connected to it.
+class HostListener {
+  public:
+    explicit HostListener(const std::string& address) {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        ::inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+        socklen_t length = sizeof a;
+        if (!fd_ || ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+            ::listen(fd_.get(), 8) != 0 ||
+            ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &length) != 0)
+            throw std::runtime_error("cannot listen on " + address);
+        port_ = ntohs(a.sin_port);
+    }
+    unsigned port() const { return port_; }
+    bool connected() const {
+        deskbox::UniqueFd peer(::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK));
+        return static_cast<bool>(peer);
+    }
+
+  private:
+    deskbox::UniqueFd fd_{::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)};
+    unsigned port_ = 0;
+};
+
 }  // namespace
+
+// A registry that answers a pull with a redirect cannot lead it anywhere the operator did not
+// name: not to another address (a private one here), not to the host. The pull fails clearly and
+// nothing arrives there.
+TEST(TemplateRegistry, ARedirectCannotLeadAPullWhereItWasNotNamed) {
+    if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+    deskbox::test::TestInternet internet({});
+    HostListener host(internet.host_side_address());
+    const std::string registry = internet.web_address() + ":80";
+    internet.redirect("/v2/away/", "http://" + internet.other_address());
+    internet.redirect("/v2/home/",
+                      "http://" + internet.host_side_address() + ":" + std::to_string(host.port()));
+    Server s({"--template-registry-insecure", registry, "--template-pull-timeout-s", "60"});
+    for (const std::string repository : {"away", "home"}) {
+        const std::string image = registry + "/" + repository + "/desk:1";
+        auto r = s.build({{"name", repository}, {"dockerfile", "FROM " + image + "\n"}});
+        EXPECT_EQ(r["status"], "failed") << r.dump(1);
+        EXPECT_EQ(r["error"]["code"], "pull_failed") << r.dump(1);
+        EXPECT_NE(r["error"]["message"].get<std::string>().find("from registry " + registry),
+                  std::string::npos)
+            << r.dump(1);
+    }
+    // The registry was asked and redirected both pulls; nothing reached where it pointed.
+    int redirected = 0;
+    for (const auto& seen : internet.requests_seen()) {
+        EXPECT_EQ(seen.find("address=" + internet.other_address()), std::string::npos) << seen;
+        if (seen.find("target=/v2/away/desk/manifests/1") != std::string::npos ||
+            seen.find("target=/v2/home/desk/manifests/1") != std::string::npos)
+            ++redirected;
+    }
+    EXPECT_GE(redirected, 2);
+    EXPECT_FALSE(host.connected());
+}
 
 // Nothing is fetched from a registry the operator did not name: import and FROM are 400s that
 // name the registry and the flag; a short name is not taken for a registry's image.
