@@ -261,32 +261,36 @@ void TemplateService::run(Job& j) {
     collect_pulls();
 }
 
-void TemplateService::ensure_shipped_base(Job& j, const std::string& name) {
-    const fs::path rootfs = hooks_.shipped_rootfs(name);
-    const std::string image = "localhost/deskbox/" + name + ":latest";
+void TemplateService::import_rootfs_image(Job& j, const fs::path& rootfs, const std::string& image,
+                                          std::vector<std::string> config) {
     auto current = run_process(
         engine_spawn({"inspect", "--type", "image", "--format",
                       std::string("{{index .OCIv1.Config.Labels \"") + kRootfsLabel + "\"}}",
                       image}),
         std::chrono::seconds(30));
     if (current.status.exit_code == 0 && trim_newlines(current.out) == rootfs.string()) return;
-    log_line(j, "deskbox: importing deskbox/" + name + " from " + rootfs.string());
+    log_line(j, "deskbox: importing " + image + " from " + rootfs.string());
     const std::string container = "deskbox-import-" + j.info.id;
     engine_output(j, {"from", "--name", container, "scratch"});
     const fs::path mount = engine_output(j, {"mount", container});
-    // Owned by host root on disk, by the engine's root in the image.
+    // Owned by host ids 0..65535 on disk, by the engine's in the image.
     auto copied = copy_across(rootfs, mount, true);
     if (copied.status.exit_code != 0)
-        throw StepFailed(BuildFailure{"engine", "cannot import deskbox/" + name + ": " + copied.err,
-                                      0, "", std::nullopt, ""});
+        throw StepFailed(BuildFailure{"engine", "cannot import " + image + ": " + copied.err, 0, "",
+                                      std::nullopt, ""});
     engine_output(j, {"umount", container});
+    config.insert(config.begin(), "config");
+    config.insert(config.end(),
+                  {"--label", std::string(kRootfsLabel) + "=" + rootfs.string(), container});
+    engine_output(j, config);
+    engine_output(j, {"commit", "--quiet", "--rm", container, image});
+}
+
+void TemplateService::ensure_shipped_base(Job& j, const std::string& name) {
     json definition = hooks_.shipped_definition(name);
     std::vector<std::string> config = {
-        "config",
         "--label",
         std::string(kTemplateLabel) + "=" + name,
-        "--label",
-        std::string(kRootfsLabel) + "=" + rootfs.string(),
         "--label",
         std::string(kSessionLabel) + "=" + definition.value("session", json::object()).dump(),
         "--user",
@@ -294,13 +298,71 @@ void TemplateService::ensure_shipped_base(Job& j, const std::string& name) {
     const json env = definition.value("env", json::object());
     for (const auto& [k, v] : env.items())
         if (v.is_string()) config.insert(config.end(), {"--env", k + "=" + v.get<std::string>()});
-    config.push_back(container);
-    engine_output(j, config);
-    engine_output(j, {"commit", "--quiet", "--rm", container, image});
+    import_rootfs_image(j, hooks_.shipped_rootfs(name), "localhost/deskbox/" + name + ":latest",
+                        std::move(config));
+}
+
+namespace {
+
+// buildah config's flags for an image configured as `oci` (an OCI image config's "config").
+std::vector<std::string> config_flags(const json& oci) {
+    std::vector<std::string> flags;
+    // Named, not temporaries: a range-for over items() of a temporary reads freed nodes.
+    const json env = oci.value("Env", json::array());
+    const json labels = oci.value("Labels", json::object());
+    for (const auto& kv : env)
+        if (kv.is_string()) flags.insert(flags.end(), {"--env", kv.get<std::string>()});
+    for (const auto& [k, v] : labels.items())
+        if (v.is_string() && k != kRootfsLabel)
+            flags.insert(flags.end(), {"--label", k + "=" + v.get<std::string>()});
+    // JSON arrays: buildah takes them as the exec form.
+    if (auto cmd = oci.value("Cmd", json()); cmd.is_array())
+        flags.insert(flags.end(), {"--cmd", cmd.dump()});
+    if (auto entry = oci.value("Entrypoint", json()); entry.is_array())
+        flags.insert(flags.end(), {"--entrypoint", entry.dump()});
+    if (auto dir = oci.value("WorkingDir", ""); !dir.empty())
+        flags.insert(flags.end(), {"--workingdir", dir});
+    flags.insert(flags.end(),
+                 {"--user", oci.value("User", "").empty() ? "root" : oci.value("User", "")});
+    return flags;
+}
+
+// The same from a template.json, for records kept before the image's config was: its session
+// (the start command already in its autostart), environment and working folder.
+json config_of_definition(const json& definition) {
+    json oci = {{"Env", json::array()},
+                {"Labels", {{kSessionLabel, definition.value("session", json::object()).dump()}}}};
+    const json env = definition.value("env", json::object());
+    for (const auto& [k, v] : env.items())
+        if (v.is_string()) oci["Env"].push_back(k + "=" + v.get<std::string>());
+    const std::string base = definition.value("base", "");
+    if (base.starts_with("deskbox/")) oci["Labels"][kTemplateLabel] = base.substr(8);
+    if (auto dir = definition.value("workdir", ""); !dir.empty()) oci["WorkingDir"] = dir;
+    return oci;
+}
+
+}  // namespace
+
+void TemplateService::ensure_store_base(Job& j, const TemplateRef& ref) {
+    const auto stored = store_.find(ref);
+    if (!stored || !fs::exists(store_.rootfs_of(stored->image_id)))
+        throw StepFailed(BuildFailure{"base", "template " + ref.str() + " was deleted", 0, "",
+                                      std::nullopt, ""});
+    // Built here: the engine's final image is the store's, and its user image is what FROM wants.
+    auto final_id =
+        run_process(engine_spawn({"inspect", "--type", "image", "--format", "{{.FromImageID}}",
+                                  "localhost/deskbox-final/" + ref.str()}),
+                    std::chrono::seconds(30));
+    if (final_id.status.exit_code == 0 && trim_newlines(final_id.out) == stored->image_id) return;
+    const json oci = stored->image_config.is_object() ? stored->image_config
+                                                      : config_of_definition(stored->definition);
+    import_rootfs_image(j, store_.rootfs_of(stored->image_id), "localhost/" + ref.str(),
+                        config_flags(oci));
 }
 
 void TemplateService::build_dockerfile(Job& j) {
     for (const auto& name : j.shipped_bases) ensure_shipped_base(j, name);
+    for (const auto& ref : j.store_bases) ensure_store_base(j, ref);
     for (const auto& image : j.pulls) pull_image(j, image);
     if (j.request.network.enabled()) {
         try {
@@ -384,8 +446,8 @@ void TemplateService::import_archive(Job& j) {
 }
 
 void TemplateService::add_deskbox_layer(Job& j, const std::string& image) {
-    auto config =
-        parse_image_config(json::parse(engine_output(j, {"inspect", "--type", "image", image})));
+    const json inspect = json::parse(engine_output(j, {"inspect", "--type", "image", image}));
+    auto config = parse_image_config(inspect);
     if (!config.user.empty() && config.user != "user" && config.user != "1000" &&
         config.user != "root" && config.user != "0")
         log_line(j, "deskbox: note: USER " + config.user +
@@ -427,6 +489,7 @@ void TemplateService::add_deskbox_layer(Job& j, const std::string& image) {
     stored.base = j.base;
     stored.base_digest = j.base_digest;
     stored.pulled = j.pulled;
+    stored.image_config = inspect.at("OCIv1").value("config", json::object());
     stored.layers = config.layers + 1;
     stored.created_at = now_rfc3339();
     stored.build_id = j.info.id;
@@ -457,6 +520,8 @@ std::vector<fs::path> TemplateService::export_references(const Job& j) const {
         } catch (const std::exception&) {
         }
     }
+    for (const auto& ref : j.store_bases)
+        if (auto base = store_.find(ref)) add(store_.rootfs_of(base->image_id));
     if (auto previous = store_.find(j.info.ref)) add(store_.rootfs_of(previous->image_id));
     return references;
 }

@@ -25,6 +25,7 @@ struct TemplateService::Job {
     std::filesystem::path work;              // work/<id>: context, Dockerfile, the final layer
     std::filesystem::path dockerfile;        // what the engine reads
     std::vector<std::string> shipped_bases;  // deskbox/<name> it stands on
+    std::vector<TemplateRef> store_bases;    // templates here it stands on, not in the engine
     std::vector<ImageReference> pulls;       // registry images it stands on (FROM, import)
     std::vector<std::string> pulled;         // the same, pinned to the digests pulled
     std::string base;

@@ -351,6 +351,13 @@ void TemplateService::check_base_image(Job& j, const std::string& image, const s
             j.pulls.push_back(ref);
         return;
     }
+    if (auto ref = store_template_named(image)) {
+        // A template of the store: the engine's image if it is that one, else its rootfs
+        // imported (it came from another node, or the engine's storage was made anew).
+        if (std::find(j.store_bases.begin(), j.store_bases.end(), *ref) == j.store_bases.end())
+            j.store_bases.push_back(*ref);
+        return;
+    }
     // No engine disk yet: nothing was built or imported here.
     const bool found =
         engine_disk_mounted() &&
@@ -365,6 +372,18 @@ void TemplateService::check_base_image(Job& j, const std::string& image, const s
                                 "a registry named in full (HOST[:PORT]/REPOSITORY:TAG) that "
                                 "deskboxd's --template-registry allows",
                             where);
+}
+
+std::optional<TemplateRef> TemplateService::store_template_named(std::string image) const {
+    if (image.starts_with("localhost/")) image.erase(0, 10);
+    try {
+        auto ref = parse_ref(image);
+        if (auto stored = store_.find(ref);
+            stored && fs::exists(store_.rootfs_of(stored->image_id)))
+            return ref;
+    } catch (const std::invalid_argument&) {
+    }
+    return std::nullopt;
 }
 
 void TemplateService::check_shipped_base(Job& j, std::string name, const std::string& at,

@@ -156,6 +156,15 @@ class TemplateService {
     // --template-pull-keep-h.
     void collect_pulls();
     void ensure_shipped_base(Job& job, const std::string& name);
+    // A template of the store as the engine's image localhost/<name>:<tag>, from its rootfs
+    // and the config its record keeps.
+    void ensure_store_base(Job& job, const TemplateRef& ref);
+    // The template `image` (name[:tag], or localhost/name:tag) names, if the store has it whole.
+    std::optional<TemplateRef> store_template_named(std::string image) const;
+    // `rootfs` committed as the engine's `image`, configured by `config` (buildah config's
+    // flags) and labelled with the rootfs it came from; nothing done if it already is.
+    void import_rootfs_image(Job& job, const std::filesystem::path& rootfs,
+                             const std::string& image, std::vector<std::string> config);
     void add_deskbox_layer(Job& job, const std::string& image);
     void export_rootfs(Job& job, const std::string& final_image);
     StepResult run_engine(Job& job, std::vector<std::string> args, bool progress = false);

@@ -23,7 +23,8 @@ json StoredTemplate::to_json() const {
             {"build_seconds", build_seconds},
             {"bytes", bytes},
             {"created_at", created_at},
-            {"build_id", build_id}};
+            {"build_id", build_id},
+            {"image_config", image_config}};
 }
 
 StoredTemplate StoredTemplate::from_json(const json& j) {
@@ -40,6 +41,7 @@ StoredTemplate StoredTemplate::from_json(const json& j) {
     t.bytes = j.value("bytes", std::uint64_t{0});
     t.created_at = j.value("created_at", "");
     t.build_id = j.value("build_id", "");
+    t.image_config = j.value("image_config", json());
     return t;
 }
 

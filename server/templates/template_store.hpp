@@ -32,6 +32,11 @@ struct StoredTemplate {
     // came from a registry; empty otherwise. `pulled`: every registry image the build used so.
     std::string base_digest;
     std::vector<std::string> pulled;
+    // The user's image's OCI config (Env, Cmd, Entrypoint, WorkingDir, User, Labels) before
+    // deskbox's layer: what a build FROM this template inherits where the engine lacks the
+    // image (it came from another node, or the engine's storage was made anew). Null in records
+    // written before it was kept.
+    nlohmann::json image_config;
     std::size_t layers = 0;
     double build_seconds = 0;
     std::uint64_t bytes = 0;  // the rootfs's size

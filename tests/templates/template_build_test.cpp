@@ -520,3 +520,53 @@ TEST(TemplateDisk, BuildsStayWithinTheirLimitAndTheEnginesDisk) {
     ASSERT_EQ(again["status"], "succeeded") << again.dump(1);
     EXPECT_EQ(again["cached_steps"], 1) << s.log_of(again);
 }
+
+// A template the engine does not hold (pulled from another node, or the engine's storage made
+// anew) is still a base: FROM it imports its rootfs once, configured as the record keeps it
+// (env, working folder, start command), and the new rootfs shares its unchanged files.
+TEST(TemplateStoreBase, FromATemplateTheEngineLacksImportsItsRootfsOnce) {
+    if (::geteuid() != 0 || run_process({"buildah", "--version"}).status.exit_code != 0)
+        GTEST_SKIP() << "needs root and buildah";
+    Server own;
+    auto app = own.build({{"name", "app"},
+                          {"dockerfile",
+                           "FROM deskbox/minimal\nENV GREETING=hi\nWORKDIR /srv\n"
+                           "CMD [\"xterm\", \"-class\", \"ParentApp\"]\n"},
+                          {"network", false}});
+    ASSERT_EQ(app["status"], "succeeded") << app.dump(1) << own.log_of(app);
+    // The engine's storage made anew: only the store has the template.
+    own.process.reset();
+    fs::remove_all(own.state() / "templates" / "engine");
+    own.start();
+    const json child_request = {{"name", "child"},
+                                {"dockerfile", "FROM app\nRUN echo child > /etc/child\n"},
+                                {"network", false}};
+    auto child = own.build(child_request);
+    ASSERT_EQ(child["status"], "succeeded") << child.dump(1) << own.log_of(child);
+    EXPECT_NE(own.log_of(child).find("importing localhost/app:latest"), std::string::npos)
+        << own.log_of(child);
+    auto again = own.build(child_request);
+    ASSERT_EQ(again["status"], "succeeded") << again.dump(1);
+    EXPECT_EQ(own.log_of(again).find("importing localhost/app"), std::string::npos)
+        << own.log_of(again);
+
+    auto created = own.api->post_json("/v1/sandboxes", {{"template", "child"}, {"network", false}});
+    ASSERT_TRUE(created.contains("id")) << created.dump();
+    const std::string id = created["id"];
+    const json windows = own.api->get_json("/v1/sandboxes/" + id + "/windows");
+    EXPECT_TRUE(deskbox::test::has_window(windows, "ParentApp")) << windows.dump();
+    EXPECT_EQ(own.exec(id, "echo $GREETING; cat /etc/child")["stdout"], "hi\nchild\n");
+    own.api->delete_json("/v1/sandboxes/" + id);
+
+    auto rootfs = [&](const char* name) {
+        return own.state() / "templates" / "images" /
+               own.api->get_json(std::string("/v1/templates/") + name)["image_id"]
+                   .get<std::string>() /
+               "rootfs";
+    };
+    struct stat a {
+    }, b{};
+    ASSERT_EQ(::stat((rootfs("app") / "usr/bin/xterm").c_str(), &a), 0);
+    ASSERT_EQ(::stat((rootfs("child") / "usr/bin/xterm").c_str(), &b), 0);
+    EXPECT_EQ(a.st_ino, b.st_ino) << "a file unchanged from its base is shared";
+}
