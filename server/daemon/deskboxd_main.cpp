@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
         // Before anything takes descriptors: sandboxes, connections, adopted ones.
         deskbox::streaming::VncServer::reserve_descriptors();
         // Before the manager and gone after it: every sandbox's last event is recorded.
-        events::EventService events(config.manager.state_dir, config.webhooks);
+        events::EventService events(config.manager.state_dir, config.webhooks,
+                                    config.event_retention);
         config.api.events = &events;
         config.manager.audit_listener = [&events](const Sandbox& sandbox, const std::string& kind,
                                                   const nlohmann::json& detail) {

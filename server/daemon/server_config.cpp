@@ -103,6 +103,8 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --price-vcpu-second P   the cost of a reserved vCPU per second running: adds a cost column
                           to usage reports (default 0: none)
   --price-gib-second P    the cost of a reserved GiB of memory per second running
+  --events-keep-days N    how long lifecycle events stay in <state-dir>/events (default 30);
+                          an event a webhook has not had yet stays until it has
   --on-exit keep|kill     what SIGTERM does with running sandboxes (containers, microVMs): keep
                           them for the next deskboxd on this state dir to adopt (default), or kill
                           them; SIGINT (^C) always kills them
@@ -249,7 +251,8 @@ struct Option {
     }
 };
 
-// Usage sampling and its ledger (server/usage/). False for other options.
+// Usage sampling and its ledger (server/usage/), and how long events are kept. False for other
+// options.
 bool apply_usage(ServerConfig& c, const Option& o) {
     if (o.is("usage-sample-s")) {
         c.usage.sample_interval = std::chrono::seconds(o.number(0, 3600));
@@ -259,6 +262,8 @@ bool apply_usage(ServerConfig& c, const Option& o) {
         c.usage.price_vcpu_second = o.decimal(0, 1e6);
     } else if (o.is("price-gib-second")) {
         c.usage.price_gib_second = o.decimal(0, 1e6);
+    } else if (o.is("events-keep-days")) {
+        c.event_retention.keep = std::chrono::hours(24 * o.number(1, 3660));
     } else {
         return false;
     }

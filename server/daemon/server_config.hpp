@@ -8,6 +8,7 @@
 
 #include "server/api/api_router.hpp"
 #include "server/cluster/cluster_service.hpp"
+#include "server/events/event_service.hpp"
 #include "server/events/webhook.hpp"
 #include "server/http/http_server.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
@@ -33,6 +34,7 @@ struct ServerConfig {
     // The config file's "webhooks" (server/events/webhook.hpp); only there: secrets stay out of
     // argv, where `ps` would show them.
     std::vector<events::WebhookConfig> webhooks;
+    events::EventRetention event_retention;  // --events-keep-days
 };
 
 // How deskboxd's fds are shared (docs/ARCHITECTURE.md, "fd budget"): a reserve for itself, HTTP

@@ -83,8 +83,11 @@ std::set<std::string> parse_event_types(std::string_view comma_separated) {
 }
 
 std::string event_time_now() {
-    const auto now = std::chrono::system_clock::now();
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch());
+    return event_time(std::chrono::system_clock::now());
+}
+
+std::string event_time(std::chrono::system_clock::time_point at) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch());
     const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
     std::tm tm{};
     gmtime_r(&secs, &tm);

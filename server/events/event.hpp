@@ -2,6 +2,7 @@
 // streams. `id` is unique and grows with each event (across restarts), so receivers dedup by it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -50,5 +51,7 @@ std::set<std::string> parse_event_types(std::string_view comma_separated);
 
 // Now as Event::time writes it.
 std::string event_time_now();
+// The same for any point in time.
+std::string event_time(std::chrono::system_clock::time_point at);
 
 }  // namespace deskbox::server::events

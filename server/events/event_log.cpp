@@ -1,6 +1,7 @@
 #include "server/events/event_log.hpp"
 
 #include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -137,6 +138,7 @@ std::vector<Event> EventLog::read_after(std::uint64_t after, std::size_t max) co
 }
 
 std::vector<Event> EventLog::read_file_after(std::uint64_t after, std::size_t max) const {
+    std::shared_lock file_lock(file_mutex_);
     std::uint64_t start = 0, end = 0;
     {
         std::lock_guard lock(mutex_);
@@ -155,6 +157,69 @@ std::vector<Event> EventLog::read_file_after(std::uint64_t after, std::size_t ma
             out.push_back(std::move(*event));
     }
     return out;
+}
+
+std::uint64_t EventLog::size_bytes() const {
+    std::lock_guard lock(mutex_);
+    return size_;
+}
+
+std::uint64_t EventLog::first_id() const {
+    std::lock_guard lock(mutex_);
+    return index_.empty() ? last_id_ + 1 : index_.begin()->first;
+}
+
+std::size_t EventLog::trim(const std::string& keep_since, std::uint64_t keep_from_id) {
+    std::unique_lock file_lock(file_mutex_);
+    std::lock_guard lock(mutex_);
+    std::ifstream in(path_, std::ios::binary);
+    std::uint64_t offset = 0, first_kept_id = last_id_ + 1;
+    std::size_t dropped = 0;
+    for (std::string line; offset < size_ && std::getline(in, line); ++dropped) {
+        // Ids and times only grow: the first event kept ends the dropped prefix.
+        if (auto event = parse_line(line);
+            event && (event->id >= keep_from_id || event->time >= keep_since)) {
+            first_kept_id = event->id;
+            break;
+        }
+        offset += line.size() + 1;
+    }
+    if (dropped == 0) return 0;
+    replace_with_tail(offset);
+    std::map<std::uint64_t, std::uint64_t> index;
+    for (const auto& [id, at] : index_)
+        if (at >= offset) index[id] = at - offset;
+    if (first_kept_id <= last_id_ && offset < size_) index[first_kept_id] = 0;
+    index_ = std::move(index);
+    size_ -= offset;
+    while (!recent_.empty() && recent_.front().id < first_kept_id) recent_.pop_front();
+    return dropped;
+}
+
+void EventLog::replace_with_tail(std::uint64_t from) {
+    const std::filesystem::path next = path_.string() + ".trim";
+    UniqueFd out(::open(next.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!out) throw file_error("cannot write", next);
+    UniqueFd source(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!source) throw file_error("cannot read", path_);
+    off_t at = static_cast<off_t>(from);
+    for (std::uint64_t left = size_ - from; left > 0;) {
+        const ssize_t n = ::sendfile(out.get(), source.get(), &at, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            std::error_code ignored;
+            std::filesystem::remove(next, ignored);
+            throw file_error("cannot copy the event log's tail to", next);
+        }
+        left -= static_cast<std::uint64_t>(n);
+    }
+    if (::fsync(out.get()) != 0 || ::rename(next.c_str(), path_.c_str()) != 0) {
+        std::error_code ignored;
+        std::filesystem::remove(next, ignored);
+        throw file_error("cannot replace", path_);
+    }
+    fd_.reset(::open(path_.c_str(), O_RDWR | O_APPEND | O_CLOEXEC));
+    if (!fd_) throw file_error("cannot open the event log", path_);
 }
 
 EventLog::Subscription EventLog::subscribe(Listener listener) {

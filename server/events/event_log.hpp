@@ -3,7 +3,8 @@
 // lines (the page cache keeps them); a partial last line (a power loss, a full disk) is cut off
 // when the log is opened, and ids go on from the last whole one. The newest events are also kept
 // in memory for live streams; older ones are read from the file (a sparse index of line offsets
-// finds where to start).
+// finds where to start). Old events go with trim(): the kept tail is written to a new file that
+// replaces the log whole, so a crash leaves either the old log or the trimmed one.
 #pragma once
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <vector>
 
 #include "common/unique_fd.hpp"
@@ -35,6 +37,15 @@ class EventLog {
     Event append(Event event);
     std::uint64_t last_id() const;
     const std::filesystem::path& path() const { return path_; }
+    std::uint64_t size_bytes() const;
+    // The oldest id the file still holds (last_id() + 1 when it holds none).
+    std::uint64_t first_id() const;
+
+    // Drops the oldest events written before `keep_since` (RFC 3339 as events write it), but
+    // none with an id of `keep_from_id` or more (a webhook has not had it yet). Returns how
+    // many went. Throws std::system_error if the new file cannot be written (the log is
+    // unchanged then).
+    std::size_t trim(const std::string& keep_since, std::uint64_t keep_from_id);
 
     // Up to `max` events with an id above `after`, oldest first: from memory when it still holds
     // them, else from the file (blocking reads: not on I/O threads).
@@ -62,6 +73,8 @@ class EventLog {
 
   private:
     void load();  // last id, the sparse index and memory, from the file
+    // Writes the file's bytes from `from` on to a new file and puts it in the log's place.
+    void replace_with_tail(std::uint64_t from);
     std::vector<Event> read_file_after(std::uint64_t after, std::size_t max) const;
     // Into memory and, with the offset of its line in the file, the sparse index.
     void remember_locked(const Event& event, std::optional<std::uint64_t> offset);
@@ -69,6 +82,9 @@ class EventLog {
     static constexpr std::uint64_t kIndexEvery = 256;
     std::filesystem::path path_;
     std::size_t kept_in_memory_;
+    // Held shared while the file is read by name, and alone while trim() replaces it: a
+    // reader's offsets are always the file's it opens.
+    mutable std::shared_mutex file_mutex_;
     mutable std::mutex mutex_;
     UniqueFd fd_;
     std::uint64_t last_id_ = 0;

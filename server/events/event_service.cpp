@@ -1,10 +1,13 @@
 #include "server/events/event_service.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace deskbox::server::events {
 
 EventService::EventService(const std::filesystem::path& state_dir,
-                           std::vector<WebhookConfig> webhooks)
-    : log_(state_dir / "events"), webhooks_(std::move(webhooks)) {
+                           std::vector<WebhookConfig> webhooks, EventRetention retention)
+    : log_(state_dir / "events"), retention_(retention), webhooks_(std::move(webhooks)) {
     for (const auto& webhook : webhooks_)
         senders_.push_back(
             std::make_unique<WebhookSender>(webhook, log_, state_dir / "events" / "webhooks"));
@@ -22,6 +25,29 @@ void EventService::record(const std::string& sandbox_id, const std::string& temp
         event.data = std::move(lifecycle.data);
         log_.append(std::move(event));
     }
+    trim_if_due();
+}
+
+void EventService::trim_if_due() {
+    {
+        std::lock_guard lock(trim_mutex_);
+        const auto now = std::chrono::steady_clock::now();
+        if (last_trim_ != std::chrono::steady_clock::time_point{} &&
+            now - last_trim_ < retention_.check_every)
+            return;
+        last_trim_ = now;
+    }
+    try {
+        trim();
+    } catch (const std::system_error& e) {
+        std::fprintf(stderr, "deskboxd: the event log was not trimmed: %s\n", e.what());
+    }
+}
+
+std::size_t EventService::trim() {
+    std::uint64_t keep_from = log_.last_id() + 1;
+    for (const auto& sender : senders_) keep_from = std::min(keep_from, sender->cursor() + 1);
+    return log_.trim(event_time(std::chrono::system_clock::now() - retention_.keep), keep_from);
 }
 
 void EventService::start_delivery(const SelfAddress& self) {

@@ -3,8 +3,10 @@
 // before the SandboxManager and gone after it, so every sandbox's last event is recorded.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,11 +18,19 @@
 
 namespace deskbox::server::events {
 
+// How long events stay in the log: older ones go (checked at most every `check_every`, on the
+// thread recording an event), except those a webhook has not had yet.
+struct EventRetention {
+    std::chrono::hours keep{24 * 30};
+    std::chrono::seconds check_every{3600};
+};
+
 class EventService {
   public:
     // Opens the log and the webhooks' cursors; nothing is sent before start_delivery.
     // Throws std::system_error (the state dir), std::invalid_argument (a webhook).
-    EventService(const std::filesystem::path& state_dir, std::vector<WebhookConfig> webhooks);
+    EventService(const std::filesystem::path& state_dir, std::vector<WebhookConfig> webhooks,
+                 EventRetention retention = {});
     EventService(const EventService&) = delete;
     EventService& operator=(const EventService&) = delete;
 
@@ -33,10 +43,17 @@ class EventService {
     void start_delivery(const SelfAddress& self);
 
     EventLog& log() { return log_; }
+    // Drops the events older than the retention that every webhook has had; how many went.
+    std::size_t trim();
     const std::vector<std::unique_ptr<WebhookSender>>& senders() const { return senders_; }
 
   private:
+    void trim_if_due();
+
     EventLog log_;
+    EventRetention retention_;
+    std::mutex trim_mutex_;
+    std::chrono::steady_clock::time_point last_trim_{};
     std::vector<WebhookConfig> webhooks_;
     std::vector<std::unique_ptr<WebhookSender>> senders_;
 };

@@ -8,6 +8,7 @@
 
 #include "common/temp_dir.hpp"
 #include "server/events/event_log.hpp"
+#include "server/events/event_service.hpp"
 #include "server/events/webhook.hpp"
 
 namespace deskbox::server::events {
@@ -60,6 +61,57 @@ TEST(EventLog, OldEventsComeFromTheFileAndListenersHearNewOnes) {
     subscription.reset();
     log.append(event_of("created"));
     EXPECT_EQ(heard.size(), 1000u);
+}
+
+// `count` events numbered from 1, the first `old` of them written in 2020 and the rest in 2030,
+// as the log's file.
+void write_dated_log(const std::filesystem::path& dir, int count, int old) {
+    std::ofstream out(dir / "events.jsonl");
+    for (int i = 1; i <= count; ++i) {
+        Event e = event_of("created");
+        e.id = static_cast<std::uint64_t>(i);
+        e.time = i <= old ? "2020-01-01T00:00:00.000Z" : "2030-01-01T00:00:00.000Z";
+        out << e.to_json().dump() << "\n";
+    }
+}
+
+TEST(EventLog, TrimDropsOldEventsButNoneAWebhookStillNeeds) {
+    TempDir dir("event-log");
+    write_dated_log(dir.path(), 600, 500);
+    EventLog log(dir.path(), /*kept_in_memory=*/8);
+    const std::string cutoff = "2026-01-01T00:00:00.000Z";
+    // A webhook has had up to 450: only those go.
+    EXPECT_EQ(log.trim(cutoff, 451), 450u);
+    EXPECT_EQ(log.first_id(), 451u);
+    const auto all = log.read_after(0, 1000);
+    ASSERT_EQ(all.size(), 150u);
+    EXPECT_EQ(all.front().id, 451u);
+    ASSERT_EQ(log.read_after(520, 3).size(), 3u);  // from the file, through the moved index
+    EXPECT_EQ(log.read_after(520, 3).front().id, 521u);
+    // Delivered: the rest of the old ones go, the newer stay.
+    EXPECT_EQ(log.trim(cutoff, 10'000), 50u);
+    EXPECT_EQ(log.trim(cutoff, 10'000), 0u);
+    EXPECT_EQ(log.first_id(), 501u);
+    EXPECT_EQ(log.append(event_of("killed")).id, 601u);
+    EXPECT_EQ(log.read_after(599, 10).size(), 2u);
+
+    EventLog again(dir.path());
+    EXPECT_EQ(again.last_id(), 601u);
+    EXPECT_EQ(again.first_id(), 501u);
+    EXPECT_EQ(again.read_after(0, 1000).size(), 101u);
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "events.jsonl.trim"));
+}
+
+TEST(EventService, RecordingTrimsEventsPastTheRetention) {
+    TempDir state("event-service");
+    std::filesystem::create_directories(state.path() / "events");
+    write_dated_log(state.path() / "events", 20, 15);
+    EventService service(state.path(), {},
+                         EventRetention{std::chrono::hours(24), std::chrono::hours(1)});
+    EXPECT_EQ(service.log().first_id(), 1u);  // nothing goes before something is recorded
+    service.record("sb-2", "minimal", json::object(), "create", json::object());
+    EXPECT_EQ(service.log().first_id(), 16u);
+    EXPECT_EQ(service.log().last_id(), 21u);
 }
 
 TEST(LifecycleEvents, AuditLinesBecomeEvents) {
