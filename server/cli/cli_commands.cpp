@@ -64,6 +64,7 @@ const std::map<std::string, CommandFunction>& commands() {
         {"health", command_health},
         {"usage", command_usage},
         {"metrics", command_metrics},
+        {"events", command_events},
         {"node", command_node},
         {"wait", command_wait},
         {"locate", command_locate},

@@ -145,5 +145,6 @@ int command_fork(Context& context, const CommandTokens& tokens);
 // Usage and samples (cli_metering.cpp).
 int command_usage(Context& context, const CommandTokens& tokens);
 int command_metrics(Context& context, const CommandTokens& tokens);
+int command_events(Context& context, const CommandTokens& tokens);
 
 }  // namespace deskbox::cli

@@ -43,6 +43,7 @@ Commands and files:
 Usage (what sandboxes used, kept after they are gone):
   usage [--from TIME] [--to TIME] [--group-by template|day|metadata.KEY] [--csv|--json]
   metrics ID [--from TIME] [--to TIME] [--step SECONDS] [--json]
+  events [--sandbox ID] [--types T,...] [--after EVENT_ID] [--count N] [--json]   (live)
 Other:
   demo [--template minimal] [-o demo.png] [--keep]    health    help [COMMAND]
   mcp [--sandbox ID | --create TEMPLATE]              (MCP over stdio)
@@ -98,6 +99,13 @@ const std::map<std::string, std::string> kUsage = {
     {"metrics",
      "usage: deskbox metrics ID [--from TIME] [--to TIME] [--step SECONDS] [--json]\n"
      "A sandbox's samples (CPU %, memory, disk, network), also after it ended."},
+    {"events",
+     "usage: deskbox events [--sandbox ID] [--types created,killed,...] [--after EVENT_ID]\n"
+     "         [--count N] [--json]\n"
+     "Prints lifecycle events as they happen (created, ready, paused, resumed, timeout, killed,\n"
+     "error, snapshot_created), one line each (--json: the event's JSON), until interrupted or\n"
+     "N were printed. --after resumes after an event id seen before (the log is durable);\n"
+     "--sandbox follows one sandbox's events."},
     {"inspect", "usage: deskbox inspect ID"},
     {"kill", "usage: deskbox kill ID..."},
     {"pause", "usage: deskbox pause ID [--snapshot]"},

@@ -10,8 +10,10 @@
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
+#include <limits>
 #include <optional>
 
 #include "common/ascii.hpp"
@@ -401,6 +403,65 @@ struct ApiClient::Impl {
         }
     }
 };
+
+void ApiClient::stream_get(std::string_view target, std::string_view accept,
+                           const std::function<bool(std::string_view)>& on_data) {
+    Impl& impl = *impl_;
+    impl.close_stream();
+    impl.connect();
+    struct Closer {
+        Impl& impl;
+        ~Closer() { impl.close_stream(); }
+    } closer{impl};
+    http::request<http::empty_body> request{http::verb::get,
+                                            impl.url.base_path + std::string(target), 11};
+    request.set(http::field::host, impl.url.host_header());
+    request.set(http::field::user_agent, impl.options.user_agent);
+    request.set(http::field::accept, std::string(accept));
+    if (!impl.options.api_key.empty())
+        request.set(http::field::authorization, "Bearer " + impl.options.api_key);
+    beast::error_code ec;
+    impl.stream->expires_after(impl.options.request_timeout);
+    http::async_write(*impl.stream, request,
+                      [&](const beast::error_code& error, std::size_t) { ec = error; });
+    impl.run();
+    http::response_parser<http::buffer_body> parser;
+    parser.header_limit(64 * 1024);
+    // Not boost::none: Boost 1.74 compares a Content-Length against an empty limit as over it.
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    if (!ec) {
+        http::async_read_header(*impl.stream, impl.buffer, parser,
+                                [&](const beast::error_code& error, std::size_t) { ec = error; });
+        impl.run();
+    }
+    if (ec) throw impl.connection_error(ec, impl.options.request_timeout);
+    impl.stream->expires_never();
+    const unsigned status = parser.get().result_int();
+    std::string error_body;
+    std::array<char, 16384> piece{};
+    while (!parser.is_done()) {
+        parser.get().body().data = piece.data();
+        parser.get().body().size = piece.size();
+        // read_some: back with what came, not once the piece is full (an event is small).
+        http::read_some(*impl.stream, impl.buffer, parser, ec);
+        if (ec == http::error::need_buffer) ec = {};
+        const std::size_t got = piece.size() - parser.get().body().size;
+        if (ec && ec != http::error::end_of_stream)
+            throw impl.connection_error(ec, impl.options.request_timeout);
+        if (status >= 300) {
+            if (error_body.size() < (1u << 20)) error_body.append(piece.data(), got);
+        } else if (got > 0 && !on_data({piece.data(), got})) {
+            return;
+        }
+        if (ec) break;
+    }
+    if (status >= 300) {
+        Response response;
+        response.status = status;
+        response.body = std::move(error_body);
+        throw error_from_response(response);
+    }
+}
 
 ApiClient::ApiClient(ClientOptions options) : impl_(std::make_unique<Impl>()) {
     impl_->url = parse_server_url(options.server);

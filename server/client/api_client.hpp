@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -127,6 +128,13 @@ class ApiClient {
     Response get_bytes(std::string_view target);
     Response put_bytes(std::string_view target, std::string bytes,
                        std::string_view content_type = "application/octet-stream");
+
+    // A GET whose answer is read as it arrives (server-sent events): `on_data` gets each piece
+    // of the body until it returns false or the server ends the answer. On a connection of its
+    // own, with no deadline once the answer began. A non-2xx answer throws ApiError; a lost
+    // connection, ConnectionError.
+    void stream_get(std::string_view target, std::string_view accept,
+                    const std::function<bool(std::string_view)>& on_data);
 
     void set_request_timeout(std::chrono::milliseconds timeout);
     const ServerUrl& server() const;

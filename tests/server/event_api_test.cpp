@@ -10,7 +10,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <sstream>
 
 #include "tests/server/deskboxd_fixture.hpp"
 #include "tests/support/webhook_receiver.hpp"
@@ -347,6 +350,58 @@ TEST(Events, TheStreamShowsEventsAndResumesAfterAnId) {
     EXPECT_EQ(bad_after.js()["error"].value("field", ""), "after");
     auto bad_token = s.get("/v1/sandboxes/" + other_id + "/events?token=wrong");
     EXPECT_EQ(bad_token.status, 401u);
+}
+
+// `deskbox events` follows the same stream: from an id of the log, live, filtered, and says
+// clearly what the server refused.
+TEST(Events, TheCliPrintsTheStream) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    const std::string server = "http://127.0.0.1:" + std::to_string(s.port());
+    const std::string id = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+    auto cli = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {test_paths::kDeskboxCli, "--server", server, "events"});
+        return run_process(args, std::chrono::seconds(60));
+    };
+    auto logged = cli({"--after", "0", "--types", "created,killed", "--count", "2", "--json"});
+    ASSERT_EQ(logged.status.exit_code, 0) << logged.err;
+    std::istringstream lines(logged.out);
+    std::string first, second;
+    std::getline(lines, first);
+    std::getline(lines, second);
+    EXPECT_EQ(json::parse(first).value("type", ""), "created") << logged.out;
+    EXPECT_EQ(json::parse(second).value("type", ""), "killed") << logged.out;
+    EXPECT_EQ(json::parse(second).value("sandbox_id", ""), id) << logged.out;
+
+    // Following: the next killed event after the one above, printed as a line, then the CLI
+    // exits (after that id, so it is the other sandbox's whether it comes live or from the log).
+    TempDir out_dir("deskbox-events-cli");
+    SpawnOptions spawn;
+    spawn.argv = {test_paths::kDeskboxCli,
+                  "--server",
+                  server,
+                  "events",
+                  "--types",
+                  "killed",
+                  "--count",
+                  "1",
+                  "--after",
+                  std::to_string(json::parse(second)["id"].get<std::uint64_t>())};
+    spawn.stdout_file = (out_dir.path() / "out").string();
+    auto follower = ChildProcess::spawn(spawn);
+    const std::string other = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + other).status, 200u);
+    const auto ended = follower.wait(std::chrono::seconds(30));
+    ASSERT_TRUE(ended.has_value()) << "deskbox events did not stop after --count 1";
+    EXPECT_EQ(ended->exit_code, 0);
+    std::ifstream printed(out_dir.path() / "out");
+    const std::string out((std::istreambuf_iterator<char>(printed)), {});
+    EXPECT_NE(out.find("  killed  " + other), std::string::npos) << out;
+
+    auto refused = cli({"--types", "created,exploded", "--count", "1"});
+    EXPECT_EQ(refused.status.exit_code, 1);
+    EXPECT_NE(refused.err.find("types"), std::string::npos) << refused.err;
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ export interface RequestOptions {
   /** A raw body. */
   body?: Uint8Array | string;
   timeoutMs?: number;
+  /** Ends the request instead of a timeout (a stream read for as long as the caller wants). */
+  signal?: AbortSignal;
+  accept?: string;
 }
 
 function env(name: string): string | undefined {
@@ -53,6 +56,7 @@ export class HttpClient {
   async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
     const headers: Record<string, string> = {};
     if (this.apiKey) headers["authorization"] = `Bearer ${this.apiKey}`;
+    if (options.accept) headers["accept"] = options.accept;
     let body: string | Uint8Array | undefined;
     if (options.json !== undefined) {
       headers["content-type"] = "application/json";
@@ -65,9 +69,11 @@ export class HttpClient {
     const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
     let response: Response;
     try {
-      response = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(timeoutMs) });
+      const signal = options.signal ?? AbortSignal.timeout(timeoutMs);
+      response = await fetch(url, { method, headers, body, signal });
     } catch (e) {
       const err = e as Error & { cause?: { code?: string; message?: string } };
+      if (options.signal?.aborted) throw e;
       if (err.name === "TimeoutError" || err.name === "AbortError")
         throw new ConnectionFailedError(`deskboxd at ${this.server} did not answer ${method} ${path} within ${timeoutMs} ms`, {
           code: "timeout",

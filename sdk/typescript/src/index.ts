@@ -5,6 +5,8 @@ export { Snapshot } from "./snapshot.js";
 export type { SnapshotInfo } from "./snapshot.js";
 export { Volume } from "./volume.js";
 export { usage, usageCsv, metrics } from "./usage.js";
+export { events, parseEventBlocks } from "./events.js";
+export type { DeskboxEvent, EventOptions, EventType } from "./events.js";
 export type { UsageReport, UsageGroup, UsageTotals, UsageSample, SandboxMetrics, UsageOptions, MetricsOptions, UsageTime } from "./usage.js";
 export type { VolumeInfo, VolumeMount, VolumeMountSpec } from "./volume.js";
 export { HttpClient } from "./http.js";
