@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "server/daemon/server_config.hpp"
@@ -139,10 +140,19 @@ int main(int argc, char** argv) {
         events::EventService events(config.manager.state_dir, config.webhooks,
                                     config.event_retention);
         config.api.events = &events;
-        config.manager.audit_listener = [&events](const Sandbox& sandbox, const std::string& kind,
-                                                  const nlohmann::json& detail) {
+        // Made after the manager (it samples the manager's sandboxes): set once it exists, and
+        // unset (under the same lock as its use) before it goes.
+        std::mutex usage_mutex;
+        usage::UsageService* usage_service = nullptr;
+        config.manager.audit_listener = [&](const Sandbox& sandbox, const std::string& kind,
+                                            const nlohmann::json& detail) {
             // One made ahead for the pool has no events until a create claims it.
             if (sandbox.config().pooled) return;
+            // Its counters are still readable: the usage up to the kill, not the last round's.
+            if (kind == "kill") {
+                std::lock_guard lock(usage_mutex);
+                if (usage_service) usage_service->sandbox_ending(sandbox);
+            }
             events.record(sandbox.id(), sandbox.config().template_name, sandbox.config().metadata,
                           kind, detail);
         };
@@ -151,6 +161,18 @@ int main(int argc, char** argv) {
         // After adoption: adopted sandboxes continue their ledger lines, the rest are ended.
         usage::UsageService usage(manager, config.manager.state_dir, config.usage);
         config.api.usage = &usage;
+        struct Unset {
+            std::mutex& mutex;
+            usage::UsageService*& service;
+            ~Unset() {
+                std::lock_guard lock(mutex);
+                service = nullptr;
+            }
+        } unset{usage_mutex, usage_service};
+        {
+            std::lock_guard lock(usage_mutex);
+            usage_service = &usage;
+        }
         serve(config, manager, signals);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "deskboxd: %s\n", e.what());

@@ -66,7 +66,7 @@ void UsageService::loop() {
     }
 }
 
-UsageSample UsageService::first_sample(Sandbox& sandbox) {
+UsageSample UsageService::first_sample(const Sandbox& sandbox) {
     if (auto history = ledger_.history(sandbox.id())) {
         if (!history->samples.empty() && !history->ended_at) return history->samples.back();
         if (!history->ended_at) {
@@ -91,7 +91,8 @@ UsageSample UsageService::first_sample(Sandbox& sandbox) {
     return zero;
 }
 
-UsageSample UsageService::next_sample(Sandbox& sandbox, const UsageSample& last, Millis now) const {
+UsageSample UsageService::next_sample(const Sandbox& sandbox, const UsageSample& last,
+                                      Millis now) const {
     const runtime::ResourceUsage used = sandbox.usage();
     const auto& limits = sandbox.config().limits;
     UsageSample s;
@@ -133,6 +134,35 @@ UsageSample UsageService::next_sample(Sandbox& sandbox, const UsageSample& last,
     return s;
 }
 
+void UsageService::sample_one(const Sandbox& sandbox, Millis now) {
+    std::optional<UsageSample> last;
+    {
+        std::lock_guard lock(mutex_);
+        if (auto it = last_.find(sandbox.id()); it != last_.end()) last = it->second;
+    }
+    if (!last) last = first_sample(sandbox);
+    UsageSample next = next_sample(sandbox, *last, now);
+    ledger_.record_sample(sandbox.id(), next);
+    std::lock_guard lock(mutex_);
+    last_[sandbox.id()] = std::move(next);
+}
+
+void UsageService::sandbox_ending(const Sandbox& sandbox) {
+    if (sandbox.config().pooled || options_.sample_interval.count() == 0) return;
+    std::lock_guard round(round_mutex_);
+    const Millis now = now_millis();
+    try {
+        sample_one(sandbox, now);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: usage sampling: %s\n", e.what());
+    }
+    {
+        std::lock_guard lock(mutex_);
+        last_.erase(sandbox.id());
+    }
+    ledger_.record_end(sandbox.id(), now);
+}
+
 void UsageService::sample_all() {
     std::lock_guard round(round_mutex_);
     const Millis now = now_millis();
@@ -142,16 +172,7 @@ void UsageService::sample_all() {
         const auto status = sandbox->status();
         if (status != SandboxStatus::running && status != SandboxStatus::paused) continue;
         if (sandbox->config().pooled) continue;  // made ahead: not anybody's usage yet
-        std::optional<UsageSample> last;
-        {
-            std::lock_guard lock(mutex_);
-            if (auto it = last_.find(sandbox->id()); it != last_.end()) last = it->second;
-        }
-        if (!last) last = first_sample(*sandbox);
-        UsageSample next = next_sample(*sandbox, *last, now);
-        ledger_.record_sample(sandbox->id(), next);
-        std::lock_guard lock(mutex_);
-        last_[sandbox->id()] = std::move(next);
+        sample_one(*sandbox, now);
     }
     // Gone since the last round, or open in the ledger with no server running them.
     for (const auto& id : ledger_.open_ids()) {

@@ -54,14 +54,19 @@ class UsageService {
     std::optional<UsageTotals> running_totals(const std::string& id) const;
     // One round over every sandbox now (the thread does this every interval).
     void sample_all();
+    // A sandbox being killed, while its counters can still be read: its last sample up to now,
+    // and its end. A sandbox killed before any round saw it is still counted from its creation.
+    void sandbox_ending(const Sandbox& sandbox);
 
   private:
     void loop();
     // Advances `last` (its previous sample) to now with `sandbox`'s counters.
-    UsageSample next_sample(Sandbox& sandbox, const UsageSample& last, Millis now) const;
+    UsageSample next_sample(const Sandbox& sandbox, const UsageSample& last, Millis now) const;
     // The sample a newly seen sandbox continues from: its last in the ledger (adopted), or
     // zero at its creation (a start line is written).
-    UsageSample first_sample(Sandbox& sandbox);
+    UsageSample first_sample(const Sandbox& sandbox);
+    // Samples `sandbox` at `now` (a round's or its end's); under round_mutex_.
+    void sample_one(const Sandbox& sandbox, Millis now);
 
     SandboxManager& manager_;
     UsageOptions options_;

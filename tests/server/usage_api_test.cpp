@@ -155,6 +155,29 @@ TEST(Usage, CpuBurnerAndMemoryHogShowUpInSamplesAndMatchTheCgroup) {
     EXPECT_GE(stepped.size(), every.size() / 4);
 }
 
+// A sandbox killed before any round sampled it is counted up to its kill: one sample is taken
+// while its cgroup can still be read.
+TEST(Usage, ASandboxKilledBetweenRoundsIsCountedToItsEnd) {
+    REQUIRE_TEMPLATE();
+    Server s({"--usage-sample-s", "3600"});  // the first round would come in an hour
+    const std::string id = create(s, {{"metadata", {{"customer", "brief"}}}});
+    ASSERT_FALSE(id.empty());
+    run(s, id, "timeout 1 sh -c 'while :; do :; done'; echo ok");
+    const long long killed_at = now_ms();
+    ASSERT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+    const json report = s.get("/v1/usage?group_by=metadata.customer").js();
+    ASSERT_EQ(report["groups"].size(), 1u) << report.dump();
+    const json& brief = report["groups"][0];
+    EXPECT_EQ(brief["key"], "brief");
+    EXPECT_EQ(brief["sandboxes"], 1);
+    EXPECT_GT(brief.value("cpu_seconds", 0.0), 0.3) << brief.dump();
+    EXPECT_GT(brief.value("lifetime_seconds", 0.0), 1.0) << brief.dump();
+    EXPECT_GT(brief.value("vcpu_seconds", 0.0), 0.0) << brief.dump();
+    const json metrics = s.get("/v1/sandboxes/" + id + "/metrics").js();
+    ASSERT_FALSE(metrics["samples"].empty()) << metrics.dump();
+    EXPECT_GE(metrics["samples"].back().value("at_ms", 0LL), killed_at - 50) << metrics.dump();
+}
+
 TEST(Usage, SurvivesASigkillRestartWithoutCountingTwice) {
     REQUIRE_TEMPLATE();
     TempDir state("deskboxd-usage");
