@@ -399,6 +399,32 @@ json ClusterService::list() const {
     return out;
 }
 
+std::vector<ClusterService::PeerAnswer> ClusterService::ask_peers(const HttpRequest& request,
+                                                                  const std::string& target) const {
+    std::vector<PeerAnswer> out;
+    for (const auto& status : impl_->node->nodes()) {
+        if (status.name == impl_->config.node_name) continue;
+        PeerAnswer answer{status.name, 0, {}, {}};
+        if (!status.alive) {
+            answer.error = "node lost (its record lapsed)";
+            out.push_back(std::move(answer));
+            continue;
+        }
+        cluster::ForwardRequest peer{http::verb::get, target, 11};
+        peer.set(http::field::accept, "application/json");
+        if (auto auth = request.find(http::field::authorization); auth != request.end())
+            peer.set(http::field::authorization, auth->value());
+        auto response = impl_->forwarder.forward(peer, status.advertise, status.name, {});
+        answer.status = response.result_int();
+        answer.body = std::move(response.body());
+        if (answer.status != 200) answer.error = "answered HTTP " + std::to_string(answer.status);
+        out.push_back(std::move(answer));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const PeerAnswer& a, const PeerAnswer& b) { return a.node < b.node; });
+    return out;
+}
+
 void ClusterService::annotate(json& described) const {
     described["node"] = node_name();
 }

@@ -66,6 +66,18 @@ class ClusterService : public OwnerRouting {
     nlohmann::json list() const;
     // What inspect adds: the node.
     void annotate(nlohmann::json& described) const;
+    // Another node's answer to a request every node answers for itself (GET /v1/usage), or why
+    // there is none (`error`: lost, unreachable).
+    struct PeerAnswer {
+        std::string node;
+        unsigned status = 0;
+        std::string body;
+        std::string error;
+    };
+    // GETs `target` (path and query) on every other node of the cluster, as a peer (served
+    // there, never passed on), with `request`'s credentials; one answer per node, in name order.
+    std::vector<PeerAnswer> ask_peers(const HttpRequest& request, const std::string& target) const;
+
     // GET /v1/nodes, and drain/undrain.
     nlohmann::json nodes() const;
     nlohmann::json set_drained(const std::string& name, bool drained);

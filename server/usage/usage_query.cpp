@@ -259,6 +259,33 @@ json usage_json(const std::vector<UsageGroup>& groups, const UsageQuery& q, cons
             {"total", std::move(total)}};
 }
 
+std::vector<UsageGroup> groups_from_json(const json& answer) {
+    std::vector<UsageGroup> groups;
+    for (const auto& row : answer.at("groups")) {
+        UsageGroup g;
+        g.key = row.at("key").get<std::string>();
+        g.sandboxes = row.at("sandboxes").get<std::size_t>();
+        g.totals = totals_from_json(row);
+        groups.push_back(std::move(g));
+    }
+    return groups;
+}
+
+void merge_groups(std::vector<UsageGroup>& groups, const std::vector<UsageGroup>& more) {
+    for (const auto& g : more) {
+        auto same = std::find_if(groups.begin(), groups.end(),
+                                 [&](const UsageGroup& other) { return other.key == g.key; });
+        if (same == groups.end()) {
+            groups.push_back(g);
+            continue;
+        }
+        same->sandboxes += g.sandboxes;
+        same->totals.add(g.totals);
+    }
+    std::sort(groups.begin(), groups.end(),
+              [](const UsageGroup& a, const UsageGroup& b) { return a.key < b.key; });
+}
+
 std::string usage_csv(const std::vector<UsageGroup>& groups, const Prices& prices) {
     auto quoted = [](const std::string& text) {
         std::string out = "\"";

@@ -58,6 +58,11 @@ struct Prices {
     bool any() const { return vcpu_second > 0 || gib_second > 0; }
 };
 double cost_of(const UsageTotals& totals, const Prices& prices);
+// The groups of a usage_json answer (another node's). Throws nlohmann::json::exception on
+// another shape.
+std::vector<UsageGroup> groups_from_json(const nlohmann::json& answer);
+// `more` added into `groups` by key (sandboxes and totals summed), sorted by key.
+void merge_groups(std::vector<UsageGroup>& groups, const std::vector<UsageGroup>& more);
 nlohmann::json usage_json(const std::vector<UsageGroup>& groups, const UsageQuery& query,
                           const Prices& prices);
 std::string usage_csv(const std::vector<UsageGroup>& groups, const Prices& prices);

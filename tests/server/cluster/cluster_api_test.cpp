@@ -305,6 +305,42 @@ TEST_F(ClusterApiTest, ACrashedNodeIsLostAndItsSandboxesReturnWithIt) {
     EXPECT_EQ(node_status(other, node_name(owner))["state"], "up");
 }
 
+// Each node keeps the ledger of its own sandboxes; GET /v1/usage through any node covers them
+// all (JSON and CSV), and names a node whose usage could not be read.
+TEST_F(ClusterApiTest, UsageThroughAnyNodeCoversEveryNode) {
+    std::set<std::string> where;
+    std::vector<std::string> ids;
+    for (int i = 0; i < kNodes; ++i) {
+        json s = create_on(0, {{"metadata", {{"customer", "acme"}}}});
+        where.insert(s.value("node", ""));
+        ids.push_back(s.value("id", ""));
+    }
+    ASSERT_EQ(where.size(), std::size_t(kNodes)) << "one sandbox on each node";
+    for (const auto& id : ids) EXPECT_EQ(node(0).del("/v1/sandboxes/" + id).status, 200u);
+    for (int asked = 0; asked < kNodes; ++asked) {
+        auto a = node(asked).get("/v1/usage?group_by=metadata.customer");
+        ASSERT_EQ(a.status, 200u) << a.body;
+        const json report = a.js();
+        ASSERT_EQ(report["groups"].size(), 1u) << report;
+        EXPECT_EQ(report["groups"][0]["key"], "acme");
+        EXPECT_EQ(report["groups"][0]["sandboxes"], kNodes) << report;
+        EXPECT_EQ(report["total"]["sandboxes"], kNodes);
+        EXPECT_EQ(report["missing_nodes"], json::array());
+    }
+    auto csv = node(1).get("/v1/usage?group_by=metadata.customer&format=csv");
+    EXPECT_NE(csv.body.find("\n\"acme\",3,"), std::string::npos) << csv.body;
+
+    node(2).kill_hard();
+    ASSERT_TRUE(eventually([&] { return node_status(0, node_name(2))["state"] == "lost"; },
+                           std::chrono::seconds(4 * kLeaseSeconds)));
+    const json partial = node(0).get("/v1/usage?group_by=metadata.customer").js();
+    ASSERT_EQ(partial["missing_nodes"].size(), 1u) << partial;
+    EXPECT_EQ(partial["missing_nodes"][0]["node"], node_name(2));
+    EXPECT_EQ(partial["groups"][0]["sandboxes"], kNodes - 1) << partial;
+    auto partial_csv = node(0).get("/v1/usage?format=csv");
+    EXPECT_EQ(partial_csv.headers["X-Deskbox-Missing-Nodes"], node_name(2));
+}
+
 TEST_F(ClusterApiTest, AFrozenNodeIsLostUntilItThaws) {
     json s = create_on(1);
     const int owner = index_of(s["node"]);
