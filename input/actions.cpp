@@ -111,9 +111,12 @@ std::string coordinate_field(const Action& action, std::size_t index, int axis, 
             return axis_name(axis);
         case Dialect::anthropic:
             if (is_drag) {
-                // left_click_drag is the only Anthropic drag: start_coordinate -> coordinate.
-                const auto& path = std::get<Drag>(action).path;
-                if (path.size() == 2) {
+                // left_click_drag is the only Anthropic drag: start_coordinate -> coordinate,
+                // or from the pointer to coordinate.
+                const auto& drag = std::get<Drag>(action);
+                if (drag.from_pointer && drag.path.size() == 1)
+                    return "coordinate" + index_suffix(axis);
+                if (!drag.from_pointer && drag.path.size() == 2) {
                     return (index == 0 ? "start_coordinate" : "coordinate") + index_suffix(axis);
                 }
                 return "path" + index_suffix(index) + index_suffix(axis);

@@ -77,9 +77,13 @@ struct MouseUp {
     friend bool operator==(const MouseUp&, const MouseUp&) = default;
 };
 struct Drag {
-    std::vector<Point> path;  // at least 2 points; press at the first, release at the last
+    // At least 2 points: press at the first, release at the last. With `from_pointer`, at least
+    // 1: press where the pointer is, move along the path, release at its last point
+    // (Anthropic's computer_20241022 left_click_drag without start_coordinate).
+    std::vector<Point> path;
     Button button = Button::left;
     std::vector<Keysym> hold_keys;
+    bool from_pointer = false;
     friend bool operator==(const Drag&, const Drag&) = default;
 };
 struct Scroll {
@@ -141,6 +145,8 @@ inline constexpr std::size_t kMaxTextBytes = 64 * 1024;
 inline constexpr std::size_t kMaxDragPoints = 10'000;
 inline constexpr int kMaxScrollNotches = 1000;
 inline constexpr std::size_t kMaxBatchActions = 1000;
+// A key action's chords after its repeat count (Anthropic's toolset `key` takes `repeat`).
+inline constexpr std::size_t kMaxKeyChords = 10'000;
 
 // An invalid action: `field` is a path into the request ("actions[2].coordinate[0]"),
 // `reason` says what is wrong with it.
@@ -169,6 +175,16 @@ const char* action_type_name(const Action& action);
 // The JSON dialects agents speak (see parse.hpp). Declared here so that coordinate errors
 // raised after parsing (screen bounds, scaling) can name the field the agent actually sent.
 enum class Dialect { native, anthropic, openai };
+
+// One Anthropic tool_use block of a request answered block by block (parse.hpp,
+// replies.hpp): its id for the tool_result, the member or action it named, and whether it was a
+// computer toolset member (its tool_result then carries toolset_name).
+struct ToolUse {
+    std::string id;
+    std::string name;
+    bool toolset = false;
+    friend bool operator==(const ToolUse&, const ToolUse&) = default;
+};
 
 // Calls fn(point, index) for every coordinate the action carries, in order: the optional
 // `at` / Move's `to` (index 0), each point of a Drag's path (index = position in path), or a

@@ -88,6 +88,7 @@ json to_native_json(const Action& action) {
                 out["path"] = std::move(path);
                 out["button"] = button_name(a.button);
                 put_hold_keys(out, a.hold_keys);
+                if (a.from_pointer) out["from_pointer"] = true;
             } else if constexpr (std::is_same_v<T, Scroll>) {
                 put_point(out, a.at);
                 out["dx"] = a.dx;

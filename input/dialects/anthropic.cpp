@@ -1,5 +1,6 @@
 // The Anthropic dialect: computer use tool_use input (computer_20241022, computer_20250124,
-// computer_20251124), {"action":...}. Rules in parse.hpp.
+// computer_20251124), {"action":...}, and the members of the computer toolset
+// (computer_toolset_20260801), one tool_use block each. Rules in parse.hpp.
 #include "input/dialects/fields.hpp"
 #include "input/keynames.hpp"
 
@@ -41,20 +42,43 @@ ActionSpec anthropic_click(std::string_view name, Button button, int count) {
             }};
 }
 
+// start_coordinate -> coordinate. Without start_coordinate (computer_20241022) the drag starts
+// where the pointer is, which the agent knows when it runs the drag.
 Action parse_left_click_drag(const Fields& f) {
-    // computer_20241022 dragged from wherever the pointer was; that needs the pointer
-    // position at parse time, which one self-contained action cannot have.
-    if (!f.optional("start_coordinate")) {
-        throw ActionError(f.field("start_coordinate"),
-                          "required for left_click_drag (dragging from the current "
-                          "pointer position is not supported)");
-    }
     Drag drag;
-    drag.path = {*read_optional_coordinate(f, "start_coordinate"),
-                 read_pair(f.required("coordinate"), f.field("coordinate"))};
+    const Point to = read_pair(f.required("coordinate"), f.field("coordinate"));
+    if (auto from = read_optional_coordinate(f, "start_coordinate")) {
+        drag.path = {*from, to};
+    } else {
+        drag.path = {to};
+        drag.from_pointer = true;
+    }
     drag.button = Button::left;
     drag.hold_keys = read_anthropic_modifiers(f, false);
     return drag;
+}
+
+// The toolset's member always names both ends.
+Action parse_toolset_drag(const Fields& f) {
+    f.required("start_coordinate");
+    return parse_left_click_drag(f);
+}
+
+// The toolset's `key`: the keys, pressed `repeat` times (default 1).
+Action parse_toolset_key(const Fields& f) {
+    Key key{read_key_sequence(f, "text")};
+    const json* repeat = f.optional("repeat");
+    if (!repeat) return key;
+    const auto times = static_cast<std::size_t>(
+        read_integer(*repeat, f.field("repeat"), 1, static_cast<long long>(kMaxKeyChords)));
+    if (times * key.chords.size() > kMaxKeyChords)
+        throw ActionError(f.field("repeat"),
+                          std::to_string(times) + " times " + std::to_string(key.chords.size()) +
+                              " keys is more than " + std::to_string(kMaxKeyChords) + " presses");
+    const std::vector<KeyChord> once = key.chords;
+    for (std::size_t i = 1; i < times; ++i)
+        key.chords.insert(key.chords.end(), once.begin(), once.end());
+    return key;
 }
 
 // scroll_direction + scroll_amount: notches along one axis.
@@ -129,6 +153,31 @@ const std::vector<ActionSpec>& anthropic_specs() {
         // computer_20251124 (with enable_zoom): an image of region [x0, y0, x1, y1].
         {"zoom", {"region"}, read_zoom_action},
     };
+    return specs;
+}
+
+// The members of computer_toolset_20260801, by the Anthropic SDKs' Computer*Input types: the
+// tool versions' actions, but the clicks take no `key`, left_click_drag needs both ends,
+// left_mouse_down / left_mouse_up act where the pointer is, and `key` takes `repeat`.
+const std::vector<ActionSpec>& anthropic_toolset_specs() {
+    static const std::vector<ActionSpec> specs = [] {
+        std::vector<ActionSpec> members;
+        for (const ActionSpec& action : anthropic_specs()) {
+            const std::string_view name = action.name;
+            if (name == "left_click_drag")
+                members.push_back(
+                    {name, {"start_coordinate", "coordinate", "text"}, parse_toolset_drag});
+            else if (name == "key")
+                members.push_back({name, {"text", "repeat"}, parse_toolset_key});
+            else if (name == "left_mouse_down" || name == "left_mouse_up")
+                members.push_back({name, {}, action.parse});
+            else if (name.ends_with("_click"))  // modifiers only in `text`
+                members.push_back({name, {"coordinate", "text"}, action.parse});
+            else
+                members.push_back(action);
+        }
+        return members;
+    }();
     return specs;
 }
 

@@ -39,9 +39,11 @@ Keysym read_key_name(const json& value, const std::string& field, KeyCase key_ca
     return *keysym;
 }
 
-void check_path_size(const json& path, const std::string& field) {
-    if (path.size() < 2) {
-        throw ActionError(field, "needs at least 2 points, got " + std::to_string(path.size()));
+void check_path_size(const json& path, const std::string& field, std::size_t min_points) {
+    if (path.size() < min_points) {
+        throw ActionError(field, "needs at least " + std::to_string(min_points) + " point" +
+                                     (min_points == 1 ? "" : "s") + ", got " +
+                                     std::to_string(path.size()));
     }
     if (path.size() > kMaxDragPoints) {
         throw ActionError(field, "has " + std::to_string(path.size()) + " points; at most " +
@@ -226,10 +228,10 @@ Point read_required_xy(const Fields& f) {
             read_coordinate(f.required("y"), f.field("y"))};
 }
 
-std::vector<Point> read_path(const Fields& f, PointReader read_point) {
+std::vector<Point> read_path(const Fields& f, PointReader read_point, std::size_t min_points) {
     const std::string field = f.field("path");
     const json& path = read_array(f.required("path"), field);
-    check_path_size(path, field);
+    check_path_size(path, field, min_points);
     std::vector<Point> points;
     points.reserve(path.size());
     for (std::size_t i = 0; i < path.size(); ++i) {

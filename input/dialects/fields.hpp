@@ -90,9 +90,9 @@ KeyChord read_chord(const Fields& f, const char* name);
 
 // Required "x" and "y" (native move, every OpenAI pointer action).
 Point read_required_xy(const Fields& f);
-// Required "path": 2..kMaxDragPoints points, each read by `read_point`.
+// Required "path": min_points..kMaxDragPoints points, each read by `read_point`.
 using PointReader = Point (*)(const json& value, const std::string& field);
-std::vector<Point> read_path(const Fields& f, PointReader read_point);
+std::vector<Point> read_path(const Fields& f, PointReader read_point, std::size_t min_points = 2);
 // The "type" action: the same in every dialect ({"text": ...}).
 Action read_type_action(const Fields& f);
 // The "zoom" action, native and Anthropic ({"region": [x0, y0, x1, y1]}).
@@ -109,6 +109,8 @@ struct ActionSpec {
 // The tables, one file each (native.cpp, anthropic.cpp, openai.cpp).
 const std::vector<ActionSpec>& native_specs();
 const std::vector<ActionSpec>& anthropic_specs();
+// The computer toolset's members (anthropic.cpp): one tool_use block each, `name` the member.
+const std::vector<ActionSpec>& anthropic_toolset_specs();
 const std::vector<ActionSpec>& openai_specs();
 
 }  // namespace deskbox::input::dialects

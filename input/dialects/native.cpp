@@ -84,7 +84,13 @@ Action parse_move(const Fields& f) {
 
 Action parse_drag(const Fields& f) {
     Drag drag;
-    drag.path = read_path(f, read_pair);
+    if (const json* from_pointer = f.optional("from_pointer")) {
+        if (!from_pointer->is_boolean())
+            throw ActionError(f.field("from_pointer"),
+                              "expected true or false, " + got(*from_pointer));
+        drag.from_pointer = from_pointer->get<bool>();
+    }
+    drag.path = read_path(f, read_pair, drag.from_pointer ? 1 : 2);
     drag.button = read_native_button(f);
     drag.hold_keys = read_native_hold_keys(f);
     return drag;
@@ -134,7 +140,7 @@ const std::vector<ActionSpec>& native_specs() {
              auto target = read_target(f);
              return MouseUp{read_native_button(f), read_optional_xy(f), std::move(target)};
          }},
-        {"drag", {"path", "button", "hold_keys"}, parse_drag},
+        {"drag", {"path", "button", "hold_keys", "from_pointer"}, parse_drag},
         {"scroll", {"x", "y", "dx", "dy", "hold_keys", "target"}, parse_scroll},
         {"type", {"text"}, read_type_action},
         {"key",

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,7 +34,14 @@ nlohmann::json png_json(const PngImage& image);
 // "computer_call_output" {"type":"computer_call_output","call_id": call_id,
 // "output":{"type":"computer_screenshot","image_url":"data:image/png;base64,..."}}. An empty
 // call_id (a bare action or batch) leaves tool_use_id / call_id out.
+//
+// A request answered block by block (`tool_uses`, one per result: a computer toolset block or a
+// list of tool_use blocks) has instead "tool_results": one tool_result per block, in order,
+// {"type":"tool_result","tool_use_id","toolset_name":"computer" (toolset members),"content"}:
+// the image for screenshot and zoom, "X=..,Y=.." for cursor_position, "<name>: done" for the
+// rest; with `screenshot`, the screen after them all ends the last block's content.
 nlohmann::json action_reply(Dialect dialect, const std::string& call_id, nlohmann::json results,
-                            const std::optional<PngImage>& screenshot);
+                            const std::optional<PngImage>& screenshot,
+                            const std::vector<ToolUse>& tool_uses = {});
 
 }  // namespace deskbox::input

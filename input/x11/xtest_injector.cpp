@@ -382,18 +382,21 @@ struct XTestInjector::Impl {
     }
 
     nlohmann::json run(const Drag& drag) {
-        if (drag.path.size() < 2)
-            throw ActionError("path",
-                              "needs at least 2 points, got " + std::to_string(drag.path.size()));
+        const std::size_t min_points = drag.from_pointer ? 1 : 2;
+        if (drag.path.size() < min_points)
+            throw ActionError("path", "needs at least " + std::to_string(min_points) +
+                                          " point(s), got " + std::to_string(drag.path.size()));
         if (drag.path.size() > kMaxDragPoints)
             throw ActionError("path",
                               "has more than " + std::to_string(kMaxDragPoints) + " points");
         const int group = group_for(drag.hold_keys);
         Presses presses(x, spares);
         press_keys(presses, drag.hold_keys, group);
-        x.move(drag.path.front());
+        // From the pointer: pressed where it is, then along the whole path.
+        const std::size_t first = drag.from_pointer ? 0 : 1;
+        if (!drag.from_pointer) x.move(drag.path.front());
         presses.button(drag.button);
-        for (std::size_t i = 1; i < drag.path.size(); ++i) x.move(drag.path[i]);
+        for (std::size_t i = first; i < drag.path.size(); ++i) x.move(drag.path[i]);
         presses.release_all();
         x.sync();
         return nlohmann::json::object();

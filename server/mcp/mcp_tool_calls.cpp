@@ -61,6 +61,38 @@ json computer(ToolContext& context, const json& arguments) {
     return {{"content", content}, {"isError", false}};
 }
 
+// One Claude turn's computer tool_use blocks, relayed whole: each answered by its tool_result
+// (structuredContent.tool_results, ready for the next user message), their content flattened
+// into the MCP content.
+json computer_tool_uses(ToolContext& context, const json& arguments) {
+    RequestReader reader = tool_arguments(arguments);
+    const auto sandbox_id = reader.string("sandbox_id");
+    const auto screenshot = reader.boolean("screenshot").value_or(false);
+    const json* blocks = reader.raw("tool_uses");
+    reader.finish();
+    if (!blocks || !blocks->is_array())
+        throw bad_request("tool_uses", "required: the list of one turn's tool_use blocks");
+    auto sandbox = context.target_id(sandbox_id.value_or(""));
+    json answer;
+    try {
+        answer = sandbox->input().actions(
+            read_actions_request(*blocks, input::Dialect::anthropic, screenshot));
+    } catch (const SandboxError& e) {
+        if (e.code() != "invalid_action") throw;
+        // The list's fields ("[2].input.coordinate[0]") as the argument names them.
+        return tool_error(e.field().rfind('[', 0) == 0 ? "tool_uses" + std::string(e.what())
+                                                       : std::string(e.what()));
+    }
+    json content = json::array();
+    const json tool_results = answer["tool_results"];
+    for (const json& item : tool_results)
+        for (const json& block : item["content"])
+            content.push_back(block["type"] == "image"
+                                  ? image_content(block["source"]["data"].get<std::string>())
+                                  : text_content(block["text"].get<std::string>()));
+    return tool_result(std::move(content), {{"tool_results", tool_results}});
+}
+
 json screenshot(ToolContext& context, const json& arguments) {
     RequestReader reader = tool_arguments(arguments);
     const auto sandbox_id = reader.string("sandbox_id");
@@ -268,6 +300,7 @@ json call_tool(ToolContext& context, const std::string& name, const json& argume
         {"write_file", write_file},     {"create_sandbox", create_sandbox},
         {"kill_sandbox", kill_sandbox}, {"list_sandboxes", list_sandboxes},
         {"snapshot", snapshot_sandbox}, {"fork", fork_sandbox}};
+    if (name == "computer_tool_uses") return computer_tool_uses(context, arguments);
     if (name == "wait_for" || name == "find_on_screen" || name == "read_screen")
         return screen(context, arguments);
     auto tool = kFixed.find(name);

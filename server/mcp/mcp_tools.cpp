@@ -65,6 +65,27 @@ const json& mcp_tools() {
               {{"type", "object"},
                {"properties", computer_properties},
                {"required", {"action"}}}}});
+        list.push_back(
+            {{"name", "computer_tool_uses"},
+             {"title", "Run a Claude turn's computer tool_use blocks"},
+             {"description",
+              "For agent loops relaying Claude: the tool_use blocks of one assistant turn, sent "
+              "whole (computer_toolset_20260801 members, or computer_2025xxxx blocks with "
+              "input.action), run in order. structuredContent.tool_results holds one "
+              "tool_result per block, by tool_use_id, to send back as the next user message."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"tool_uses",
+                  {{"type", "array"},
+                   {"minItems", 1},
+                   {"items", {{"type", "object"}}},
+                   {"description", "The turn's tool_use blocks, as the Messages API sent them."}}},
+                 {"screenshot",
+                  {{"type", "boolean"},
+                   {"description", "Also end the last tool_result with the screen after them."}}},
+                 {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"tool_uses"}}}}});
         list.push_back({{"name", "screenshot"},
                         {"title", "Screenshot"},
                         {"description", "The sandbox's screen now."},

@@ -14,6 +14,7 @@ ActionsRequest read_actions_request(const nlohmann::json& body, input::Dialect d
         request.actions = std::move(parsed.actions);
         request.fields = std::move(parsed.fields);
         request.call_id = std::move(parsed.call_id);
+        request.tool_uses = std::move(parsed.tool_uses);
     } catch (const input::ActionError& e) {
         throw SandboxError(SandboxFault::invalid, "invalid_action", e.what(), e.field());
     }

@@ -22,6 +22,9 @@ struct ActionsRequest {
     std::vector<std::string> fields;
     std::vector<std::optional<TargetSpec>> targets;  // action i's, or nullopt
     std::string call_id;  // the model's tool_use id / call_id, for the reply to quote
+    // Anthropic tool_use blocks answered one tool_result each (a computer toolset block, or a
+    // turn's list of blocks): block i ran actions[i]. Empty for the other forms.
+    std::vector<input::ToolUse> tool_uses;
     // The answer also has the screen afterwards (and the dialect's tool result item).
     bool with_screenshot = false;
 };

@@ -94,6 +94,8 @@ void SandboxInput::to_screen(ActionsRequest& request,
         for (std::size_t i = 0; i < request.actions.size(); ++i) {
             input::Action& action = request.actions[i];
             const std::string& prefix = request.fields[i];
+            // A zoom may end on the far edge of the screen the client sees.
+            input::close_zoom_at_edge(action, scaler ? scaler->api() : screen, prefix);
             if (scaler)
                 action = scaler->to_screen(action, prefix, request.dialect);
             else
@@ -179,7 +181,8 @@ json SandboxInput::actions(ActionsRequest request) {
     }
     std::optional<input::PngImage> screenshot;
     if (request.with_screenshot) screenshot = to_png(screen_.screenshot(screen_.api_sized()));
-    return input::action_reply(request.dialect, request.call_id, std::move(results), screenshot);
+    return input::action_reply(request.dialect, request.call_id, std::move(results), screenshot,
+                               request.tool_uses);
 }
 
 }  // namespace deskbox::server

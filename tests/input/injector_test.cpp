@@ -244,6 +244,23 @@ TEST_F(InjectorTest, DragWithHeldKeyAndRightButton) {
     EXPECT_TRUE(keys_down(display()).empty());
 }
 
+// computer_20241022's left_click_drag without start_coordinate: pressed where the pointer is.
+TEST_F(InjectorTest, DragFromThePointerPressesWhereItIs) {
+    injector().execute(Move{Point{200, 150}});
+    Drag from_pointer = drag({{250, 180}, {300, 250}});
+    from_pointer.from_pointer = true;
+    const EventLog log = run(from_pointer);
+    ASSERT_EQ(log.buttons.size(), 2u);
+    EXPECT_TRUE(log.buttons[0].press);
+    EXPECT_EQ(log.buttons[0].x, 200);
+    EXPECT_EQ(log.buttons[0].y, 150);
+    ASSERT_EQ(log.motions.size(), 2u) << "no motion before the press";
+    EXPECT_TRUE(log.motions[0].state & Button1Mask);
+    EXPECT_FALSE(log.buttons[1].press);
+    EXPECT_EQ(log.buttons[1].x, 300);
+    EXPECT_EQ(log.buttons[1].y, 250);
+}
+
 TEST_F(InjectorTest, ScrollNotchesArriveAsWheelButtonsAtThePoint) {
     const auto count = [](const EventLog& log, unsigned button, bool press) {
         int n = 0;

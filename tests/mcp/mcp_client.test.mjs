@@ -77,7 +77,7 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
 
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ['computer', 'create_sandbox', 'find_on_screen', 'fork', 'kill_sandbox',
+    assert.deepEqual(names, ['computer', 'computer_tool_uses', 'create_sandbox', 'find_on_screen', 'fork', 'kill_sandbox',
       'list_sandboxes', 'read_file', 'read_screen', 'run_command', 'screenshot', 'snapshot',
       'wait_for', 'write_file']);
     const computer = tools.find((t) => t.name === 'computer');
@@ -106,6 +106,28 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
       name: 'computer', arguments: { action: 'zoom', region: [0, 0, 319, 199] },
     }));
     assert.deepEqual([zoomed.width, zoomed.height], [320, 200]);
+
+    // One Claude turn in the computer toolset's form (computer_toolset_20260801), relayed whole.
+    const member = (id, name, input) => ({ type: 'tool_use', id, name, toolset_name: 'computer', input });
+    const turn = await client.callTool({
+      name: 'computer_tool_uses',
+      arguments: {
+        tool_uses: [member('toolu_1', 'mouse_move', { coordinate: [30, 40] }),
+          member('toolu_2', 'cursor_position', {}),
+          member('toolu_3', 'zoom', { region: [960, 600, 1280, 800] })],
+      },
+    });
+    assert.equal(turn.isError, false, textOf(turn));
+    const results = turn.structuredContent.tool_results;
+    assert.deepEqual(results.map((r) => r.tool_use_id), ['toolu_1', 'toolu_2', 'toolu_3']);
+    assert.deepEqual(results[1].content, [{ type: 'text', text: 'X=30,Y=40' }]);
+    const quarter = imageOf({ content: turn.content.filter((c) => c.type === 'image') });
+    assert.deepEqual([quarter.width, quarter.height], [320, 200]);
+    const badTurn = await client.callTool({
+      name: 'computer_tool_uses', arguments: { tool_uses: [member('toolu_4', 'fly', {})] },
+    });
+    assert.equal(badTurn.isError, true);
+    assert.match(textOf(badTurn), /tool_uses\[0\]\.name: unknown computer toolset member 'fly'/);
 
     const bad = await client.callTool({
       name: 'computer', arguments: { action: 'left_click', coordinate: [5000, 10] },
@@ -265,7 +287,7 @@ test('auth: a control token opens only its sandbox; with --api-key the key is ne
       requestInit: { headers: { Authorization: 'Bearer sekret-key-1' } },
     }));
     const { tools } = await client.listTools();
-    assert.equal(tools.length, 13);
+    assert.equal(tools.length, 14);
     await client.close();
   } finally {
     const exited = new Promise((resolve) => keyed.once('exit', resolve));

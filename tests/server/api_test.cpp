@@ -715,7 +715,7 @@ TEST(Api, DialectsTakeWholeModelItemsAndAnswerWithTheNextInput) {
     EXPECT_EQ(cv::norm(region, screen(cv::Rect(100, 50, 320, 200)), cv::NORM_INF), 0)
         << "the zoom is that region of the screen, pixel for pixel";
     a = s.post(base + "/actions?dialect=anthropic",
-               {{"action", "zoom"}, {"region", {100, 50, 1280, 249}}});
+               {{"action", "zoom"}, {"region", {100, 50, 1281, 249}}});
     EXPECT_EQ(a.status, 400u);
     EXPECT_EQ(a.js()["error"]["field"], "region[2]") << a.body;
 

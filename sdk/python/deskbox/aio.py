@@ -185,6 +185,11 @@ class AsyncSandbox:
         """See `Sandbox.act`."""
         return await asyncio.to_thread(self.sync.act, actions, dialect)
 
+    async def run_tool_uses(self, blocks: Iterable[Any],
+                            screenshot: bool = False) -> List[Dict[str, Any]]:
+        """See `Sandbox.run_tool_uses`."""
+        return await asyncio.to_thread(self.sync.run_tool_uses, list(blocks), screenshot)
+
     async def left_click(self, x: Optional[int] = None, y: Optional[int] = None, *,
                          target: Optional[Target] = None) -> Optional[Match]:
         """See `Sandbox.left_click`."""

@@ -641,6 +641,37 @@ class Sandbox:
         j = self._http.json("POST", self._path("/actions"), query=query, json_body=body)
         return list(j.get("results", []))
 
+    def run_tool_uses(self, blocks: Iterable[Any],
+                      screenshot: bool = False) -> List[Dict[str, Any]]:
+        """Runs one Claude turn's computer ``tool_use`` blocks and returns their ``tool_result``s.
+
+        Args:
+            blocks: the assistant message's ``content`` (or just its tool_use blocks), as dicts
+                or the Anthropic SDK's objects (``model_dump()`` is used). Of them, the computer
+                toolset's (``toolset_name == "computer"``, computer_toolset_20260801) or the
+                computer tool's (``input`` with ``action``) tool_use blocks run, in order; text,
+                thinking and other tools' blocks are left for you.
+            screenshot: also end the last tool_result with the screen after them.
+        Returns one ``tool_result`` per block run, in order, by ``tool_use_id``: send them back
+        as the next user message's content. Raises InvalidActionError (``field`` names the
+        block, ``"[2].input.coordinate"``) before anything runs.
+        """
+        turn = []
+        for block in blocks:
+            b = block.model_dump() if hasattr(block, "model_dump") else dict(block)
+            ours = b.get("toolset_name") == "computer" or (
+                b.get("toolset_name") is None and isinstance(b.get("input"), Mapping)
+                and "action" in b["input"])
+            if b.get("type") == "tool_use" and ours:
+                turn.append(b)
+        if not turn:
+            return []
+        query = {"dialect": "anthropic"}
+        if screenshot:
+            query["screenshot"] = "true"
+        j = self._http.json("POST", self._path("/actions"), query=query, json_body=turn)
+        return list(j.get("tool_results", []))
+
     def _aimed(self, a: Action, x: Optional[int], y: Optional[int],
                target: Optional[Target]) -> Optional[Match]:
         if target is not None:

@@ -7,7 +7,7 @@ import struct
 import time
 import unittest
 import zlib
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import support  # noqa: F401  (puts sdk/python on sys.path)
 from support import RUNTIME, TEMPLATE, DeskboxdProcess, wait_until
@@ -222,6 +222,35 @@ class SandboxTest(unittest.TestCase):
 
         self.assertEqual(png_size(base64.b64decode(r[1]["base64_image"])), (1280, 800))
         self.assertEqual(self.sb.cursor(), (70, 80))
+
+    def test_run_tool_uses(self) -> None:
+        # An assistant message's content: text, then computer toolset members.
+        def member(i: int, name: str, **inp: Any) -> Dict[str, Any]:
+            return {"type": "tool_use", "id": f"toolu_{i}", "name": name,
+                    "toolset_name": "computer", "input": inp}
+        content = [{"type": "text", "text": "Moving, then looking."},
+                   member(1, "mouse_move", coordinate=[90, 95]),
+                   member(2, "cursor_position"),
+                   member(3, "zoom", region=[960, 600, 1280, 800])]
+        results = self.sb.run_tool_uses(content)
+        self.assertEqual([r["tool_use_id"] for r in results], ["toolu_1", "toolu_2", "toolu_3"])
+        self.assertEqual(results[1]["content"], [{"type": "text", "text": "X=90,Y=95"}])
+        import base64
+
+        zoom = base64.b64decode(results[2]["content"][0]["source"]["data"])
+        self.assertEqual(png_size(zoom), (320, 200))
+        legacy = self.sb.run_tool_uses(
+            [{"type": "tool_use", "id": "toolu_9", "name": "computer",
+              "input": {"action": "left_click_drag", "coordinate": [120, 130]}}],
+            screenshot=True)
+        self.assertEqual(legacy[0]["tool_use_id"], "toolu_9")
+        self.assertEqual(legacy[0]["content"][-1]["type"], "image")
+        self.assertEqual(self.sb.cursor(), (120, 130))
+        self.assertEqual(self.sb.run_tool_uses([{"type": "text", "text": "done"}]), [])
+        with self.assertRaises(InvalidActionError) as cm:
+            self.sb.run_tool_uses([member(1, "mouse_move", coordinate=[1, 1]),
+                                   member(2, "left_click", coordinate=[1, 900])])
+        self.assertEqual(cm.exception.field, "[1].input.coordinate[1]")
 
     # -- typed errors -----------------------------------------------------------------------
     def test_bad_action_errors(self) -> None:

@@ -6,6 +6,7 @@ import { volumeMountJson } from "./volume.js";
 import type {
   Action,
   ActionResult,
+  ContentBlock,
   BackgroundCommand,
   ClickOptions,
   CommandResult,
@@ -38,6 +39,7 @@ import type {
   WaitResult,
   WaitUntil,
   Window,
+  ToolResultBlock,
 } from "./types.js";
 import {
   actionJson,
@@ -385,6 +387,29 @@ export class Sandbox {
       query: options.dialect && options.dialect !== "native" ? { dialect: options.dialect } : undefined,
     });
     return raw.results;
+  }
+
+  /**
+   * Runs one Claude turn's computer tool_use blocks and gives their tool_results, in order, by
+   * tool_use_id: send them back as the next user message's content. `blocks` may be the
+   * assistant message's whole content: of it, the computer toolset's blocks
+   * (toolset_name "computer", computer_toolset_20260801) or the computer tool's (input with
+   * action) run; text, thinking and other tools' blocks are left for you. `screenshot: true` ends
+   * the last tool_result with the screen after them. A bad block throws InvalidActionError
+   * naming it ("[2].input.coordinate") before anything runs.
+   */
+  async runToolUses(blocks: ContentBlock[], options: { screenshot?: boolean } = {}): Promise<ToolResultBlock[]> {
+    const turn = blocks.filter(
+      (b) =>
+        b?.type === "tool_use" &&
+        (b.toolset_name === "computer" ||
+          (b.toolset_name == null && typeof b.input === "object" && b.input !== null && "action" in b.input)),
+    );
+    if (turn.length === 0) return [];
+    const query: Record<string, string> = { dialect: "anthropic" };
+    if (options.screenshot) query.screenshot = "true";
+    const raw = await this.http.json<{ tool_results?: ToolResultBlock[] }>("POST", this.path("/actions"), { json: turn, query });
+    return raw.tool_results ?? [];
   }
 
   private async action(action: Action): Promise<ActionResult> {

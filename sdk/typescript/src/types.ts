@@ -186,6 +186,15 @@ export interface RecordingStatus {
 /** A native action ({"type":"click",...}) or one of another dialect. */
 export type Action = Record<string, unknown>;
 export type ActionResult = Record<string, unknown>;
+/** A block of an Anthropic assistant message's content (tool_use, text, ...), as the API sent it. */
+export type ContentBlock = Record<string, any>;
+/** A tool_result block answering one tool_use block, ready for the next user message. */
+export interface ToolResultBlock {
+  type: "tool_result";
+  tool_use_id: string;
+  toolset_name?: "computer";
+  content: Array<Record<string, any>>;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Seeing the screen: locate, ocr, compare, wait, and targets of actions. Coordinates and sizes

@@ -195,6 +195,26 @@ describe("Sandbox on a real deskboxd", () => {
     const openai = await sbx.act({ type: "move", x: 17, y: 18 }, { dialect: "openai" });
     assert.equal(openai.length, 1);
     assert.deepEqual(await sbx.cursor(), { x: 17, y: 18 });
+
+    // One Claude turn's content: text, then computer toolset members, answered block by block.
+    const member = (id, name, input) => ({ type: "tool_use", id, name, toolset_name: "computer", input });
+    const toolResults = await sbx.runToolUses([
+      { type: "text", text: "Moving, then looking." },
+      member("toolu_1", "mouse_move", { coordinate: [21, 22] }),
+      member("toolu_2", "cursor_position", {}),
+      member("toolu_3", "zoom", { region: [768, 576, 1024, 768] }),
+    ]);
+    assert.deepEqual(
+      toolResults.map((r) => r.tool_use_id),
+      ["toolu_1", "toolu_2", "toolu_3"],
+    );
+    assert.deepEqual(toolResults[1].content, [{ type: "text", text: "X=21,Y=22" }]);
+    assert.equal(toolResults[2].content[0].type, "image");
+    assert.deepEqual(await sbx.runToolUses([{ type: "text", text: "done" }]), []);
+    await assert.rejects(
+      sbx.runToolUses([member("a", "left_click", { coordinate: [1, 99999] })]),
+      (err) => err instanceof InvalidActionError && err.field === "[0].input.coordinate[1]",
+    );
   });
 
   test("an off-screen coordinate is a BadRequestError naming the field", async () => {
