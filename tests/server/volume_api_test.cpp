@@ -164,6 +164,7 @@ TEST(Volumes, BadInputGetsClearErrors) {
     EXPECT_EQ(field_of(small), "size_mb");
     EXPECT_EQ(s.post("/v1/volumes", {{"name", "v"}, {"color", "red"}}).status, 400u);
     EXPECT_EQ(s.post("/v1/volumes", {{"name", "v"}, {"size_mb", "big"}}).status, 400u);
+    EXPECT_EQ(code_of(s.post("/v1/volumes", {{"name", "v"}, {"color", "red"}})), "bad_request");
     EXPECT_EQ(s.get("/v1/volumes/nope").status, 404u);
     EXPECT_EQ(s.del("/v1/volumes/nope").status, 404u);
 
@@ -174,6 +175,7 @@ TEST(Volumes, BadInputGetsClearErrors) {
     auto unknown = create(json::array({volume_mount("missing", "/data")}));
     EXPECT_EQ(unknown.status, 404u) << unknown.body;
     EXPECT_EQ(field_of(unknown), "volumes[0].name");
+    EXPECT_EQ(code_of(unknown), "volume_not_found") << unknown.body;
     for (const char* path : {"data", "/opt/deskbox", "/opt/deskbox/bin", "/opt", "/etc/x", "/",
                              "/data/../etc", "/data/", "/home/other", "/data//x"}) {
         auto a = create(json::array({volume_mount("v", path)}));
