@@ -149,18 +149,6 @@ void redirect_stdio(const SpawnOptions& options, const ChildStdio& stdio, int re
                  report_fd);
 }
 
-void close_inherited_fds(const std::vector<int>& keep) {
-    // Nothing else of ours reaches the program: a socket or file the server opened without
-    // O_CLOEXEC (Asio's listening socket is one) would otherwise live on in runc or QEMU,
-    // and a restarted server could not listen on its port while a sandbox runs.
-    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-        for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    for (int fd : keep) {
-        int flags = ::fcntl(fd, F_GETFD);
-        if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
-    }
-}
-
 // Sets up the process as `options` asks and execs the program; on failure reports errno on
 // report_fd (close-on-exec, so a successful exec closes it instead) and exits 127.
 [[noreturn]] void exec_child(const SpawnOptions& options, const ChildStdio& stdio,
@@ -198,6 +186,18 @@ int read_exec_error(Pipe& report) {
 }
 
 }  // namespace
+
+void close_inherited_fds(const std::vector<int>& keep) {
+    // Nothing else of ours reaches the program: a socket or file the server opened without
+    // O_CLOEXEC (Asio's listening socket is one) would otherwise live on in runc or QEMU,
+    // and a restarted server could not listen on its port while a sandbox runs.
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+        for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    for (int fd : keep) {
+        int flags = ::fcntl(fd, F_GETFD);
+        if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
+    }
+}
 
 ChildProcess ChildProcess::spawn(const SpawnOptions& options) {
     if (options.argv.empty())

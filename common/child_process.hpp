@@ -43,6 +43,10 @@ struct ExitStatus {
     bool exited() const { return signal == 0; }
 };
 
+// After fork, before exec (async-signal-safe): every descriptor above 2 but `keep` is marked
+// close-on-exec, so nothing the server opened reaches the program.
+void close_inherited_fds(const std::vector<int>& keep);
+
 class ChildProcess {
   public:
     ChildProcess() = default;

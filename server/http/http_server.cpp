@@ -1,5 +1,7 @@
 #include "server/http/http_server.hpp"
 
+#include <fcntl.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
@@ -432,6 +434,8 @@ HttpServer::HttpServer(HttpOptions options, HttpHandler handler, HeaderCheck che
     tcp::endpoint endpoint{address, options_.port};
     auto& acceptor = impl_->acceptor;
     acceptor.open(endpoint.protocol());
+    // Asio opens it without SOCK_CLOEXEC: no program the server starts may keep its port open.
+    ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
     acceptor.set_option(net::socket_base::reuse_address(true));
     acceptor.bind(endpoint, ec);
     if (ec)

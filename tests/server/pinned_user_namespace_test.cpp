@@ -8,6 +8,7 @@
 #include <linux/nsfs.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,6 +155,24 @@ TEST_F(PinnedUserNamespaceTest, HoldersEndWithTheObjects) {
         errno = 0;
         EXPECT_EQ(::kill(pid, 0), -1) << pid;
         EXPECT_EQ(errno, ESRCH);
+    }
+}
+
+TEST_F(PinnedUserNamespaceTest, HoldersInheritNoneOfTheServersDescriptors) {
+    // A socket opened without O_CLOEXEC, as Asio opens deskboxd's listening socket.
+    UniqueFd socket(::socket(AF_INET, SOCK_STREAM, 0));
+    ASSERT_TRUE(socket);
+    auto ns = PinnedUserNamespace::create(kBase);
+    auto net = ns.new_network_namespace();
+    const pid_t user_holder =
+        std::stoi(fs::path(ns.user_path()).parent_path().parent_path().filename());
+    for (pid_t pid : {user_holder, net.pid()}) {
+        std::vector<std::string> open;
+        for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+            if (std::stoi(fd.path().filename()) > 2)
+                open.push_back(fd.path().filename().string() + " -> " +
+                               fs::read_symlink(fd.path()).string());
+        EXPECT_TRUE(open.empty()) << "holder " << pid << " keeps " << testing::PrintToString(open);
     }
 }
 

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/child_process.hpp"
 #include "common/unique_fd.hpp"
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/runtime.hpp"
@@ -35,6 +36,10 @@ bool die_with(pid_t parent) {
 }
 
 [[noreturn]] void hold() {
+    // The holder keeps nothing of the server's: an inherited listening socket (Asio's has no
+    // O_CLOEXEC) would go on accepting connections after deskboxd died, until the holder's
+    // death signal landed, and reset them then.
+    close_inherited_fds({});
     ::execl(kSleep, "sleep", "infinity", static_cast<char*>(nullptr));
     ::_exit(127);
 }
