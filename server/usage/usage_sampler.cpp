@@ -44,11 +44,11 @@ UsageService::~UsageService() {
     if (thread_.joinable()) thread_.join();
 }
 
-std::optional<UsageTotals> UsageService::running_totals(const std::string& id) const {
+std::optional<UsageSample> UsageService::latest(const std::string& id) const {
     std::lock_guard lock(mutex_);
     auto it = last_.find(id);
     if (it == last_.end()) return std::nullopt;
-    return it->second.totals;
+    return it->second;
 }
 
 void UsageService::loop() {

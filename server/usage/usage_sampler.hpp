@@ -50,8 +50,8 @@ class UsageService {
 
     const UsageOptions& options() const { return options_; }
     const UsageLedger& ledger() const { return ledger_; }
-    // Sandbox `id`'s totals as of its last sample, if it was sampled.
-    std::optional<UsageTotals> running_totals(const std::string& id) const;
+    // Sandbox `id`'s last sample (its running totals then), if it was sampled.
+    std::optional<UsageSample> latest(const std::string& id) const;
     // One round over every sandbox now (the thread does this every interval).
     void sample_all();
     // A sandbox being killed, while its counters can still be read: its last sample up to now,

@@ -1,5 +1,6 @@
-// deskbox dashboard: the sandboxes of this server with live thumbnails and links to their
-// viewers. Needs the API key when the server has one (?key= or the form; kept for the tab only).
+// deskbox dashboard: the sandboxes of this server with live thumbnails, CPU and memory (the usage
+// sampler's last sample) and links to their viewers, and what sandboxes used today (UTC). Needs
+// the API key when the server has one (?key= or the form; kept for the tab only).
 "use strict";
 
 (function () {
@@ -21,6 +22,27 @@
 
   function withKey(url) {
     return key ? url + (url.includes("?") ? "&" : "?") + "key=" + encodeURIComponent(key) : url;
+  }
+
+  function mib(bytes) {
+    return (bytes / 1048576).toFixed(bytes < 10485760 ? 1 : 0) + " MiB";
+  }
+
+  // What every sandbox used since UTC midnight, ended ones included (GET /v1/usage).
+  async function refreshToday() {
+    const midnight = new Date();
+    midnight.setUTCHours(0, 0, 0, 0);
+    try {
+      const res = await fetch(withKey("/v1/usage?from=" + encodeURIComponent(midnight.toISOString())));
+      if (!res.ok) return;
+      const t = (await res.json()).total || {};
+      let text = " · today: " + t.sandboxes + " sandboxes, " + (t.cpu_seconds || 0).toFixed(1) + " CPU-s, " +
+        (t.vcpu_seconds || 0).toFixed(0) + " vCPU-s, " + (t.memory_reserved_gib_seconds || 0).toFixed(1) + " GiB-s";
+      if (t.cost !== undefined) text += ", cost " + t.cost.toFixed(4);
+      document.getElementById("today").textContent = text;
+    } catch (e) {
+      // the sandboxes' refresh reports an unreachable server
+    }
   }
 
   function cell(text) {
@@ -48,7 +70,7 @@
         const shot = document.createElement("td");
         shot.appendChild(img);
         row.appendChild(shot);
-        for (let i = 0; i < 6; i++) row.appendChild(cell(""));
+        for (let i = 0; i < 9; i++) row.appendChild(cell(""));
         const open = document.createElement("a");
         open.href = "#";
         open.textContent = "view";
@@ -64,8 +86,12 @@
       cells[2].textContent = s.template;
       cells[3].textContent = s.runtime;
       cells[4].textContent = s.state;
-      cells[5].textContent = s.created_at || "";
-      cells[6].textContent = s.expires_at || "";
+      const used = s.usage || {};
+      cells[5].textContent = used.cpu_percent === undefined ? "–" : used.cpu_percent.toFixed(1) + " %";
+      cells[6].textContent = used.memory_resident_bytes === undefined ? "–" : mib(used.memory_resident_bytes);
+      cells[7].textContent = used.cpu_seconds === undefined ? "–" : used.cpu_seconds.toFixed(1) + " s";
+      cells[8].textContent = s.created_at || "";
+      cells[9].textContent = s.expires_at || "";
       if (s.state === "running")
         cells[0].firstChild.src = withKey("/v1/sandboxes/" + encodeURIComponent(s.id) +
                                           "/screenshot?format=jpeg&quality=60&width=240&t=" + Date.now());
@@ -101,5 +127,7 @@
   }
 
   refresh();
+  refreshToday();
   setInterval(refresh, 2000);
+  setInterval(refreshToday, 10000);
 })();

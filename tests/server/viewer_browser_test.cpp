@@ -248,6 +248,25 @@ TEST_F(ViewerBrowserTest, TheDashboardListsTheSandbox) {
             return text.is_string() && text.get<std::string>().find(id_) != std::string::npos;
         },
         30s));
+    // Once the usage sampler has seen it: its CPU and memory, and today's totals above.
+    json row;
+    EXPECT_TRUE(eventually(
+        [&] {
+            row = dt.evaluate("document.getElementById('sandboxes').innerText");
+            const std::string text = row.is_string() ? row.get<std::string>() : "";
+            return text.find(" %") != std::string::npos && text.find(" MiB") != std::string::npos;
+        },
+        30s))
+        << row.dump();
+    json today;
+    EXPECT_TRUE(eventually(
+        [&] {
+            today = dt.evaluate("document.getElementById('today').innerText");
+            return today.is_string() &&
+                   today.get<std::string>().find("vCPU-s") != std::string::npos;
+        },
+        30s))
+        << today.dump();
 }
 
 }  // namespace

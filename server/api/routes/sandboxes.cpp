@@ -19,20 +19,38 @@ HttpResponse create_sandbox(RouteContext& context) {
     return json_response(201, sandbox->describe(true));
 }
 
+namespace {
+
+// What the usage sampler has of sandbox `id`, into its `usage`: the running totals and, from the
+// last sample, its CPU % and resident memory (what the dashboard shows live).
+void add_sampled_usage(const usage::UsageService* service, const std::string& id, json& described) {
+    if (!service) return;
+    const auto sample = service->latest(id);
+    if (!sample) return;
+    json& usage = described["usage"];
+    usage.update(usage::to_json(sample->totals));
+    usage["cpu_percent"] = sample->cpu_percent;
+    usage["memory_resident_bytes"] = sample->memory_resident_bytes;
+    usage["sampled_at_ms"] = sample->at;
+}
+
+}  // namespace
+
 HttpResponse list_sandboxes(RouteContext& context) {
     if (auto* cluster = context.api.options.cluster)
         return json_response(200, {{"sandboxes", cluster->list()}});
     json list = json::array();
-    for (auto& sandbox : context.api.manager.list()) list.push_back(sandbox->describe(false));
+    for (auto& sandbox : context.api.manager.list()) {
+        list.push_back(sandbox->describe(false));
+        add_sampled_usage(context.api.options.usage, sandbox->id(), list.back());
+    }
     return json_response(200, {{"sandboxes", list}});
 }
 
 HttpResponse inspect_sandbox(RouteContext& context) {
     auto described = context.sandbox->describe(true);
     described["ports"] = listening_ports(*context.sandbox, context.api.options.ports_domain);
-    if (auto* usage = context.api.options.usage)
-        if (auto totals = usage->running_totals(context.sandbox->id()))
-            described["usage"].update(usage::to_json(*totals));
+    add_sampled_usage(context.api.options.usage, context.sandbox->id(), described);
     if (auto* cluster = context.api.options.cluster) cluster->annotate(described);
     return json_response(200, described);
 }
