@@ -140,7 +140,8 @@ void TcpEgressConnection::close() {
     net::post(client_.get_executor(), [self = shared_from_this()] {
         self->closed_ = true;
         self->timer_.cancel();
-        if (self->relay_) self->relay_->abort();  // the relay shares our strand
+        if (self->relay_) self->relay_->abort();  // the relays share our strand
+        if (self->http_relay_) self->http_relay_->abort();
         reset_socket(self->client_);
         reset_socket(self->upstream_);
         // Its sockets are closed: a lookup still on its way no longer holds the network up.
@@ -324,6 +325,7 @@ void TcpEgressConnection::relay() {
     boost::system::error_code ignored;
     upstream_.set_option(tcp::no_delay(true), ignored);
     upstream_.set_option(net::socket_base::keep_alive(true), ignored);
+    if (relays_http()) return relay_http();
     auto ctx = ctx_;
     // The relay's completion owns the connection until the relay ends (the relay lets go of
     // it then, which ends the cycle).
@@ -331,13 +333,7 @@ void TcpEgressConnection::relay() {
     relay_ = SpliceRelay::create(
         client_, upstream_,
         [self = shared_from_this()](const SpliceRelay::Result& result) {
-            self->ctx_->stats.transferred(self->label_, result.a_to_b, result.b_to_a);
-            nlohmann::json detail = self->describe();
-            detail["decision"] = "allowed";
-            detail["bytes_out"] = result.a_to_b;
-            detail["bytes_in"] = result.b_to_a;
-            if (result.reset && !result.error.empty()) detail["ended"] = result.error;
-            self->ctx_->audit("egress", detail);
+            self->relayed(result.a_to_b, result.b_to_a, result.reset ? result.error : "", {});
             // The relay's handlers hold it; ours lets the connection go.
             net::post(self->timer_.get_executor(), [self] { self->relay_.reset(); });
         },
@@ -349,6 +345,61 @@ void TcpEgressConnection::relay() {
     ctx_->stats.connection(label_, true, reason_);
     relay_->close_half_closed_after(ctx_->core.options().half_closed_idle);
     relay_->start();
+}
+
+void TcpEgressConnection::relayed(std::uint64_t out, std::uint64_t in, const std::string& ended,
+                                  const std::optional<std::string>& cut) {
+    ctx_->stats.transferred(label_, out, in);
+    if (cut) ctx_->stats.cut(label_, *cut);
+    nlohmann::json detail = describe();
+    detail["decision"] = cut ? "cut" : "allowed";
+    detail["bytes_out"] = out;
+    detail["bytes_in"] = in;
+    if (cut) detail["reason"] = *cut;
+    if (!ended.empty() && !cut) detail["ended"] = ended;
+    ctx_->audit("egress", detail);
+}
+
+bool TcpEgressConnection::relays_http() const {
+    return protocol_ == WireProtocol::http && ctx_->policy.has_name_rules();
+}
+
+void TcpEgressConnection::relay_http() {
+    auto self = shared_from_this();
+    http_relay_ = std::make_shared<HttpRelay>(
+        std::move(client_), std::move(upstream_),
+        [self](HttpRelay::RequestHead& head) { return self->inspect_request(head); },
+        [self](const HttpRelay::Result& result) {
+            self->relayed(result.out, result.in, result.reset ? result.error : "", result.cut);
+            net::post(self->timer_.get_executor(), [self] { self->http_relay_.reset(); });
+        },
+        ctx_->limiter,
+        [ctx = ctx_](std::uint64_t out, std::uint64_t in) { ctx->stats.bytes_live(out, in); });
+    ctx_->stats.connection(label_, true, reason_);
+    http_relay_->close_half_closed_after(ctx_->core.options().half_closed_idle);
+    http_relay_->start();
+}
+
+// Every request on the connection, not only the first: its Host (and an absolute-form target)
+// must be the name already decided, or one the policy allows at this address.
+std::optional<std::string> TcpEgressConnection::inspect_request(
+    HttpRelay::RequestHead& head) const {
+    SniffResult r = sniff_http_request(HttpRelay::serialize(head));
+    if (r.malformed) return "malformed http (" + r.detail + ")";
+    if (r.name && name_ && *r.name == *name_) return std::nullopt;
+    Destination d;
+    d.address = destination_.address();
+    d.port = destination_.port();
+    d.protocol = WireProtocol::http;
+    d.name = r.name;
+    d.name_resolves_to_address = r.name && ctx_->dns_memory.resolves_to(*r.name, d.address);
+    Verdict v = ctx_->policy.decide(d, ctx_->core.host_view());
+    if (v.allowed) return std::nullopt;
+    return "Host " +
+           (r.name              ? *r.name
+            : r.literal.empty() ? "(none)"
+                                : r.literal) +
+           ": " + v.reason;
 }
 
 void TcpEgressConnection::finish_quietly() {

@@ -201,6 +201,57 @@ TEST_F(SandboxNetworkTest, WildcardsAllowSubdomainsAndDenyWins) {
     EXPECT_EQ(curl(*net, {"http://allowed.test/"}).exit_code, 6);
 }
 
+// Three requests on one kept-alive connection to allowed.test: the same Host twice, then
+// another. Prints each answer's body, or "cut" when the connection was reset or closed.
+const char* kKeepAliveClient = R"(import socket, sys
+s = socket.create_connection(("allowed.test", 80), timeout=5)
+def ask(host):
+    s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk: raise ConnectionError("closed")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0]
+    while len(body) < n: body += s.recv(4096)
+    return body.decode().strip()
+for host in ["allowed.test", "allowed.test", sys.argv[1]]:
+    try: print(ask(host))
+    except OSError: print("cut"); break
+)";
+
+TEST_F(SandboxNetworkTest, EveryRequestOnAKeptAliveConnectionIsChecked) {
+    // other.test is allowed but lives at another address (domain fronting); forbidden.test is
+    // not allowed at all. Either cuts the connection; the server never sees the request.
+    auto net = make({{"allow", {"allowed.test", "other.test"}}});
+    for (const std::string later : {"other.test", "forbidden.test"}) {
+        auto r =
+            run_inside(net->container_netns_path(), {"python3", "-c", kKeepAliveClient, later});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        auto first = r.out.find("host=allowed.test");
+        ASSERT_NE(first, std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("host=allowed.test", first + 1), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("\ncut\n"), std::string::npos) << later << ": " << r.out;
+    }
+    for (const auto& seen : internet_->requests_seen())
+        EXPECT_EQ(seen.find("host=allowed.test"), 0u) << "the server saw " << seen;
+    EXPECT_EQ(net->totals().cut, 2u);
+    // Bodies still pass, sized or chunked (re-chunked by the proxy), on one connection.
+    auto r =
+        curl(*net, {"-d", std::string(100000, 'b'), "http://allowed.test/", "-H",
+                    "Transfer-Encoding: chunked", "--next", "-d", "x=1", "http://allowed.test/"});
+    EXPECT_EQ(r.exit_code, 0) << r.err << audit_text();
+    EXPECT_EQ(net->totals().allowed, 3u);
+    EXPECT_EQ(net->totals().cut, 2u);
+    for (int i = 0; i < 100 && audit_text().find("\"cut\"") == std::string::npos; ++i)
+        std::this_thread::sleep_for(20ms);
+    EXPECT_NE(audit_text().find("\"decision\":\"cut\""), std::string::npos) << audit_text();
+    EXPECT_NE(audit_text().find("request 3: Host forbidden.test"), std::string::npos)
+        << audit_text();
+    EXPECT_EQ(net->describe()["egress"]["connections"]["cut"], 2);
+}
+
 TEST_F(SandboxNetworkTest, AnIpLiteralIsRefusedEvenWhenAnAllowedNameResolvesToIt) {
     auto net = make({{"allow", {"allowed.test"}}});
     expect_reached(curl(*net, {"http://allowed.test/"}), internet_->web_address());
