@@ -128,7 +128,7 @@ void TcpEgressConnection::start() {
         auto early = self->ctx_->policy.decide_by_address(self->destination_.address(),
                                                           self->ctx_->core.host_view());
         if (early && !early->allowed) return self->block(early->reason);
-        if (early) {
+        if (early && !self->may_need_rules()) {
             self->reason_ = early->reason;
             return self->connect();
         }
@@ -361,7 +361,15 @@ void TcpEgressConnection::relayed(std::uint64_t out, std::uint64_t in, const std
 }
 
 bool TcpEgressConnection::relays_http() const {
-    return protocol_ == WireProtocol::http && ctx_->policy.has_name_rules();
+    return protocol_ == WireProtocol::http && ctx_->policy.inspects_http();
+}
+
+// The address settles the connection, but DNS gave it out for a rule's domain: the proxy
+// waits for the request to learn whether it is HTTP, whose headers the rules set.
+bool TcpEgressConnection::may_need_rules() const {
+    if (ctx_->policy.rules().empty()) return false;
+    auto name = ctx_->dns_memory.name_of(destination_.address());
+    return name && ctx_->policy.rules().names(*name);
 }
 
 void TcpEgressConnection::relay_http() {
@@ -381,11 +389,43 @@ void TcpEgressConnection::relay_http() {
 }
 
 // Every request on the connection, not only the first: its Host (and an absolute-form target)
-// must be the name already decided, or one the policy allows at this address.
-std::optional<std::string> TcpEgressConnection::inspect_request(
-    HttpRelay::RequestHead& head) const {
+// must be the name already decided, or one the policy allows at this address; then the
+// credential rules for its name and path set their headers.
+std::optional<std::string> TcpEgressConnection::inspect_request(HttpRelay::RequestHead& head) {
     SniffResult r = sniff_http_request(HttpRelay::serialize(head));
     if (r.malformed) return "malformed http (" + r.detail + ")";
+    if (auto why = check_request_host(r)) return why;
+    if (!r.name || ctx_->policy.rules().empty()) return std::nullopt;
+    return apply_rules(*r.name, head);
+}
+
+std::optional<std::string> TcpEgressConnection::apply_rules(const std::string& name,
+                                                            HttpRelay::RequestHead& head) {
+    auto rules = ctx_->policy.rules().matching(
+        name, request_path(std::string_view(head.target().data(), head.target().size())));
+    if (rules.empty()) return std::nullopt;
+    // A rule's values go only where its name really is: a sandbox that sent Host: api.x to
+    // an address of its own choosing gets nothing.
+    if (!ctx_->dns_memory.resolves_to(name, destination_.address()))
+        return "Host " + name + " does not resolve to " + destination_.address().to_string() +
+               " (credential rules send only to the name's own addresses)";
+    for (const auto* rule : rules)
+        for (const auto& h : rule->headers) {
+            std::optional<std::string> value = h.value;
+            if (h.secret) {
+                const auto& lookup = ctx_->core.options().secret_value;
+                value = lookup ? lookup(*h.secret) : std::nullopt;
+                if (!value)
+                    return "secret " + *h.secret + " of the rule for " + rule->domain_text() +
+                           " does not exist any more";
+            }
+            head.set(h.name, *value);
+            injected_.insert(h.name);
+        }
+    return std::nullopt;
+}
+
+std::optional<std::string> TcpEgressConnection::check_request_host(const SniffResult& r) const {
     if (r.name && name_ && *r.name == *name_) return std::nullopt;
     Destination d;
     d.address = destination_.address();
@@ -416,6 +456,8 @@ nlohmann::json TcpEgressConnection::describe() const {
                         {"protocol", protocol_name(protocol_)},
                         {"reason", reason_}};
     if (name_) d["name"] = *name_;
+    // Header names only, never values.
+    if (!injected_.empty()) d["injected_headers"] = injected_;
     d["duration_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - started_)
                            .count();

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/unique_fd.hpp"
@@ -58,7 +59,11 @@ class TcpEgressConnection : public Closeable,
     // Plain HTTP under a policy that names domains: carried request by request, each checked.
     bool relays_http() const;
     void relay_http();
-    std::optional<std::string> inspect_request(HttpRelay::RequestHead& head) const;
+    std::optional<std::string> inspect_request(HttpRelay::RequestHead& head);
+    std::optional<std::string> check_request_host(const SniffResult& request) const;
+    // Sets the credential rules' headers for a request to `name`; a reason cuts it.
+    std::optional<std::string> apply_rules(const std::string& name, HttpRelay::RequestHead& head);
+    bool may_need_rules() const;
     void relayed(std::uint64_t out, std::uint64_t in, const std::string& ended,
                  const std::optional<std::string>& cut);
     void finish_quietly();
@@ -73,6 +78,7 @@ class TcpEgressConnection : public Closeable,
     ConnectionSlot slot_;  // released when the connection (and its relay) is gone
     std::string label_;    // name or address, for counters
     std::optional<std::string> name_;
+    std::set<std::string> injected_;  // header names the rules set on some request
     WireProtocol protocol_ = WireProtocol::other;
     std::string reason_;
     std::size_t peeked_ = 0;

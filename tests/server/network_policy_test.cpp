@@ -599,7 +599,8 @@ TEST(NetworkPolicyParseTest, ErrorsNameTheOffendingField) {
         {R"({"allow": ["*"]})", "network.allow[0]", "only allowed as the first label"},
         {R"({"allow": ["*.*.example.org"]})", "network.allow[0]", "is not a domain"},
         {R"({"allow": ["*.org"]})", "network.allow[0]", "at least two labels"},
-        {R"({"allow": [], "allowed": []})", "network.allowed", "unknown field (allow, deny)"},
+        {R"({"allow": [], "allowed": []})", "network.allowed",
+         "unknown field (allow, deny, rules)"},
         {R"({"mode": "internet"})", "network.mode", "unknown field"},
     };
     for (const auto& c : cases) {
@@ -1975,6 +1976,7 @@ TEST(EgressStatsTest, ToJsonShape) {
         {"connections",
          {{"allowed", 1},
           {"blocked", 2},
+          {"cut", 0},
           {"open", 1},
           {"refused", {{"no_fds", 0}, {"over_cap", 0}}}}},
         {"bytes", {{"out", 10}, {"in", 20}}},
@@ -1984,12 +1986,14 @@ TEST(EgressStatsTest, ToJsonShape) {
          {{{"destination", "blocked.example"},
            {"allowed", 0},
            {"blocked", 2},
+           {"cut", 0},
            {"bytes_out", 0},
            {"bytes_in", 0},
            {"last_blocked_reason", "denied by blocked.example"}},
           {{"destination", "example.org"},
            {"allowed", 1},
            {"blocked", 0},
+           {"cut", 0},
            {"bytes_out", 10},
            {"bytes_in", 20}}}},
     };

@@ -22,6 +22,7 @@ namespace deskbox::network {
 namespace {
 
 using namespace std::chrono_literals;
+using nlohmann::json;
 using test::host_interfaces;
 using test::live_network_namespaces;
 
@@ -102,6 +103,12 @@ class SandboxNetworkTest : public ::testing::Test {
         // web and other stand for the internet; lan stays what 198.18/15 is (special).
         options.public_ranges = {*parse_ip_range(internet_->web_address()),
                                  *parse_ip_range(internet_->other_address())};
+        options.secret_value = [this](const std::string& name) -> std::optional<std::string> {
+            std::lock_guard lock(audit_mutex_);
+            auto it = secrets_.find(name);
+            if (it == secrets_.end()) return std::nullopt;
+            return it->second;
+        };
         service_ = std::make_unique<NetworkService>(options);
     }
 
@@ -148,6 +155,7 @@ class SandboxNetworkTest : public ::testing::Test {
     std::unique_ptr<NetworkService> service_;
     std::mutex audit_mutex_;
     std::vector<std::string> audit_;
+    std::map<std::string, std::string> secrets_;  // under audit_mutex_
 };
 
 TEST_F(SandboxNetworkTest, AnAllowedNameIsReachedOverHttpAndHttps) {
@@ -250,6 +258,71 @@ TEST_F(SandboxNetworkTest, EveryRequestOnAKeptAliveConnectionIsChecked) {
     EXPECT_NE(audit_text().find("request 3: Host forbidden.test"), std::string::npos)
         << audit_text();
     EXPECT_EQ(net->describe()["egress"]["connections"]["cut"], 2);
+}
+
+TEST_F(SandboxNetworkTest, CredentialRulesSetHeadersOnEveryMatchingPlainHttpRequest) {
+    {
+        std::lock_guard lock(audit_mutex_);
+        secrets_["tok"] = "Bearer from-the-store";
+    }
+    json rules =
+        json::array({{{"domain", "allowed.test"},
+                      {"path", "/headers/in"},
+                      {"headers", {{"Authorization", "secret:tok"}, {"X-Inline", "yes"}}}}});
+    auto net = make({{"allow", {"allowed.test", "other.test"}}, {"rules", rules}});
+    // Two requests on one connection: the path decides, request by request; what the sandbox
+    // sent under the rule's header names is replaced.
+    auto r = curl(*net, {"-H", "Authorization: Bearer fake", "http://allowed.test/headers/out",
+                         "http://allowed.test/headers/in"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto in = r.out.find("Authorization: Bearer from-the-store");
+    ASSERT_NE(in, std::string::npos) << r.out;
+    EXPECT_LT(r.out.find("Authorization: Bearer fake"), in) << "out keeps the sandbox's own";
+    EXPECT_EQ(r.out.find("Authorization: Bearer fake", in), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("X-Inline: yes"), std::string::npos) << r.out;
+    EXPECT_EQ(net->totals().allowed, 1u) << "one connection for both";
+    // Another domain gets nothing.
+    r = curl(*net, {"http://other.test/headers/in"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find("from-the-store"), std::string::npos) << r.out;
+    // A secret deleted meanwhile: its requests are cut, not sent without it.
+    {
+        std::lock_guard lock(audit_mutex_);
+        secrets_.clear();
+    }
+    expect_refused(curl(*net, {"http://allowed.test/headers/in"}), "a rule whose secret is gone");
+    for (int i = 0; i < 100 && audit_text().find("does not exist any more") == std::string::npos;
+         ++i)
+        std::this_thread::sleep_for(20ms);
+    const std::string audit = audit_text();
+    EXPECT_NE(audit.find("secret tok of the rule for allowed.test"), std::string::npos) << audit;
+    EXPECT_NE(audit.find("\"injected_headers\":[\"Authorization\",\"X-Inline\"]"),
+              std::string::npos)
+        << audit;
+    EXPECT_EQ(audit.find("from-the-store"), std::string::npos) << audit;
+    EXPECT_EQ(net->describe()["policy"]["rules"][0]["headers"]["X-Inline"], "(inline value)");
+}
+
+TEST_F(SandboxNetworkTest, CredentialRulesNeverFollowAHostToAnotherAddress) {
+    {
+        std::lock_guard lock(audit_mutex_);
+        secrets_["tok"] = "Bearer from-the-store";
+    }
+    // The internet, so the address alone lets the connection through: a Host naming the rule's
+    // domain at another address (curl --resolve skips DNS) must not get the secret.
+    json rules =
+        json::array({{{"domain", "allowed.test"}, {"headers", {{"X-Key", "secret:tok"}}}}});
+    auto net = make({{"rules", rules}});
+    auto r = curl(*net, {"--resolve", "allowed.test:80:" + internet_->other_address(),
+                         "http://allowed.test/headers"});
+    EXPECT_EQ(r.out.find("from-the-store"), std::string::npos) << r.out;
+    // Through its DNS, the same request gets it.
+    r = curl(*net, {"http://allowed.test/headers"});
+    EXPECT_NE(r.out.find("X-Key: Bearer from-the-store"), std::string::npos) << r.out << r.err;
+    // Nor a Host naming it on a connection to another name's address.
+    r = curl(*net, {"http://other.test/headers", "-H", "Host: allowed.test",
+                    "http://other.test/headers"});
+    EXPECT_EQ(r.out.find("from-the-store"), std::string::npos) << r.out;
 }
 
 TEST_F(SandboxNetworkTest, AnIpLiteralIsRefusedEvenWhenAnAllowedNameResolvesToIt) {
