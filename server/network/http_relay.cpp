@@ -8,6 +8,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -105,6 +106,15 @@ void HttpRelay::read_body() {
         in_.consume(in_.size());
         return send_up(std::move(rest), [self = shared_from_this()] { self->raw_up(); });
     }
+    if (!chunked_ && parser_->content_length_remaining()) {
+        // A sized body goes on as it came (the head settled its length): no parser between.
+        sized_left_ = *parser_->content_length_remaining();
+        const std::size_t n = std::min<std::uint64_t>(sized_left_, in_.size());
+        std::string first(static_cast<const char*>(in_.data().data()), n);
+        in_.consume(n);
+        sized_left_ -= n;
+        return send_up(std::move(first), [self = shared_from_this()] { self->sized_body(); });
+    }
     auto& body = parser_->get().body();
     body.data = body_buf_.data();
     body.size = body_buf_.size();
@@ -124,6 +134,19 @@ void HttpRelay::read_body() {
                               if (self->chunked_ && self->parser_->is_done()) bytes += "0\r\n\r\n";
                               self->send_up(std::move(bytes), [self] { self->read_body(); });
                           });
+}
+
+void HttpRelay::sized_body() {
+    if (sized_left_ == 0) return read_head();
+    const std::size_t want = std::min<std::uint64_t>(sized_left_, body_buf_.size());
+    client_.async_read_some(
+        net::buffer(body_buf_.data(), want),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+            if (self->finished_) return;
+            if (ec) return self->finish(true, "reading a request body: " + ec.message());
+            self->sized_left_ -= n;
+            self->send_up(std::string(self->body_buf_.data(), n), [self] { self->sized_body(); });
+        });
 }
 
 void HttpRelay::send_up(std::string bytes, std::function<void()> then) {

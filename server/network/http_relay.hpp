@@ -59,6 +59,7 @@ class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
     void read_head();
     void on_head(boost::system::error_code ec);
     void read_body();
+    void sized_body();  // a Content-Length body, copied as bytes
     void send_up(std::string bytes, std::function<void()> then);
     void throttled_write(std::function<void()> then);
     void raw_up();
@@ -78,7 +79,8 @@ class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
     boost::beast::flat_buffer in_;
     std::optional<Parser> parser_;
     bool chunked_ = false, upgrade_ = false;
-    std::array<char, 64 * 1024> body_buf_{}, down_buf_{};
+    std::uint64_t sized_left_ = 0;
+    std::array<char, 256 * 1024> body_buf_{}, down_buf_{};
     std::string out_;  // what is being written upstream
     std::size_t out_cleared_ = 0;
     bool up_done_ = false, down_done_ = false, finished_ = false;

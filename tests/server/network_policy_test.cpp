@@ -1190,6 +1190,15 @@ void expect_malformed_http(const SniffResult& r, const std::string& detail_part)
     EXPECT_NE(r.detail.find(detail_part), std::string::npos) << r.detail;
 }
 
+TEST(SniffHttpTest, AnyContentLengthIsAHeadNotAMalformedRequest) {
+    // Beast's default body limit (1 MB) made every larger upload "malformed" under an allow list.
+    auto r = sniff_http_request(
+        "POST /upload HTTP/1.1\r\nHost: a.example\r\nContent-Length: 5000000000\r\n\r\n");
+    EXPECT_TRUE(r.complete);
+    EXPECT_FALSE(r.malformed) << r.detail;
+    EXPECT_EQ(r.name, "a.example");
+}
+
 TEST(SniffHttpTest, HostGivesTheNameWithoutItsPort) {
     auto r =
         sniff_head("GET /index.html HTTP/1.1\r\nHost: WWW.Example.org:8080\r\nAccept: */*\r\n\r\n");

@@ -325,6 +325,26 @@ TEST_F(SandboxNetworkTest, CredentialRulesNeverFollowAHostToAnotherAddress) {
     EXPECT_EQ(r.out.find("from-the-store"), std::string::npos) << r.out;
 }
 
+TEST_F(SandboxNetworkTest, ALargeUploadPassesTheRequestByRequestProxy) {
+    // 64 MiB with a Content-Length (past Beast's 1 MB default body limit) to the sink, whose
+    // count shows it all arrived.
+    auto net = make({{"allow", {"allowed.test"}}});
+    const char* upload = R"(import socket
+n = 64 << 20
+s = socket.create_connection(("allowed.test", 9001), timeout=20)
+s.sendall(b"POST /sink HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: %d\r\n\r\n" % n)
+for _ in range(n >> 20): s.sendall(b"u" * (1 << 20))
+s.close()
+)";
+    const auto before = internet_->sink_bytes();
+    auto r = run_inside(net->container_netns_path(), {"python3", "-c", upload});
+    EXPECT_EQ(r.exit_code, 0) << r.err << audit_text();
+    for (int i = 0; i < 200 && internet_->sink_bytes() - before < (64u << 20); ++i)
+        std::this_thread::sleep_for(20ms);
+    EXPECT_GE(internet_->sink_bytes() - before, 64u << 20) << audit_text();
+    EXPECT_EQ(net->totals().blocked, 0u) << audit_text();
+}
+
 TEST_F(SandboxNetworkTest, AnIpLiteralIsRefusedEvenWhenAnAllowedNameResolvesToIt) {
     auto net = make({{"allow", {"allowed.test"}}});
     expect_reached(curl(*net, {"http://allowed.test/"}), internet_->web_address());
