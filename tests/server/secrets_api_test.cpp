@@ -106,6 +106,15 @@ TEST(Secrets, BadInputIsA400NamingTheField) {
         EXPECT_EQ(a.body.find("X-Evil"), std::string::npos) << "the value is echoed: " << a.body;
     }
     EXPECT_EQ(s.get("/v1/secrets").js()["secrets"].size(), 0u);
+    // Secrets stay out of images: a template build takes no credential rules.
+    auto build = s.post(
+        "/v1/templates/builds",
+        {{"name", "with-rules"},
+         {"dockerfile", "FROM deskbox/minimal\n"},
+         {"network",
+          {{"rules", json::array({{{"domain", "a.example"}, {"headers", {{"X", "1"}}}}})}}}});
+    EXPECT_EQ(build.status, 400u) << build.body;
+    EXPECT_EQ(build.js()["error"]["field"], "network.rules") << build.body;
 }
 
 // --------------------------------------------------------------- credential rules end to end
