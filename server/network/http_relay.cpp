@@ -49,7 +49,7 @@ HttpRelay::HttpRelay(net::ip::tcp::socket client, net::ip::tcp::socket upstream,
       limiter_(std::move(limit_out)),
       progress_(std::move(progress)),
       limit_timer_(client_.get_executor()),
-      half_closed_timer_(client_.get_executor()) {}
+      half_closed_(client_.get_executor()) {}
 
 void HttpRelay::start() {
     net::post(client_.get_executor(), [self = shared_from_this()] {
@@ -174,7 +174,7 @@ void HttpRelay::throttled_write(std::function<void()> then) {
                          if (self->finished_) return;
                          if (ec) return self->finish(true, "sending: " + ec.message());
                          self->result_.out += n;
-                         self->last_moved_ = std::chrono::steady_clock::now();
+                         self->half_closed_.moved();
                          if (self->progress_) self->progress_(n, 0);
                          then();
                      });
@@ -203,7 +203,7 @@ void HttpRelay::pump_down() {
                                  if (self->finished_) return;
                                  if (ec) return self->finish(true, "sending: " + ec.message());
                                  self->result_.in += n;
-                                 self->last_moved_ = std::chrono::steady_clock::now();
+                                 self->half_closed_.moved();
                                  if (self->progress_) self->progress_(0, n);
                                  self->pump_down();
                              });
@@ -215,28 +215,15 @@ void HttpRelay::direction_done(bool up) {
     (up ? up_done_ : down_done_) = true;
     ::shutdown((up ? upstream_ : client_).native_handle(), SHUT_WR);
     if (up_done_ && down_done_) return finish(false, {});
-    if (half_closed_idle_.count() > 0) {
-        last_moved_ = std::chrono::steady_clock::now();
-        watch_half_closed();
-    }
-}
-
-void HttpRelay::watch_half_closed() {
-    half_closed_timer_.expires_at(last_moved_ + half_closed_idle_);
-    half_closed_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-        if (ec || self->finished_) return;
-        if (std::chrono::steady_clock::now() < self->last_moved_ + self->half_closed_idle_)
-            return self->watch_half_closed();
-        self->finish(true, "one side closed and the other stayed silent for " +
-                               std::to_string(self->half_closed_idle_.count() / 1000) + " s");
-    });
+    half_closed_.start(
+        [self = shared_from_this()](const std::string& reason) { self->finish(true, reason); });
 }
 
 void HttpRelay::finish(bool reset, const std::string& error) {
     if (finished_) return;
     finished_ = true;
     limit_timer_.cancel();
-    half_closed_timer_.cancel();
+    half_closed_.cancel();
     if (reset) {
         reset_socket(client_);
         reset_socket(upstream_);

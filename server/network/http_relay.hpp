@@ -22,6 +22,7 @@
 #include <string>
 
 #include "server/network/rate_limiter.hpp"
+#include "server/network/splice_relay.hpp"
 
 namespace deskbox::network {
 
@@ -48,7 +49,7 @@ class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
     // A head as sent: the request line, the fields and the blank line.
     static std::string serialize(const RequestHead& head);
 
-    void close_half_closed_after(std::chrono::milliseconds idle) { half_closed_idle_ = idle; }
+    void close_half_closed_after(std::chrono::milliseconds idle) { half_closed_.set_idle(idle); }
     void start();
     void abort();  // on the relay's strand: resets both and finishes
     // On the relay's strand: cuts the connection for `reason` (a policy change).
@@ -65,7 +66,6 @@ class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
     void raw_up();
     void pump_down();
     void direction_done(bool up);
-    void watch_half_closed();
     void finish(bool reset, const std::string& error);
 
     boost::asio::ip::tcp::socket client_, upstream_;
@@ -73,9 +73,8 @@ class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
     Done done_;
     std::shared_ptr<RateLimiter> limiter_;
     Progress progress_;
-    boost::asio::steady_timer limit_timer_, half_closed_timer_;
-    std::chrono::milliseconds half_closed_idle_{0};
-    std::chrono::steady_clock::time_point last_moved_ = std::chrono::steady_clock::now();
+    boost::asio::steady_timer limit_timer_;
+    HalfClosedWatch half_closed_;
     boost::beast::flat_buffer in_;
     std::optional<Parser> parser_;
     bool chunked_ = false, upgrade_ = false;
