@@ -17,6 +17,7 @@
 #include "server/api/routes/recordings.hpp"
 #include "server/api/routes/sandboxes.hpp"
 #include "server/api/routes/screen.hpp"
+#include "server/api/routes/secrets.hpp"
 #include "server/api/routes/snapshots.hpp"
 #include "server/api/routes/system.hpp"
 #include "server/api/routes/templates.hpp"
@@ -126,6 +127,9 @@ const std::vector<ApiRoute>& api_routes() {
           {verb::delete_, remove_volume_file}},
          false,
          true},
+        // Secrets for credential rules, write-only (routes/secrets.cpp).
+        {"/v1/secrets", api_key, {{verb::get, list_secrets}, {verb::post, set_secret}}},
+        {"/v1/secrets/{name}", api_key, {{verb::delete_, delete_secret}}},
         // The nodes of a cluster (routes/nodes.cpp).
         {"/v1/nodes", api_key, {{verb::get, list_nodes}}},
         {"/v1/nodes/{name}/drain", api_key, {{verb::post, drain_node}}},

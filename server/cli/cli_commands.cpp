@@ -74,6 +74,7 @@ const std::map<std::string, CommandFunction>& commands() {
         {"mcp", command_mcp},
         {"template", command_template},
         {"volume", command_volume},
+        {"secret", command_secret},
         {"snapshot", command_snapshot},
         {"fork", command_fork},
     };

@@ -137,6 +137,7 @@ int command_mcp(Context& context, const std::vector<std::string>& tokens);
 // Templates users build or import (cli_templates.cpp).
 int command_template(Context& context, const CommandTokens& tokens);
 int command_volume(Context& context, const CommandTokens& tokens);
+int command_secret(Context& context, const CommandTokens& tokens);
 // `create --volume NAME:PATH[:ro|rw]` as the create request's volumes entry (UsageError).
 nlohmann::json parse_volume_arg(const std::string& text);
 // Named snapshots and forks (cli_snapshots.cpp).

@@ -53,17 +53,15 @@ int command_ports(Context& context, const std::vector<std::string>& tokens) {
 }
 
 int command_create(Context& context, const std::vector<std::string>& tokens) {
-    Command c(context, "create", tokens, {{"--template", ""},    {"--runtime", ""},
-                                          {"--size", ""},        {"--timeout", ""},
-                                          {"--dpi", ""},         {"--api-size", ""},
-                                          {"--on-timeout", ""},  {"--memory", ""},
-                                          {"--cpus", ""},        {"--pids", ""},
-                                          {"--disk", ""},        {"--env", ""},
-                                          {"--meta", ""},        {"--volume", ""},
-                                          {"--snapshot", ""},    {"--network", ""},
-                                          {"--allow", ""},       {"--deny", ""},
-                                          {"--egress-kbps", ""}, {"--auto-resume", "", false},
-                                          {"--json", "", false}});
+    Command c(context, "create", tokens,
+              {{"--template", ""},   {"--runtime", ""},     {"--size", ""},
+               {"--timeout", ""},    {"--dpi", ""},         {"--api-size", ""},
+               {"--on-timeout", ""}, {"--memory", ""},      {"--cpus", ""},
+               {"--pids", ""},       {"--disk", ""},        {"--env", ""},
+               {"--meta", ""},       {"--volume", ""},      {"--snapshot", ""},
+               {"--network", ""},    {"--allow", ""},       {"--deny", ""},
+               {"--inject", ""},     {"--egress-kbps", ""}, {"--auto-resume", "", false},
+               {"--json", "", false}});
     c.expect(0, 0);
     json body = create_request(c.args);
     // The server bounds a create: the boot, then its template's ready condition (at most 600 s).
@@ -159,6 +157,47 @@ int command_timeout(Context& context, const std::vector<std::string>& tokens) {
     return kExitOk;
 }
 
+namespace {
+
+// --inject DOMAIN[/PATH]:HEADER=VALUE, VALUE inline or secret:NAME: one credential rule.
+json parse_inject_arg(const std::string& text) {
+    const auto colon = text.find(':');
+    const auto equals = colon == std::string::npos ? colon : text.find('=', colon);
+    if (colon == 0 || equals == std::string::npos || equals == colon + 1)
+        throw UsageError("--inject: expected DOMAIN[/PATH]:HEADER=VALUE, got '" + text + "'",
+                         usage_of("create"));
+    const std::string target = text.substr(0, colon);
+    const auto slash = target.find('/');
+    json rule = {
+        {"domain", target.substr(0, slash)},
+        {"headers", {{text.substr(colon + 1, equals - colon - 1), text.substr(equals + 1)}}}};
+    if (slash != std::string::npos) rule["path"] = target.substr(slash);
+    return rule;
+}
+
+// --network on|off, --allow, --deny and --inject as the create request's `network`.
+std::optional<json> network_request(const ParsedArgs& args) {
+    auto allow = args.all("--allow"), deny = args.all("--deny"), inject = args.all("--inject");
+    std::optional<json> out;
+    if (auto network = args.get("--network")) {
+        if (*network != "on" && *network != "off")
+            throw UsageError("--network: expected on or off, got \"" + *network + "\"");
+        if (*network == "off" && (!allow.empty() || !deny.empty() || !inject.empty()))
+            throw UsageError("--network off reaches nothing: drop --allow/--deny/--inject");
+        out = *network == "on";
+    }
+    if (!allow.empty() || !deny.empty() || !inject.empty()) {
+        json policy = json::object();
+        if (!allow.empty()) policy["allow"] = allow;
+        if (!deny.empty()) policy["deny"] = deny;
+        for (const auto& entry : inject) policy["rules"].push_back(parse_inject_arg(entry));
+        out = policy;
+    }
+    return out;
+}
+
+}  // namespace
+
 json create_request(const ParsedArgs& args) {
     json body = json::object();
     // From a snapshot, its template and size unless asked for (the server refuses others).
@@ -203,20 +242,7 @@ json create_request(const ParsedArgs& args) {
     if (auto kbps = args.get("--egress-kbps"))
         limits["egress_kbps"] = parse_integer(*kbps, "--egress-kbps", 1, 1LL << 40);
     if (!limits.empty()) body["limits"] = limits;
-    auto allow = args.all("--allow"), deny = args.all("--deny");
-    if (auto network = args.get("--network")) {
-        if (*network != "on" && *network != "off")
-            throw UsageError("--network: expected on or off, got \"" + *network + "\"");
-        if (*network == "off" && (!allow.empty() || !deny.empty()))
-            throw UsageError("--network off reaches nothing: drop --allow/--deny");
-        body["network"] = *network == "on";
-    }
-    if (!allow.empty() || !deny.empty()) {
-        json policy = json::object();
-        if (!allow.empty()) policy["allow"] = allow;
-        if (!deny.empty()) policy["deny"] = deny;
-        body["network"] = policy;
-    }
+    if (auto network = network_request(args)) body["network"] = *network;
     std::map<std::string, std::string> env, metadata;
     for (const auto& entry : args.all("--env")) {
         auto [name, value] = parse_key_value(entry, "--env");

@@ -57,6 +57,8 @@ Templates (your own, from a Dockerfile or an image archive):
 Volumes (data that outlives sandboxes; create --volume NAME:PATH[:ro] mounts one):
   volume create NAME [--size MB] [--label K=V]...    volume ls [--json]
   volume inspect NAME    volume rm NAME...
+Secrets (write-only; create --inject DOMAIN[/PATH]:HEADER=secret:NAME puts one into requests):
+  secret set NAME [--from-file F] (the value on stdin)    secret ls [--json]    secret rm NAME...
 Snapshots (a sandbox saved under a name; create --snapshot NAME starts a sandbox from it):
   snapshot create ID NAME [--metadata K=V]...    snapshot ls [--json]
   snapshot inspect NAME    snapshot rm NAME...
@@ -76,10 +78,14 @@ const std::map<std::string, std::string> kUsage = {
      "         [--meta NAME=VALUE]... [--volume NAME:PATH[:ro]]... [--snapshot NAME] "
      "[--auto-resume]\n"
      "         [--network on|off] [--allow ENTRY]... [--deny ENTRY]... [--egress-kbps N] [--json]\n"
+     "         [--inject DOMAIN[/PATH]:HEADER=VALUE|secret:NAME]...\n"
      "Creates a sandbox and prints its id (--json: the whole answer). Defaults: --template\n"
      "minimal --runtime container --size 1280x800 --timeout 300, the server's network default.\n"
      "--allow/--deny: a domain (example.org), a wildcard (*.example.org), an IP or a CIDR; with\n"
      "--allow only those are reached, --deny alone takes names or ranges off the internet.\n"
+     "--inject: the egress proxy sets HEADER on the sandbox's plain-HTTP requests to DOMAIN (or\n"
+     "*.DOMAIN) under PATH; secret:NAME is a value stored with deskbox secret set, which the\n"
+     "sandbox never holds.\n"
      "--volume: mount a volume (deskbox volume create) at PATH, read-only with :ro; one sandbox\n"
      "may write a volume at a time.\n"
      "--snapshot: start from a snapshot (deskbox snapshot create); its template, runtime, size,\n"
@@ -220,6 +226,14 @@ const std::map<std::string, std::string> kUsage = {
      "A volume is a filesystem of --size MB (default 1024; writes past it fail with ENOSPC) that\n"
      "outlives sandboxes and server restarts. Mount it with deskbox create --volume\n"
      "NAME:/data (or NAME:/data:ro); rm is refused while a sandbox mounts it."},
+    {"secret",
+     "usage: deskbox secret set NAME [--from-file FILE] [--json]   (the value on stdin)\n"
+     "       deskbox secret ls [--json]\n"
+     "       deskbox secret rm NAME...\n"
+     "A secret is a value deskboxd keeps (0600 under its state dir) and never shows again: ls\n"
+     "lists names only. A sandbox's credential rule puts it into the requests the egress proxy\n"
+     "carries (deskbox create --inject api.example.com:Authorization=secret:NAME), so the\n"
+     "sandbox uses it without ever holding it. set replaces a value; rules use the new one."},
     {"snapshot",
      "usage: deskbox snapshot create ID NAME [--metadata K=V]... [--json]\n"
      "       deskbox snapshot ls [--json]\n"

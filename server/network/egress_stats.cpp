@@ -37,6 +37,14 @@ void EgressStats::bytes_live(std::uint64_t out, std::uint64_t in) {
     bytes_in_ += in;
 }
 
+void EgressStats::cut(const std::string& destination, const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    auto& e = entry_locked(destination);
+    ++e.cut;
+    ++cut_;
+    e.last_reason = reason;
+}
+
 void EgressStats::dns(bool answered) {
     std::lock_guard lock(mutex_);
     ++(answered ? dns_answered_ : dns_refused_);
@@ -61,6 +69,7 @@ EgressTotals EgressStats::totals() const {
     EgressTotals t;
     t.allowed = allowed_;
     t.blocked = blocked_;
+    t.cut = cut_;
     t.bytes_out = bytes_out_;
     t.bytes_in = bytes_in_;
     t.dns_answered = dns_answered_;
@@ -90,17 +99,16 @@ nlohmann::json EgressStats::to_json(std::size_t destinations) const {
     auto t = totals();
     nlohmann::json list = nlohmann::json::array();
     for (const auto& [name, c] : top(destinations)) {
-        nlohmann::json d = {{"destination", name},
-                            {"allowed", c.allowed},
-                            {"blocked", c.blocked},
-                            {"bytes_out", c.bytes_out},
-                            {"bytes_in", c.bytes_in}};
+        nlohmann::json d = {{"destination", name},      {"allowed", c.allowed},
+                            {"blocked", c.blocked},     {"cut", c.cut},
+                            {"bytes_out", c.bytes_out}, {"bytes_in", c.bytes_in}};
         if (!c.last_reason.empty()) d["last_blocked_reason"] = c.last_reason;
         list.push_back(std::move(d));
     }
     return {{"connections",
              {{"allowed", t.allowed},
               {"blocked", t.blocked},
+              {"cut", t.cut},
               {"open", t.active},
               {"refused", {{"over_cap", t.refused_over_cap}, {"no_fds", t.refused_no_fds}}}}},
             {"bytes", {{"out", t.bytes_out}, {"in", t.bytes_in}}},

@@ -16,7 +16,8 @@ namespace deskbox::network {
 
 struct DestinationCounts {
     std::uint64_t allowed = 0, blocked = 0, bytes_out = 0, bytes_in = 0;
-    std::string last_reason;  // of the last block
+    std::uint64_t cut = 0;    // allowed, then cut (a later request refused, a policy change)
+    std::string last_reason;  // of the last block or cut
 };
 
 // Why deskboxd itself refused a connection the policy would have let through.
@@ -27,7 +28,7 @@ enum class RefusedReason {
 const char* refused_reason_name(RefusedReason reason);
 
 struct EgressTotals {
-    std::uint64_t allowed = 0, blocked = 0, bytes_out = 0, bytes_in = 0;
+    std::uint64_t allowed = 0, blocked = 0, bytes_out = 0, bytes_in = 0, cut = 0;
     std::uint64_t refused_over_cap = 0, refused_no_fds = 0;
     std::uint64_t dns_answered = 0, dns_refused = 0, udp_flows = 0, udp_blocked = 0;
     std::uint64_t active = 0;  // TCP connections open now
@@ -41,6 +42,8 @@ class EgressStats {
     void connection(const std::string& destination, bool allowed, const std::string& reason = {});
     void transferred(const std::string& destination, std::uint64_t out, std::uint64_t in);
     void bytes_live(std::uint64_t out, std::uint64_t in);  // totals while a connection runs
+    // An allowed connection cut later: a request on it the policy refuses, or a policy change.
+    void cut(const std::string& destination, const std::string& reason);
     void dns(bool answered);
     void udp_flow(bool allowed);
     void refused(RefusedReason reason);
@@ -58,7 +61,7 @@ class EgressStats {
     mutable std::mutex mutex_;
     std::map<std::string, DestinationCounts> destinations_;
     std::uint64_t allowed_ = 0, blocked_ = 0, dns_answered_ = 0, dns_refused_ = 0, udp_flows_ = 0,
-                  udp_blocked_ = 0, refused_over_cap_ = 0, refused_no_fds_ = 0;
+                  udp_blocked_ = 0, refused_over_cap_ = 0, refused_no_fds_ = 0, cut_ = 0;
     std::atomic<std::uint64_t> bytes_out_{0}, bytes_in_{0}, active_{0};
 };
 

@@ -40,6 +40,9 @@ struct NetworkOptions {
     // Special ranges to treat as the internet (--public-range: a lab network standing in for
     // it, as tests do with 198.18.0.0/15).
     std::vector<IpRange> public_ranges;
+    // The value of secret NAME for credential rules (server/secrets/); nullopt when there is
+    // none. Asked for each request a rule naming it applies to, so a new value applies at once.
+    std::function<std::optional<std::string>(const std::string&)> secret_value;
 };
 
 class NetworkCore {

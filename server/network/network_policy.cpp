@@ -18,7 +18,9 @@ std::string shown(std::string_view text) {
     return "'" + shown + (text.size() > 80 ? "...'" : "'");
 }
 
-PolicyEntry parse_entry(const json& value, const std::string& field) {
+}  // namespace
+
+PolicyEntry parse_policy_entry(const json& value, const std::string& field) {
     if (!value.is_string())
         throw PolicyError(field, "expected a string (a domain, *.domain, an IP or a CIDR)");
     const std::string text = value.get<std::string>();
@@ -63,13 +65,15 @@ PolicyEntry parse_entry(const json& value, const std::string& field) {
     return entry;
 }
 
+namespace {
+
 std::vector<PolicyEntry> parse_list(const json& value, const std::string& field) {
     if (!value.is_array()) throw PolicyError(field, "expected an array of strings");
     if (value.size() > kMaxPolicyEntries)
         throw PolicyError(field, "at most " + std::to_string(kMaxPolicyEntries) + " entries");
     std::vector<PolicyEntry> out;
     for (std::size_t i = 0; i < value.size(); ++i)
-        out.push_back(parse_entry(value[i], field + "[" + std::to_string(i) + "]"));
+        out.push_back(parse_policy_entry(value[i], field + "[" + std::to_string(i) + "]"));
     return out;
 }
 
@@ -170,8 +174,10 @@ NetworkPolicy NetworkPolicy::parse(const json& value, const std::string& field) 
             p.allow_ = parse_list(item, field + ".allow");
         else if (key == "deny")
             p.deny_ = parse_list(item, field + ".deny");
+        else if (key == "rules")
+            p.rules_ = CredentialRules::parse(item, field + ".rules");
         else
-            throw PolicyError(field + "." + key, "unknown field (allow, deny)");
+            throw PolicyError(field + "." + key, "unknown field (allow, deny, rules)");
     }
     return p;
 }
@@ -196,10 +202,11 @@ bool NetworkPolicy::has_name_rules() const {
 
 json NetworkPolicy::to_json() const {
     if (!enabled_) return false;
-    if (!allow_ && deny_.empty()) return true;
+    if (!allow_ && deny_.empty() && rules_.empty()) return true;
     json out = json::object();
     if (allow_) out["allow"] = list_to_json(*allow_);
     if (!deny_.empty()) out["deny"] = list_to_json(deny_);
+    if (!rules_.empty()) out["rules"] = rules_.to_json();
     return out;
 }
 
@@ -213,6 +220,7 @@ json NetworkPolicy::describe() const {
     out["mode"] = allow_ ? "allowlist" : "internet";
     out["allow"] = allow_ ? list_to_json(*allow_) : json("all public addresses");
     out["deny"] = list_to_json(deny_);
+    if (!rules_.empty()) out["rules"] = rules_.describe();
     out["always_blocked"] =
         json::array({"the host (all its addresses, deskboxd's ports)", "other sandboxes",
                      "loopback and link-local "

@@ -5,7 +5,8 @@
 //   false                         no interface but loopback
 //   true                          the internet: public unicast addresses, TCP and UDP
 //   {"allow": [..], "deny": [..]} only what `allow` names, minus what `deny` names; without
-//                                 `allow`, the internet minus `deny`
+//                                 `allow`, the internet minus `deny`; "rules": credential
+//                                 rules (credential_rules.hpp)
 // An entry is a domain ("example.org": that name only), a wildcard ("*.example.org": every name
 // below example.org, not example.org itself), an IP address or a CIDR range.
 //
@@ -25,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/network/credential_rules.hpp"
 #include "server/network/ip_range.hpp"
 
 namespace deskbox::network {
@@ -51,6 +53,9 @@ struct PolicyEntry {
 };
 
 constexpr std::size_t kMaxPolicyEntries = 256;  // per list
+
+// One entry of `allow` or `deny` (also a credential rule's domain). Throws PolicyError.
+PolicyEntry parse_policy_entry(const nlohmann::json& value, const std::string& field);
 
 // Lower case without a trailing dot if `name` is a valid DNS host name (letters, digits, '-'
 // and '_', labels of 1..63, at most 253 characters), else nullopt.
@@ -105,6 +110,11 @@ class NetworkPolicy {
     bool has_name_rules() const;
     // The allow list names domains (so DNS answers some names).
     bool allows_names() const;
+    // Credential rules (credential_rules.hpp): headers the proxy sets on requests.
+    const CredentialRules& rules() const { return rules_; }
+    // The proxy must read plain-HTTP connections request by request: a name decides (each
+    // request's Host is checked) or rules set headers.
+    bool inspects_http() const { return has_name_rules() || !rules_.empty(); }
 
     // The same value parse() takes (true/false, or the object with normalized entries).
     nlohmann::json to_json() const;
@@ -133,6 +143,7 @@ class NetworkPolicy {
     bool enabled_ = false;
     std::optional<std::vector<PolicyEntry>> allow_;  // nullopt: the internet
     std::vector<PolicyEntry> deny_;
+    CredentialRules rules_;
 };
 
 }  // namespace deskbox::network

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <limits>
 
 #include "common/ascii.hpp"
 
@@ -241,6 +242,9 @@ SniffResult sniff_tls_client_hello(std::string_view bytes) {
 SniffResult sniff_http_request(std::string_view bytes) {
     http::request_parser<http::empty_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(kMaxSniffBytes));
+    // Only the head is read: any Content-Length is fine (Beast's default limit, 1 MB, refused
+    // larger uploads as malformed).
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     parser.eager(false);
     boost::beast::error_code ec;
     std::size_t head_size = parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);

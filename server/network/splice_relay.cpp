@@ -63,7 +63,7 @@ SpliceRelay::SpliceRelay(Token, boost::asio::ip::tcp::socket a, boost::asio::ip:
     : a_(std::move(a)),
       b_(std::move(b)),
       limit_timer_(a_.get_executor()),
-      half_closed_timer_(a_.get_executor()),
+      half_closed_(a_.get_executor()),
       done_(std::move(done)),
       progress_(std::move(progress)) {
     ab_.from = &a_;
@@ -109,7 +109,7 @@ void SpliceRelay::pump(Direction& d) {
             ssize_t n = ::splice(d.pipe_read.get(), nullptr, to, nullptr, d.in_pipe,
                                  SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
-                last_moved_ = std::chrono::steady_clock::now();
+                half_closed_.moved();
                 d.in_pipe -= static_cast<std::size_t>(n);
                 d.total += static_cast<std::uint64_t>(n);
                 moved_out += static_cast<std::uint64_t>(n);
@@ -184,21 +184,34 @@ void SpliceRelay::fail(const std::string& error) {
 
 void SpliceRelay::maybe_finish() {
     if (ab_.done && ba_.done) return finish(false, {});
-    if ((ab_.done || ba_.done) && !half_closed_watched_ && half_closed_idle_.count() > 0) {
-        half_closed_watched_ = true;
-        last_moved_ = std::chrono::steady_clock::now();
-        watch_half_closed();
-    }
+    if (ab_.done || ba_.done)
+        half_closed_.start(
+            [self = shared_from_this()](const std::string& reason) { self->finish(true, reason); });
 }
 
-void SpliceRelay::watch_half_closed() {
-    half_closed_timer_.expires_at(last_moved_ + half_closed_idle_);
-    half_closed_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-        if (ec || self->finished_) return;
-        if (std::chrono::steady_clock::now() < self->last_moved_ + self->half_closed_idle_)
-            return self->watch_half_closed();  // bytes moved since: wait from then
-        self->finish(true, "one side closed and the other stayed silent for " +
-                               std::to_string(self->half_closed_idle_.count() / 1000) + " s");
+void HalfClosedWatch::start(Expired expired) {
+    if (started_ || idle_.count() == 0) return;
+    started_ = true;
+    expired_ = std::move(expired);
+    moved();
+    arm();
+}
+
+void HalfClosedWatch::cancel() {
+    timer_.cancel();
+    expired_ = nullptr;
+}
+
+void HalfClosedWatch::arm() {
+    timer_.expires_at(last_moved_ + idle_);
+    // The handler's copy of `expired_` keeps the owner (and so this watch) alive until it ran.
+    timer_.async_wait([this, expired = expired_](boost::system::error_code ec) {
+        if (ec || !expired_) return;
+        if (std::chrono::steady_clock::now() < last_moved_ + idle_)
+            return arm();  // bytes moved since: wait from then
+        auto call = std::exchange(expired_, nullptr);
+        call("one side closed and the other stayed silent for " +
+             std::to_string(idle_.count() / 1000) + " s");
     });
 }
 
@@ -207,7 +220,7 @@ void SpliceRelay::finish(bool reset, const std::string& error) {
     finished_ = true;
     boost::system::error_code ignored;
     limit_timer_.cancel();
-    half_closed_timer_.cancel();
+    half_closed_.cancel();
     if (reset) {
         reset_socket(a_);
         reset_socket(b_);

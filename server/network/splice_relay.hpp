@@ -4,6 +4,7 @@
 // a->b direction. Used by the egress proxy and the exposed-port proxy.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -11,12 +12,37 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <system_error>
 
 #include "common/unique_fd.hpp"
 #include "server/network/rate_limiter.hpp"
 
 namespace deskbox::network {
+
+// Once one side of a relayed connection has closed, the other may stay silent at most `idle`
+// (0: forever): without it a peer that never answers a close holds the flow's fds for good.
+// Used on one strand by its owner (SpliceRelay, HttpRelay).
+class HalfClosedWatch {
+  public:
+    using Expired = std::function<void(const std::string& reason)>;
+    explicit HalfClosedWatch(const boost::asio::any_io_executor& executor) : timer_(executor) {}
+    void set_idle(std::chrono::milliseconds idle) { idle_ = idle; }
+    void moved() { last_moved_ = std::chrono::steady_clock::now(); }
+    // From the first call on (later ones do nothing), calls `expired` once nothing moved for
+    // the idle time. `expired` may hold the owner: cancel() lets it go.
+    void start(Expired expired);
+    void cancel();
+
+  private:
+    void arm();
+
+    boost::asio::steady_timer timer_;
+    std::chrono::milliseconds idle_{0};
+    std::chrono::steady_clock::time_point last_moved_ = std::chrono::steady_clock::now();
+    Expired expired_;
+    bool started_ = false;
+};
 
 class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
   public:
@@ -44,7 +70,7 @@ class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
     // Once one side has closed, the other may stay silent at most `idle` before both are reset
     // (0: forever). Without it a peer that never answers a close holds the flow's fds for good.
     // Call before start().
-    void close_half_closed_after(std::chrono::milliseconds idle) { half_closed_idle_ = idle; }
+    void close_half_closed_after(std::chrono::milliseconds idle) { half_closed_.set_idle(idle); }
     void start();
     void close();  // from any thread: resets both and finishes
     void abort();  // the same, on the relay's own strand, at once
@@ -72,15 +98,11 @@ class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
     void pump(Direction& d);
     void fail(const std::string& error);
     void maybe_finish();
-    void watch_half_closed();
     void finish(bool reset, const std::string& error);
 
     boost::asio::ip::tcp::socket a_, b_;
     boost::asio::steady_timer limit_timer_;
-    boost::asio::steady_timer half_closed_timer_;
-    std::chrono::milliseconds half_closed_idle_{0};
-    std::chrono::steady_clock::time_point last_moved_;
-    bool half_closed_watched_ = false;
+    HalfClosedWatch half_closed_;
     Direction ab_, ba_;
     Done done_;
     Progress progress_;

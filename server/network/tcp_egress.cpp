@@ -128,7 +128,7 @@ void TcpEgressConnection::start() {
         auto early = self->ctx_->policy.decide_by_address(self->destination_.address(),
                                                           self->ctx_->core.host_view());
         if (early && !early->allowed) return self->block(early->reason);
-        if (early) {
+        if (early && !self->may_need_rules()) {
             self->reason_ = early->reason;
             return self->connect();
         }
@@ -140,7 +140,8 @@ void TcpEgressConnection::close() {
     net::post(client_.get_executor(), [self = shared_from_this()] {
         self->closed_ = true;
         self->timer_.cancel();
-        if (self->relay_) self->relay_->abort();  // the relay shares our strand
+        if (self->relay_) self->relay_->abort();  // the relays share our strand
+        if (self->http_relay_) self->http_relay_->abort();
         reset_socket(self->client_);
         reset_socket(self->upstream_);
         // Its sockets are closed: a lookup still on its way no longer holds the network up.
@@ -324,6 +325,7 @@ void TcpEgressConnection::relay() {
     boost::system::error_code ignored;
     upstream_.set_option(tcp::no_delay(true), ignored);
     upstream_.set_option(net::socket_base::keep_alive(true), ignored);
+    if (relays_http()) return relay_http();
     auto ctx = ctx_;
     // The relay's completion owns the connection until the relay ends (the relay lets go of
     // it then, which ends the cycle).
@@ -331,13 +333,7 @@ void TcpEgressConnection::relay() {
     relay_ = SpliceRelay::create(
         client_, upstream_,
         [self = shared_from_this()](const SpliceRelay::Result& result) {
-            self->ctx_->stats.transferred(self->label_, result.a_to_b, result.b_to_a);
-            nlohmann::json detail = self->describe();
-            detail["decision"] = "allowed";
-            detail["bytes_out"] = result.a_to_b;
-            detail["bytes_in"] = result.b_to_a;
-            if (result.reset && !result.error.empty()) detail["ended"] = result.error;
-            self->ctx_->audit("egress", detail);
+            self->relayed(result.a_to_b, result.b_to_a, result.reset ? result.error : "", {});
             // The relay's handlers hold it; ours lets the connection go.
             net::post(self->timer_.get_executor(), [self] { self->relay_.reset(); });
         },
@@ -349,6 +345,101 @@ void TcpEgressConnection::relay() {
     ctx_->stats.connection(label_, true, reason_);
     relay_->close_half_closed_after(ctx_->core.options().half_closed_idle);
     relay_->start();
+}
+
+void TcpEgressConnection::relayed(std::uint64_t out, std::uint64_t in, const std::string& ended,
+                                  const std::optional<std::string>& cut) {
+    ctx_->stats.transferred(label_, out, in);
+    if (cut) ctx_->stats.cut(label_, *cut);
+    nlohmann::json detail = describe();
+    detail["decision"] = cut ? "cut" : "allowed";
+    detail["bytes_out"] = out;
+    detail["bytes_in"] = in;
+    if (cut) detail["reason"] = *cut;
+    if (!ended.empty() && !cut) detail["ended"] = ended;
+    ctx_->audit("egress", detail);
+}
+
+bool TcpEgressConnection::relays_http() const {
+    return protocol_ == WireProtocol::http && ctx_->policy.inspects_http();
+}
+
+// The address settles the connection, but DNS gave it out for a rule's domain: the proxy
+// waits for the request to learn whether it is HTTP, whose headers the rules set.
+bool TcpEgressConnection::may_need_rules() const {
+    if (ctx_->policy.rules().empty()) return false;
+    auto name = ctx_->dns_memory.name_of(destination_.address());
+    return name && ctx_->policy.rules().names(*name);
+}
+
+void TcpEgressConnection::relay_http() {
+    auto self = shared_from_this();
+    http_relay_ = std::make_shared<HttpRelay>(
+        std::move(client_), std::move(upstream_),
+        [self](HttpRelay::RequestHead& head) { return self->inspect_request(head); },
+        [self](const HttpRelay::Result& result) {
+            self->relayed(result.out, result.in, result.reset ? result.error : "", result.cut);
+            net::post(self->timer_.get_executor(), [self] { self->http_relay_.reset(); });
+        },
+        ctx_->limiter,
+        [ctx = ctx_](std::uint64_t out, std::uint64_t in) { ctx->stats.bytes_live(out, in); });
+    ctx_->stats.connection(label_, true, reason_);
+    http_relay_->close_half_closed_after(ctx_->core.options().half_closed_idle);
+    http_relay_->start();
+}
+
+// Every request on the connection, not only the first: its Host (and an absolute-form target)
+// must be the name already decided, or one the policy allows at this address; then the
+// credential rules for its name and path set their headers.
+std::optional<std::string> TcpEgressConnection::inspect_request(HttpRelay::RequestHead& head) {
+    SniffResult r = sniff_http_request(HttpRelay::serialize(head));
+    if (r.malformed) return "malformed http (" + r.detail + ")";
+    if (auto why = check_request_host(r)) return why;
+    if (!r.name || ctx_->policy.rules().empty()) return std::nullopt;
+    return apply_rules(*r.name, head);
+}
+
+std::optional<std::string> TcpEgressConnection::apply_rules(const std::string& name,
+                                                            HttpRelay::RequestHead& head) {
+    auto rules = ctx_->policy.rules().matching(
+        name, request_path(std::string_view(head.target().data(), head.target().size())));
+    if (rules.empty()) return std::nullopt;
+    // A rule's values go only where its name really is: a sandbox that sent Host: api.x to
+    // an address of its own choosing gets nothing.
+    if (!ctx_->dns_memory.resolves_to(name, destination_.address()))
+        return "Host " + name + " does not resolve to " + destination_.address().to_string() +
+               " (credential rules send only to the name's own addresses)";
+    for (const auto* rule : rules)
+        for (const auto& h : rule->headers) {
+            std::optional<std::string> value = h.value;
+            if (h.secret) {
+                const auto& lookup = ctx_->core.options().secret_value;
+                value = lookup ? lookup(*h.secret) : std::nullopt;
+                if (!value)
+                    return "secret " + *h.secret + " of the rule for " + rule->domain_text() +
+                           " does not exist any more";
+            }
+            head.set(h.name, *value);
+            injected_.insert(h.name);
+        }
+    return std::nullopt;
+}
+
+std::optional<std::string> TcpEgressConnection::check_request_host(const SniffResult& r) const {
+    if (r.name && name_ && *r.name == *name_) return std::nullopt;
+    Destination d;
+    d.address = destination_.address();
+    d.port = destination_.port();
+    d.protocol = WireProtocol::http;
+    d.name = r.name;
+    d.name_resolves_to_address = r.name && ctx_->dns_memory.resolves_to(*r.name, d.address);
+    Verdict v = ctx_->policy.decide(d, ctx_->core.host_view());
+    if (v.allowed) return std::nullopt;
+    return "Host " +
+           (r.name              ? *r.name
+            : r.literal.empty() ? "(none)"
+                                : r.literal) +
+           ": " + v.reason;
 }
 
 void TcpEgressConnection::finish_quietly() {
@@ -365,6 +456,8 @@ nlohmann::json TcpEgressConnection::describe() const {
                         {"protocol", protocol_name(protocol_)},
                         {"reason", reason_}};
     if (name_) d["name"] = *name_;
+    // Header names only, never values.
+    if (!injected_.empty()) d["injected_headers"] = injected_;
     d["duration_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - started_)
                            .count();

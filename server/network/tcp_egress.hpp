@@ -11,10 +11,12 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/unique_fd.hpp"
 #include "server/network/egress_context.hpp"
+#include "server/network/http_relay.hpp"
 #include "server/network/sniff.hpp"
 #include "server/network/splice_relay.hpp"
 
@@ -54,6 +56,16 @@ class TcpEgressConnection : public Closeable,
     void refuse(RefusedReason why, const std::string& reason);
     void connect();
     void relay();
+    // Plain HTTP under a policy that names domains: carried request by request, each checked.
+    bool relays_http() const;
+    void relay_http();
+    std::optional<std::string> inspect_request(HttpRelay::RequestHead& head);
+    std::optional<std::string> check_request_host(const SniffResult& request) const;
+    // Sets the credential rules' headers for a request to `name`; a reason cuts it.
+    std::optional<std::string> apply_rules(const std::string& name, HttpRelay::RequestHead& head);
+    bool may_need_rules() const;
+    void relayed(std::uint64_t out, std::uint64_t in, const std::string& ended,
+                 const std::optional<std::string>& cut);
     void finish_quietly();
     nlohmann::json describe() const;
 
@@ -62,9 +74,11 @@ class TcpEgressConnection : public Closeable,
     boost::asio::steady_timer timer_;
     boost::asio::ip::tcp::endpoint destination_, source_;
     std::shared_ptr<SpliceRelay> relay_;
+    std::shared_ptr<HttpRelay> http_relay_;
     ConnectionSlot slot_;  // released when the connection (and its relay) is gone
     std::string label_;    // name or address, for counters
     std::optional<std::string> name_;
+    std::set<std::string> injected_;  // header names the rules set on some request
     WireProtocol protocol_ = WireProtocol::other;
     std::string reason_;
     std::size_t peeked_ = 0;

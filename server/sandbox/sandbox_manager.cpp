@@ -159,6 +159,11 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
     // Set before any thread starts: setenv is not safe next to concurrent getenv.
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
+    secrets_ = std::make_unique<secrets::SecretStore>(options_.state_dir / "secrets");
+    // The proxy reads a rule's secret for each request (a new value applies at once).
+    options_.network.secret_value = [store = secrets_.get()](const std::string& name) {
+        return store->value(name);
+    };
     network_ = std::make_unique<network::NetworkService>(options_.network);
     volumes::VolumeStore::Options volume_options;
     volume_options.root = options_.state_dir / "volumes";
@@ -255,6 +260,7 @@ std::shared_ptr<Sandbox> SandboxManager::create_sandbox(const nlohmann::json& re
                                                         const std::filesystem::path& copy_dir) {
     auto [config, definition] = parse_create(request);
     runtime_for(config.runtime_name);  // an unknown runtime is invalid before anything else
+    check_secrets(config.network);
     if (!id.empty()) {
         static const std::string kHex = "0123456789abcdef";
         if (id.size() != 15 || id.rfind("sb-", 0) != 0 ||
@@ -392,6 +398,15 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
         sandbox->boot([&] { return runtime.start(spec); }, timeout);
     }
     return sandbox;
+}
+
+void SandboxManager::check_secrets(const network::NetworkPolicy& policy) const {
+    for (const auto& name : policy.rules().secret_names())
+        if (!secrets_->exists(name))
+            throw SandboxError(SandboxFault::invalid, "secret_not_found",
+                               "a rule names secret:" + name +
+                                   ", which does not exist (set it with POST /v1/secrets)",
+                               "network.rules");
 }
 
 std::vector<volumes::VolumeLease> SandboxManager::acquire_volumes(const SandboxConfig& config,

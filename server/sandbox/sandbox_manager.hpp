@@ -25,6 +25,7 @@
 #include "server/sandbox/copy_requests.hpp"
 #include "server/sandbox/create_request.hpp"
 #include "server/sandbox/sandbox.hpp"
+#include "server/secrets/secret_store.hpp"
 #include "server/snapshots/snapshot_store.hpp"
 #include "server/templates/template_service.hpp"
 
@@ -149,6 +150,8 @@ class SandboxManager {
     volumes::VolumeStore& volumes() { return *volumes_; }
     // Named snapshots (server/snapshots/): saved copies of sandboxes that outlive them.
     snapshots::SnapshotStore& snapshots() { return *snapshots_; }
+    // Secrets (server/secrets/): write-only values credential rules inject.
+    secrets::SecretStore& secrets() { return *secrets_; }
     // Saves sandbox `id` as a named snapshot. Throws SandboxError (not_found, conflict
     // snapshot_exists, no_space).
     snapshots::SnapshotInfo snapshot_sandbox(const std::string& id, const SnapshotRequest& request);
@@ -217,6 +220,9 @@ class SandboxManager {
     std::size_t pooled_count_locked() const;
     // Places a new sandbox of its own (not a pooled one claimed) can still take.
     std::size_t free_places_locked() const;
+    // Every secret the policy's credential rules name exists, else SandboxError (invalid,
+    // secret_not_found).
+    void check_secrets(const network::NetworkPolicy& policy) const;
     // The mounts of config.volumes for sandbox `id` (SandboxError naming volumes[i]:
     // not_found unknown, conflict a second writer, invalid a runtime that cannot mount them).
     std::vector<volumes::VolumeLease> acquire_volumes(const SandboxConfig& config,
@@ -234,6 +240,7 @@ class SandboxManager {
     // Before the sandboxes: their leases unmount through it.
     std::unique_ptr<volumes::VolumeStore> volumes_;
     std::unique_ptr<snapshots::SnapshotStore> snapshots_;
+    std::unique_ptr<secrets::SecretStore> secrets_;
     runtime::RuntimeRegistry runtimes_;
 
     mutable std::mutex mutex_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "server/sandbox/sandbox_error.hpp"
+#include "server/secrets/secret_store.hpp"
 #include "server/snapshots/snapshot_store.hpp"
 #include "server/volumes/volume_store.hpp"
 
@@ -52,6 +53,21 @@ inline SandboxError to_sandbox_error(const snapshots::SnapshotError& e) {
     return SandboxError(SandboxFault::failed, "snapshot_failed", e.what(), e.field());
 }
 
+inline SandboxError to_sandbox_error(const secrets::SecretError& e) {
+    using Kind = secrets::SecretErrorKind;
+    switch (e.kind()) {
+        case Kind::invalid:
+            return SandboxError(SandboxFault::invalid, "bad_request", e.what(), e.field());
+        case Kind::not_found:
+            return SandboxError(SandboxFault::not_found, "secret_not_found", e.what(), e.field());
+        case Kind::too_many:
+            return SandboxError(SandboxFault::conflict, "too_many_secrets", e.what(), e.field());
+        case Kind::failed:
+            break;
+    }
+    return SandboxError(SandboxFault::failed, "secret_failed", e.what(), e.field());
+}
+
 // Runs `f`, its store errors thrown as SandboxErrors.
 template <typename F>
 auto as_sandbox_error(F&& f) -> decltype(f()) {
@@ -60,6 +76,8 @@ auto as_sandbox_error(F&& f) -> decltype(f()) {
     } catch (const volumes::VolumeError& e) {
         throw to_sandbox_error(e);
     } catch (const snapshots::SnapshotError& e) {
+        throw to_sandbox_error(e);
+    } catch (const secrets::SecretError& e) {
         throw to_sandbox_error(e);
     }
 }

@@ -352,6 +352,42 @@ TEST_F(CliTest, CreateTakesANetworkPolicy) {
     EXPECT_EQ(body["limits"], json({{"egress_kbps", 800}}));
     ASSERT_EQ(run({"create", "--network", "off"}).status.exit_code, 0);
     EXPECT_EQ(server.requests().back().json_body()["network"], false);
+    ASSERT_EQ(run({"create", "--allow", "api.example", "--inject",
+                   "api.example/v1/:Authorization=secret:gh", "--inject", "*.example:X-Team=a=b"})
+                  .status.exit_code,
+              0);
+    EXPECT_EQ(server.requests().back().json_body()["network"],
+              json({{"allow", {"api.example"}},
+                    {"rules",
+                     {{{"domain", "api.example"},
+                       {"path", "/v1/"},
+                       {"headers", {{"Authorization", "secret:gh"}}}},
+                      {{"domain", "*.example"}, {"headers", {{"X-Team", "a=b"}}}}}}}));
+    EXPECT_EQ(run({"create", "--inject", "api.example:NoValue"}).status.exit_code, 2);
+}
+
+TEST_F(CliTest, SecretSetReadsTheValueFromStdinNeverTheCommandLine) {
+    server.set_handler([](const RecordedRequest& r) {
+        if (r.method == "GET")
+            return json_answer(
+                {{"secrets", {{{"name", "gh"}, {"created_at", "t0"}, {"updated_at", "t1"}}}}});
+        if (r.method == "DELETE") return json_answer({{"deleted", "gh"}});
+        return json_answer({{"name", "gh"}}, 201);
+    });
+    RunResult set = run({"secret", "set", "gh"}, "Bearer xyz\n");
+    ASSERT_EQ(set.status.exit_code, 0) << set.err;
+    EXPECT_EQ(set.out, "gh\n");
+    RunResult listed = run({"secret", "ls"});
+    EXPECT_NE(listed.out.find("gh"), std::string::npos) << listed.out;
+    EXPECT_EQ(run({"secret", "rm", "gh"}).status.exit_code, 0);
+    EXPECT_EQ(run({"secret", "set", "gh"}, "").status.exit_code, 2) << "an empty value";
+    EXPECT_EQ(run({"secret", "set", "gh", "value-on-the-line"}).status.exit_code, 2);
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 3u);
+    EXPECT_EQ(requests[0].path, "/v1/secrets");
+    EXPECT_EQ(requests[0].json_body(), json({{"name", "gh"}, {"value", "Bearer xyz"}}));
+    EXPECT_EQ(requests[2].method, "DELETE");
+    EXPECT_EQ(requests[2].path, "/v1/secrets/gh");
 }
 
 TEST_F(CliTest, PortsListsWhatListensWithItsUrl) {

@@ -599,7 +599,8 @@ TEST(NetworkPolicyParseTest, ErrorsNameTheOffendingField) {
         {R"({"allow": ["*"]})", "network.allow[0]", "only allowed as the first label"},
         {R"({"allow": ["*.*.example.org"]})", "network.allow[0]", "is not a domain"},
         {R"({"allow": ["*.org"]})", "network.allow[0]", "at least two labels"},
-        {R"({"allow": [], "allowed": []})", "network.allowed", "unknown field (allow, deny)"},
+        {R"({"allow": [], "allowed": []})", "network.allowed",
+         "unknown field (allow, deny, rules)"},
         {R"({"mode": "internet"})", "network.mode", "unknown field"},
     };
     for (const auto& c : cases) {
@@ -1187,6 +1188,15 @@ void expect_malformed_http(const SniffResult& r, const std::string& detail_part)
     EXPECT_EQ(r.protocol, WireProtocol::http);
     EXPECT_TRUE(r.malformed);
     EXPECT_NE(r.detail.find(detail_part), std::string::npos) << r.detail;
+}
+
+TEST(SniffHttpTest, AnyContentLengthIsAHeadNotAMalformedRequest) {
+    // Beast's default body limit (1 MB) made every larger upload "malformed" under an allow list.
+    auto r = sniff_http_request(
+        "POST /upload HTTP/1.1\r\nHost: a.example\r\nContent-Length: 5000000000\r\n\r\n");
+    EXPECT_TRUE(r.complete);
+    EXPECT_FALSE(r.malformed) << r.detail;
+    EXPECT_EQ(r.name, "a.example");
 }
 
 TEST(SniffHttpTest, HostGivesTheNameWithoutItsPort) {
@@ -1975,6 +1985,7 @@ TEST(EgressStatsTest, ToJsonShape) {
         {"connections",
          {{"allowed", 1},
           {"blocked", 2},
+          {"cut", 0},
           {"open", 1},
           {"refused", {{"no_fds", 0}, {"over_cap", 0}}}}},
         {"bytes", {{"out", 10}, {"in", 20}}},
@@ -1984,12 +1995,14 @@ TEST(EgressStatsTest, ToJsonShape) {
          {{{"destination", "blocked.example"},
            {"allowed", 0},
            {"blocked", 2},
+           {"cut", 0},
            {"bytes_out", 0},
            {"bytes_in", 0},
            {"last_blocked_reason", "denied by blocked.example"}},
           {{"destination", "example.org"},
            {"allowed", 1},
            {"blocked", 0},
+           {"cut", 0},
            {"bytes_out", 10},
            {"bytes_in", 20}}}},
     };

@@ -134,11 +134,15 @@ struct TestInternet::Impl {
     http::response<http::string_body> answer(const http::request<http::string_body>& req,
                                              const std::string& local, const std::string& sni) {
         std::string host(req[http::field::host]);
-        note("host=" + host + " sni=" + sni + " address=" + local +
-             " target=" + std::string(req.target()));
+        std::string target(req.target());
+        std::string fields;
+        if (target.rfind("/headers", 0) == 0)
+            for (const auto& field : req)
+                fields +=
+                    " | " + std::string(field.name_string()) + ": " + std::string(field.value());
+        note("host=" + host + " sni=" + sni + " address=" + local + " target=" + target + fields);
         http::response<http::string_body> res{http::status::ok, req.version()};
         res.set(http::field::content_type, "text/plain");
-        std::string target(req.target());
         if (auto to = redirect_for(target)) {
             res.result(http::status::temporary_redirect);
             res.set(http::field::location, *to + target);
@@ -146,6 +150,11 @@ struct TestInternet::Impl {
             res.set(http::field::content_type, "text/html; charset=utf-8");
             res.body() = "<!doctype html><title>deskbox test page at " + local +
                          "</title><h1>Hello from the test internet</h1>\n";
+        } else if (target.rfind("/headers", 0) == 0) {
+            // Echoes the request's header fields, one "name: value" a line.
+            for (const auto& field : req)
+                res.body() +=
+                    std::string(field.name_string()) + ": " + std::string(field.value()) + "\n";
         } else if (target.rfind("/bytes/", 0) == 0) {
             std::size_t n = std::min<std::size_t>(std::stoull(target.substr(7)), 64u << 20);
             res.body().assign(n, 'x');

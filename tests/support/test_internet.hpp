@@ -3,7 +3,8 @@
 // picks in 198.18.0.0/15 (benchmarking, so nothing real is ever reached), holding
 //   - HTTP on :80 and HTTPS (self-signed, any SNI) on :443 of `web_address()`, answering
 //     "deskbox test host <address> host=<Host> sni=<SNI>", /page with an HTML page titled
-//     "deskbox test page at <address>", and /bytes/N with N bytes,
+//     "deskbox test page at <address>", /bytes/N with N bytes, and /headers... with the
+//     request's header fields ("name: value" lines),
 //   - the same on `other_address()` (a second host, for mismatch and IP-literal cases) and on
 //     `lan_address()` (a third, for tests that keep it a private/special address),
 //   - a UDP echo on :7 of `web_address()`,
@@ -43,7 +44,8 @@ class TestInternet {
     std::string dns_address() const { return web_address(); }
     std::string subnet() const;  // 198.18.X.0/24
 
-    // "host=... sni=..." of every request the hosts answered, oldest first.
+    // "host=... sni=... address=... target=..." of every request the hosts answered, oldest
+    // first; for /headers... targets followed by " | name: value" for each header field.
     std::vector<std::string> requests_seen() const;
     std::uint64_t sink_bytes() const;        // bytes the :9001 sink has read so far
     std::string host_side_link() const;      // the veth's name in the host's namespace

@@ -51,6 +51,7 @@ from .sandbox import (
     Window,
 )
 from .events import Event, events
+from .secret import Secret, SecretInfo
 from .snapshot import Snapshot, SnapshotInfo
 from .usage import metrics, usage, usage_csv
 from .template import Template, TemplateBuild, TemplateBuildError, TemplateInfo
@@ -96,6 +97,8 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxInfo",
+    "Secret",
+    "SecretInfo",
     "SandboxPausedError",
     "SandboxExhaustedError",
     "Snapshot",

@@ -4,6 +4,8 @@ export type { TemplateBuild, TemplateInfo, BuildOptions, ImportOptions, ImportIm
 export { Snapshot } from "./snapshot.js";
 export type { SnapshotInfo } from "./snapshot.js";
 export { Volume } from "./volume.js";
+export { Secret } from "./secret.js";
+export type { SecretInfo } from "./secret.js";
 export { usage, usageCsv, metrics } from "./usage.js";
 export { events, parseEventBlocks } from "./events.js";
 export type { DeskboxEvent, EventOptions, EventType } from "./events.js";

@@ -24,8 +24,9 @@ std::string egress_metrics(const SandboxManager& manager) {
     // Per sandbox: connections by decision and destination (the busiest 20 names, so a sandbox
     // cannot blow up the label set), bytes each way, DNS answers.
     std::string connections =
-        "# HELP deskbox_egress_connections_total Sandbox egress connections by decision and "
-        "destination (busiest 20 per sandbox).\n# TYPE deskbox_egress_connections_total counter\n";
+        "# HELP deskbox_egress_connections_total Sandbox egress connections by decision (allowed, "
+        "blocked, cut: allowed then cut) and destination (busiest 20 per sandbox).\n# TYPE "
+        "deskbox_egress_connections_total counter\n";
     std::string bytes =
         "# HELP deskbox_egress_bytes_total Bytes a sandbox sent out and got back.\n"
         "# TYPE deskbox_egress_bytes_total counter\n";
@@ -53,8 +54,8 @@ std::string egress_metrics(const SandboxManager& manager) {
         if (!net || !net->has_interface()) continue;
         const std::string id = "sandbox=\"" + label(sandbox->id()) + "\"";
         for (const auto& [name, c] : net->top_destinations(20))
-            for (auto [decision, n] :
-                 {std::pair{"allowed", c.allowed}, std::pair{"blocked", c.blocked}})
+            for (auto [decision, n] : {std::pair{"allowed", c.allowed},
+                                       std::pair{"blocked", c.blocked}, std::pair{"cut", c.cut}})
                 if (n)
                     connections += "deskbox_egress_connections_total{" + id + ",decision=\"" +
                                    decision + "\",destination=\"" + label(name) + "\"} " +

@@ -102,6 +102,10 @@ void read_limits_and_network(RequestReader& body, BuildRequest& request,
         } catch (const network::PolicyError& e) {
             throw ApiError(400, "bad_request", e.what(), "network");
         }
+        // Secrets stay out of images: a build's steps get no credentials.
+        if (!request.network.rules().empty())
+            throw ApiError(400, "bad_request", "a build's network takes no credential rules",
+                           "network.rules");
     }
     if (auto timeout = body.integer("timeout_s", 10, 86400))
         request.timeout = std::chrono::seconds(*timeout);

@@ -1,0 +1,243 @@
+#include "server/network/http_relay.hpp"
+
+#include <sys/socket.h>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+#include "server/network/splice_relay.hpp"
+
+namespace deskbox::network {
+namespace {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+
+constexpr std::uint32_t kMaxHeadBytes = 64 * 1024;
+
+std::string hex(std::size_t n) {
+    std::ostringstream out;
+    out << std::hex << n;
+    return std::move(out).str();
+}
+
+bool ends_cleanly(const boost::system::error_code& ec) {
+    return ec == http::error::end_of_stream || ec == net::error::eof;
+}
+
+}  // namespace
+
+std::string HttpRelay::serialize(const RequestHead& head) {
+    std::ostringstream out;
+    out << head;
+    return std::move(out).str();
+}
+
+HttpRelay::HttpRelay(net::ip::tcp::socket client, net::ip::tcp::socket upstream, Inspect inspect,
+                     Done done, std::shared_ptr<RateLimiter> limit_out, Progress progress)
+    : client_(std::move(client)),
+      upstream_(std::move(upstream)),
+      inspect_(std::move(inspect)),
+      done_(std::move(done)),
+      limiter_(std::move(limit_out)),
+      progress_(std::move(progress)),
+      limit_timer_(client_.get_executor()),
+      half_closed_(client_.get_executor()) {}
+
+void HttpRelay::start() {
+    net::post(client_.get_executor(), [self = shared_from_this()] {
+        self->read_head();
+        self->pump_down();
+    });
+}
+
+void HttpRelay::abort() {
+    finish(true, "closed by deskboxd");
+}
+
+void HttpRelay::cut(const std::string& reason) {
+    if (finished_) return;
+    result_.cut = reason;
+    finish(true, reason);
+}
+
+void HttpRelay::read_head() {
+    if (finished_) return;
+    parser_.emplace();
+    parser_->header_limit(kMaxHeadBytes);
+    // Streamed, never held. Not boost::none: Beast 1.74 compares a Content-Length with an empty
+    // limit as if the limit were below it.
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    http::async_read_header(client_, in_, *parser_,
+                            [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                                self->on_head(ec);
+                            });
+}
+
+void HttpRelay::on_head(boost::system::error_code ec) {
+    if (finished_) return;
+    if (ends_cleanly(ec)) return direction_done(true);
+    if (ec)
+        return cut("request " + std::to_string(result_.requests + 1) + ": not HTTP/1 (" +
+                   ec.message() + ")");
+    ++result_.requests;
+    auto& head = parser_->get().base();
+    if (auto why = inspect_ ? inspect_(head) : std::nullopt)
+        return cut("request " + std::to_string(result_.requests) + ": " + *why);
+    chunked_ = parser_->chunked();
+    upgrade_ =
+        head.method() == http::verb::connect || head.find(http::field::upgrade) != head.end();
+    send_up(serialize(head), [self = shared_from_this()] { self->read_body(); });
+}
+
+void HttpRelay::read_body() {
+    if (finished_) return;
+    if (parser_->is_done()) {
+        if (!upgrade_) return read_head();
+        // Not HTTP any more: what follows goes as bytes, starting with what was read already.
+        std::string rest(static_cast<const char*>(in_.data().data()), in_.size());
+        in_.consume(in_.size());
+        return send_up(std::move(rest), [self = shared_from_this()] { self->raw_up(); });
+    }
+    if (!chunked_ && parser_->content_length_remaining()) {
+        // A sized body goes on as it came (the head settled its length): no parser between.
+        sized_left_ = *parser_->content_length_remaining();
+        const std::size_t n = std::min<std::uint64_t>(sized_left_, in_.size());
+        std::string first(static_cast<const char*>(in_.data().data()), n);
+        in_.consume(n);
+        sized_left_ -= n;
+        return send_up(std::move(first), [self = shared_from_this()] { self->sized_body(); });
+    }
+    auto& body = parser_->get().body();
+    body.data = body_buf_.data();
+    body.size = body_buf_.size();
+    http::async_read_some(client_, in_, *parser_,
+                          [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                              if (self->finished_) return;
+                              if (ec == http::error::need_buffer) ec = {};
+                              if (ec)
+                                  return self->finish(true,
+                                                      "reading a request body: " + ec.message());
+                              auto& b = self->parser_->get().body();
+                              std::size_t n = self->body_buf_.size() - b.size;
+                              std::string bytes;
+                              if (self->chunked_ && n > 0) bytes = hex(n) + "\r\n";
+                              bytes.append(self->body_buf_.data(), n);
+                              if (self->chunked_ && n > 0) bytes += "\r\n";
+                              if (self->chunked_ && self->parser_->is_done()) bytes += "0\r\n\r\n";
+                              self->send_up(std::move(bytes), [self] { self->read_body(); });
+                          });
+}
+
+void HttpRelay::sized_body() {
+    if (sized_left_ == 0) return read_head();
+    const std::size_t want = std::min<std::uint64_t>(sized_left_, body_buf_.size());
+    client_.async_read_some(
+        net::buffer(body_buf_.data(), want),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+            if (self->finished_) return;
+            if (ec) return self->finish(true, "reading a request body: " + ec.message());
+            self->sized_left_ -= n;
+            self->send_up(std::string(self->body_buf_.data(), n), [self] { self->sized_body(); });
+        });
+}
+
+void HttpRelay::send_up(std::string bytes, std::function<void()> then) {
+    out_ = std::move(bytes);
+    out_cleared_ = limiter_ ? 0 : out_.size();
+    throttled_write(std::move(then));
+}
+
+// Waits for the rate limit to clear out_, then writes it upstream.
+void HttpRelay::throttled_write(std::function<void()> then) {
+    auto self = shared_from_this();
+    while (out_cleared_ < out_.size()) {
+        std::uint64_t got = limiter_->take(out_.size() - out_cleared_);
+        if (got == 0) {
+            limit_timer_.expires_after(limiter_->wait_for(16 * 1024));
+            limit_timer_.async_wait([self, then](boost::system::error_code ec) {
+                if (!ec && !self->finished_) self->throttled_write(then);
+            });
+            return;
+        }
+        out_cleared_ += got;
+    }
+    net::async_write(upstream_, net::buffer(out_),
+                     [self, then](boost::system::error_code ec, std::size_t n) {
+                         if (self->finished_) return;
+                         if (ec) return self->finish(true, "sending: " + ec.message());
+                         self->result_.out += n;
+                         self->half_closed_.moved();
+                         if (self->progress_) self->progress_(n, 0);
+                         then();
+                     });
+}
+
+void HttpRelay::raw_up() {
+    client_.async_read_some(
+        net::buffer(body_buf_),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+            if (self->finished_) return;
+            if (ec == net::error::eof) return self->direction_done(true);
+            if (ec) return self->finish(true, "receiving: " + ec.message());
+            self->send_up(std::string(self->body_buf_.data(), n), [self] { self->raw_up(); });
+        });
+}
+
+void HttpRelay::pump_down() {
+    upstream_.async_read_some(
+        net::buffer(down_buf_),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+            if (self->finished_) return;
+            if (ec == net::error::eof) return self->direction_done(false);
+            if (ec) return self->finish(true, "receiving: " + ec.message());
+            net::async_write(self->client_, net::buffer(self->down_buf_.data(), n),
+                             [self](boost::system::error_code ec, std::size_t n) {
+                                 if (self->finished_) return;
+                                 if (ec) return self->finish(true, "sending: " + ec.message());
+                                 self->result_.in += n;
+                                 self->half_closed_.moved();
+                                 if (self->progress_) self->progress_(0, n);
+                                 self->pump_down();
+                             });
+        });
+}
+
+// One direction ended cleanly: pass the end on (half-close) and finish once both have.
+void HttpRelay::direction_done(bool up) {
+    (up ? up_done_ : down_done_) = true;
+    ::shutdown((up ? upstream_ : client_).native_handle(), SHUT_WR);
+    if (up_done_ && down_done_) return finish(false, {});
+    half_closed_.start(
+        [self = shared_from_this()](const std::string& reason) { self->finish(true, reason); });
+}
+
+void HttpRelay::finish(bool reset, const std::string& error) {
+    if (finished_) return;
+    finished_ = true;
+    limit_timer_.cancel();
+    half_closed_.cancel();
+    if (reset) {
+        reset_socket(client_);
+        reset_socket(upstream_);
+    } else {
+        boost::system::error_code ignored;
+        client_.close(ignored);
+        upstream_.close(ignored);
+    }
+    result_.reset = reset;
+    result_.error = error;
+    if (done_) {
+        auto done = std::move(done_);
+        done(result_);
+    }
+}
+
+}  // namespace deskbox::network
