@@ -102,7 +102,13 @@ class VisionTest(unittest.TestCase):
         cls.sb = Sandbox.create(template=TEMPLATE, runtime=RUNTIME, network=False, timeout=600,
                                 server=server.url)
         try:
-            cls.term = cls._start_xterm(["-geometry", "64x10+40+40"])
+            # Typed before its shell reads the terminal, a line is echoed twice (by the tty,
+            # then by readline after the prompt): wait for bash's first prompt.
+            prompt = "/tmp/vision-prompt"
+            cls.term = cls._start_xterm(["-geometry", "64x10+40+40", "-e", "env",
+                                         f"PROMPT_COMMAND=touch {prompt}", "bash"])
+            if not wait_until(lambda: cls.sb.files.exists(prompt), 15):
+                raise RuntimeError("the test's xterm showed no prompt")
             cls.sb.left_click(cls.term.x + 30, cls.term.y + cls.term.height - 10)
             for line in ("W=APPLE", "echo PINE$W", "echo MANGO$W MANGO$W",
                          "touch /tmp/vision-ready"):

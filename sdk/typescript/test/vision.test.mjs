@@ -51,7 +51,11 @@ describe("seeing the screen on a real deskboxd", () => {
     server = await startDeskboxd();
     dir = await mkdtemp(join(tmpdir(), "deskbox-ts-vision-"));
     sbx = await Sandbox.create({ server: server.url, template: "minimal", runtime: "container", timeout: 600, network: false });
-    term = await startXterm(["-geometry", "64x10+40+40"]);
+    // Typed before its shell reads the terminal, a line is echoed twice (by the tty, then by
+    // readline after the prompt): wait for bash's first prompt.
+    const prompt = "/tmp/vision-prompt";
+    term = await startXterm(["-geometry", "64x10+40+40", "-e", "env", `PROMPT_COMMAND=touch ${prompt}`, "bash"]);
+    assert.ok(await waitFor(() => sbx.files.exists(prompt), 15_000), "the test's xterm showed a prompt");
     termBox = boxOf(term);
     await sbx.leftClick(term.x + 30, term.y + term.height - 10);
     for (const line of ["W=APPLE", "echo PINE$W", "echo MANGO$W MANGO$W", "touch /tmp/vision-ready"]) await sbx.write(line + "\n");
