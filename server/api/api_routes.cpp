@@ -86,8 +86,8 @@ bool ApiRoute::per_sandbox() const {
 bool ApiRoute::wakes_sandbox() const {
     // What reads or changes the sandbox's lifecycle itself leaves it as it is.
     static const std::set<std::string_view> kLifecycle = {
-        "/v1/sandboxes/{id}", "/v1/sandboxes/{id}/timeout", "/v1/sandboxes/{id}/pause",
-        "/v1/sandboxes/{id}/resume", "/v1/sandboxes/{id}/events"};
+        "/v1/sandboxes/{id}",        "/v1/sandboxes/{id}/timeout", "/v1/sandboxes/{id}/pause",
+        "/v1/sandboxes/{id}/resume", "/v1/sandboxes/{id}/events",  "/v1/sandboxes/{id}/network"};
     return per_sandbox() && !kLifecycle.count(path);
 }
 
@@ -144,6 +144,7 @@ const std::vector<ApiRoute>& api_routes() {
          api_key,
          {{verb::get, inspect_sandbox}, {verb::delete_, kill_sandbox}}},
         {"/v1/sandboxes/{id}/timeout", api_key, {{verb::post, set_timeout}}},
+        {"/v1/sandboxes/{id}/network", api_key, {{verb::patch, change_network}}},
         {"/v1/sandboxes/{id}/pause", api_key, {{verb::post, pause_sandbox}}},
         {"/v1/sandboxes/{id}/resume", api_key, {{verb::post, resume_sandbox}}},
         {"/v1/sandboxes/{id}/events", sandbox_token, {{verb::get, stream_sandbox_events}}},

@@ -48,6 +48,7 @@ const std::map<std::string, CommandFunction>& commands() {
         {"pause", [](Context& c, const auto& t) { return command_lifecycle(c, t, "pause"); }},
         {"resume", [](Context& c, const auto& t) { return command_lifecycle(c, t, "resume"); }},
         {"timeout", command_timeout},
+        {"network", command_network},
         {"screenshot", command_screenshot},
         {"act", command_act},
         {"click", command_click},

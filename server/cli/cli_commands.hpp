@@ -106,6 +106,7 @@ int command_inspect(Context& context, const CommandTokens& tokens);
 int command_kill(Context& context, const CommandTokens& tokens);
 int command_lifecycle(Context& context, const CommandTokens& tokens, const char* name);
 int command_timeout(Context& context, const CommandTokens& tokens);
+int command_network(Context& context, const CommandTokens& tokens);
 // The desktop (cli_desktop.cpp).
 int command_screenshot(Context& context, const CommandTokens& tokens);
 int command_act(Context& context, const CommandTokens& tokens);

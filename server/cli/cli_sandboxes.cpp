@@ -198,6 +198,37 @@ std::optional<json> network_request(const ParsedArgs& args) {
 
 }  // namespace
 
+int command_network(Context& context, const std::vector<std::string>& tokens) {
+    Command c(context, "network", tokens,
+              {{"--allow", ""},
+               {"--deny", ""},
+               {"--inject", ""},
+               {"--egress-kbps", ""},
+               {"--allow-all", "", false},
+               {"--no-deny", "", false},
+               {"--no-rules", "", false}});
+    c.expect(1, 1);
+    json change = json::object();
+    auto part = [&](const char* name, const char* flag, const char* clear, json value) {
+        if (c.args.has(clear) && !value.empty())
+            throw UsageError(std::string(clear) + " and " + flag + " contradict each other",
+                             usage_of("network"));
+        if (c.args.has(clear)) change[name] = nullptr;
+        if (!value.empty()) change[name] = std::move(value);
+    };
+    json rules = json::array();
+    for (const auto& entry : c.args.all("--inject")) rules.push_back(parse_inject_arg(entry));
+    part("allow", "--allow", "--allow-all", json(c.args.all("--allow")));
+    part("deny", "--deny", "--no-deny", json(c.args.all("--deny")));
+    part("rules", "--inject", "--no-rules", rules);
+    if (auto kbps = c.args.get("--egress-kbps"))
+        change["egress_kbps"] = parse_integer(*kbps, "--egress-kbps", 0, 100'000'000);
+    if (change.empty()) throw UsageError("nothing to change", usage_of("network"));
+    json answer = context.client().patch_json(sandbox_path(c.arg(0)) + "/network", change);
+    context.out << answer.dump(2) << "\n";
+    return kExitOk;
+}
+
 json create_request(const ParsedArgs& args) {
     json body = json::object();
     // From a snapshot, its template and size unless asked for (the server refuses others).

@@ -117,6 +117,13 @@ const std::map<std::string, std::string> kUsage = {
     {"pause", "usage: deskbox pause ID [--snapshot]"},
     {"resume", "usage: deskbox resume ID"},
     {"timeout", "usage: deskbox timeout ID SECONDS\nSets the sandbox to expire SECONDS from now."},
+    {"network",
+     "usage: deskbox network ID [--allow DEST]... [--deny DEST]... [--inject RULE]...\n"
+     "         [--allow-all] [--no-deny] [--no-rules] [--egress-kbps N]\n"
+     "Changes a running sandbox's network policy: each part given replaces that part (--allow\n"
+     "the allow list, --deny the deny list, --inject the credential rules, as create takes\n"
+     "them); --allow-all, --no-deny and --no-rules remove a part; the others stay. Open\n"
+     "connections the new policy forbids are cut at once. Prints the sandbox's network."},
     {"screenshot",
      "usage: deskbox screenshot ID [-o FILE|-] [--format png|jpeg|webp] [--quality N]\n"
      "         [--width N] [--height N]\n"

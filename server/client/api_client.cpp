@@ -55,6 +55,8 @@ http::verb to_verb(Method method) {
             return http::verb::post;
         case Method::put:
             return http::verb::put;
+        case Method::patch:
+            return http::verb::patch;
         case Method::del:
             return http::verb::delete_;
     }
@@ -504,6 +506,10 @@ json ApiClient::post_json(std::string_view target, const json& body) {
 
 json ApiClient::put_json(std::string_view target, const json& body) {
     return call(Method::put, target, body.dump(), "application/json").json();
+}
+
+json ApiClient::patch_json(std::string_view target, const json& body) {
+    return call(Method::patch, target, body.dump(), "application/json").json();
 }
 
 json ApiClient::delete_json(std::string_view target) {

@@ -83,7 +83,7 @@ struct Response {
     nlohmann::json json() const;
 };
 
-enum class Method { get, post, put, del };
+enum class Method { get, post, put, patch, del };
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct ClientOptions {
@@ -122,6 +122,7 @@ class ApiClient {
     nlohmann::json post_json(std::string_view target,
                              const nlohmann::json& body = nlohmann::json::object());
     nlohmann::json put_json(std::string_view target, const nlohmann::json& body);
+    nlohmann::json patch_json(std::string_view target, const nlohmann::json& body);
     nlohmann::json delete_json(std::string_view target);
 
     // Raw bytes (screenshots, files): the full response, headers included.

@@ -37,7 +37,7 @@ void answer_sandbox_query(const std::shared_ptr<EgressContext>& ctx, std::string
     if (!q) return done({});
     if (q->qclass != 1) return done(dns_answer_without_records(query, kDnsRcodeRefused));
     auto name = normalize_host_name(q->name);
-    Verdict verdict = name ? ctx->policy.name_verdict(*name) : Verdict{false, "not a host name"};
+    Verdict verdict = name ? ctx->policy()->name_verdict(*name) : Verdict{false, "not a host name"};
     if (!verdict.allowed) {
         ctx->stats.dns(false);
         ctx->audit("egress.dns", {{"name", q->name.substr(0, 253)},
@@ -67,9 +67,10 @@ void answer_sandbox_query(const std::shared_ptr<EgressContext>& ctx, std::string
                 return done(dns_answer_without_records(query, kDnsRcodeServfail));
             }
             const auto& check = ctx->core.host_view();
-            auto filtered = filter_dns_answer(
-                answer, q, upstream_id, q.id,
-                [&](const IpAddress& a) { return ctx->policy.answer_verdict(a, check).allowed; });
+            auto filtered =
+                filter_dns_answer(answer, q, upstream_id, q.id, [&](const IpAddress& a) {
+                    return ctx->policy()->answer_verdict(a, check).allowed;
+                });
             if (!filtered) return done(dns_answer_without_records(query, kDnsRcodeServfail));
             for (const auto& a : filtered->kept) {
                 ctx->dns_memory.remember(name, a.address, std::chrono::seconds(a.ttl));
@@ -81,7 +82,7 @@ void answer_sandbox_query(const std::shared_ptr<EgressContext>& ctx, std::string
                 std::string reason;
                 for (const auto& a : filtered->stripped) {
                     removed.push_back(a.address.to_string());
-                    reason = ctx->policy.answer_verdict(a.address, check).reason;
+                    reason = ctx->policy()->answer_verdict(a.address, check).reason;
                 }
                 ctx->audit("egress.dns", {{"name", name},
                                           {"decision", "addresses_removed"},
@@ -108,7 +109,7 @@ void lookup_for_proxy(const std::shared_ptr<EgressContext>& ctx, const std::stri
             if (ok) {
                 const auto& check = ctx->core.host_view();
                 auto filtered = filter_dns_answer(answer, q, q.id, q.id, [&](const IpAddress& a) {
-                    return ctx->policy.answer_verdict(a, check).allowed;
+                    return ctx->policy()->answer_verdict(a, check).allowed;
                 });
                 if (filtered)
                     for (const auto& a : filtered->kept)

@@ -4,9 +4,30 @@ namespace deskbox::network {
 
 EgressContext::EgressContext(NetworkCore& core_ref, std::string id, NetworkPolicy p,
                              std::uint64_t egress_bytes_per_second, AuditSink sink)
-    : core(core_ref), sandbox_id(std::move(id)), policy(std::move(p)), audit_(std::move(sink)) {
-    if (egress_bytes_per_second > 0)
-        limiter = std::make_shared<RateLimiter>(egress_bytes_per_second);
+    : core(core_ref),
+      sandbox_id(std::move(id)),
+      limiter(std::make_shared<RateLimiter>(egress_bytes_per_second)),
+      policy_(std::make_shared<const NetworkPolicy>(std::move(p))),
+      audit_(std::move(sink)) {}
+
+std::shared_ptr<const NetworkPolicy> EgressContext::policy() const {
+    std::lock_guard lock(policy_mutex_);
+    return policy_;
+}
+
+void EgressContext::replace_policy(NetworkPolicy policy, std::uint64_t egress_bytes_per_second) {
+    {
+        std::lock_guard lock(policy_mutex_);
+        policy_ = std::make_shared<const NetworkPolicy>(std::move(policy));
+    }
+    limiter->set_rate(egress_bytes_per_second);
+    std::vector<std::shared_ptr<Closeable>> open;
+    {
+        std::lock_guard lock(registry_mutex_);
+        for (const auto& [ticket, weak] : registry_)
+            if (auto object = weak.lock()) open.push_back(std::move(object));
+    }
+    for (const auto& object : open) object->recheck_policy();
 }
 
 ConnectionSlot EgressContext::take_slot(std::size_t cap) {

@@ -34,6 +34,9 @@ class Closeable {
     // Thread-safe: posts to the object's own strand, which closes its sockets and leaves the
     // registry (so stop() waits for sockets to close, not for lookups in flight).
     virtual void close() = 0;
+    // Thread-safe: the sandbox's policy changed (EgressContext::replace_policy); what it holds
+    // open that the new policy forbids is cut, on its own strand.
+    virtual void recheck_policy() {}
 };
 
 // One of a sandbox's TCP connection slots (NetworkOptions::max_connections, sized by deskboxd's
@@ -68,11 +71,17 @@ struct EgressContext {
 
     NetworkCore& core;
     const std::string sandbox_id;
-    const NetworkPolicy policy;
     EgressStats stats;
     DnsMemory dns_memory;
-    std::shared_ptr<RateLimiter> limiter;  // null: unlimited
-    NetworkNamespace* router = nullptr;    // where per-flow UDP sockets are made
+    // Every flow's limiter (limits.egress_kbps): rate 0 is no limit; a live change sets its rate.
+    const std::shared_ptr<RateLimiter> limiter;
+    NetworkNamespace* router = nullptr;  // where per-flow UDP sockets are made
+
+    // The policy in force now: decisions take a copy (a live change may replace it meanwhile).
+    std::shared_ptr<const NetworkPolicy> policy() const;
+    // A live change: new decisions follow `policy` and `egress_bytes_per_second` (0: no limit)
+    // at once, and everything enrolled rechecks what it holds open.
+    void replace_policy(NetworkPolicy policy, std::uint64_t egress_bytes_per_second);
 
     bool stopped() const { return stopped_; }
     // A slot if fewer than `cap` TCP connections hold one; else an empty slot (refuse it).
@@ -90,6 +99,8 @@ struct EgressContext {
     void stop(std::chrono::milliseconds wait);
 
   private:
+    mutable std::mutex policy_mutex_;
+    std::shared_ptr<const NetworkPolicy> policy_;
     std::atomic<bool> stopped_{false};
     std::atomic<std::size_t> slots_{0};
     std::mutex audit_mutex_;

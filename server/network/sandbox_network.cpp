@@ -36,7 +36,7 @@ void ipv6_off() {
 }  // namespace
 
 SandboxNetwork::SandboxNetwork(NetworkCore& core, Options options)
-    : core_(core), options_(std::move(options)) {
+    : core_(core), options_(std::move(options)), egress_kbps_(options_.egress_kbps) {
     ctx_ = std::make_shared<EgressContext>(core_, options_.sandbox_id, options_.policy,
                                            options_.egress_kbps * 1000 / 8, options_.audit);
     try {
@@ -167,11 +167,22 @@ bool SandboxNetwork::ports_reachable() const {
     return inner_.valid() || router_.valid();
 }
 
+void SandboxNetwork::change(NetworkPolicy policy, std::uint64_t egress_kbps) {
+    if (policy.enabled() != options_.policy.enabled())
+        throw NetworkError(options_.policy.enabled()
+                               ? "a running sandbox's network cannot be switched off (allow "
+                                 "nothing instead: {\"allow\": []})"
+                               : "a sandbox created without a network cannot get one while it "
+                                 "runs");
+    egress_kbps_ = egress_kbps;
+    ctx_->replace_policy(std::move(policy), egress_kbps * 1000 / 8);
+}
+
 nlohmann::json SandboxNetwork::describe() const {
-    nlohmann::json out = {{"policy", options_.policy.describe()}};
+    nlohmann::json out = {{"policy", ctx_->policy()->describe()}};
     if (options_.policy.enabled()) {
         out["egress"] = ctx_->stats.to_json();
-        if (options_.egress_kbps) out["egress_kbps"] = options_.egress_kbps;
+        if (const std::uint64_t kbps = egress_kbps_) out["egress_kbps"] = kbps;
         out["addresses"] = {
             {"sandbox", kGuestAddress}, {"gateway", kGatewayAddress}, {"dns", kDnsAddress}};
     }

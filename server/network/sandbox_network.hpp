@@ -16,6 +16,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -57,7 +58,13 @@ class SandboxNetwork {
     SandboxNetwork& operator=(const SandboxNetwork&) = delete;
 
     const std::string& sandbox_id() const { return options_.sandbox_id; }
-    const NetworkPolicy& policy() const { return options_.policy; }
+    // The policy and egress limit in force now (a live change replaces them).
+    NetworkPolicy policy() const { return *ctx_->policy(); }
+    std::uint64_t egress_kbps() const { return egress_kbps_; }
+    // A live change: new connections, DNS answers and every request follow `policy` at once,
+    // open connections it forbids are cut, and `egress_kbps` (0: none) limits every flow.
+    // Throws NetworkError when it would add or remove the sandbox's interface.
+    void change(NetworkPolicy policy, std::uint64_t egress_kbps);
     Kind kind() const { return options_.kind; }
     bool has_interface() const { return options_.policy.enabled(); }
 
@@ -98,6 +105,7 @@ class SandboxNetwork {
     std::shared_ptr<EgressContext> ctx_;
     std::mutex tap_mutex_;
     int taps_opened_ = 0;
+    std::atomic<std::uint64_t> egress_kbps_;
 };
 
 // deskboxd's network service: the shared core and a factory for sandbox networks.

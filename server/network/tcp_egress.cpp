@@ -125,8 +125,8 @@ void TcpEgressConnection::start() {
         }
         self->ctx_->stats.opened();
         self->counted_open_ = true;
-        auto early = self->ctx_->policy.decide_by_address(self->destination_.address(),
-                                                          self->ctx_->core.host_view());
+        auto early = self->ctx_->policy()->decide_by_address(self->destination_.address(),
+                                                             self->ctx_->core.host_view());
         if (early && !early->allowed) return self->block(early->reason);
         if (early && !self->may_need_rules()) {
             self->reason_ = early->reason;
@@ -146,6 +146,34 @@ void TcpEgressConnection::close() {
         reset_socket(self->upstream_);
         // Its sockets are closed: a lookup still on its way no longer holds the network up.
         self->ctx_->leave(std::exchange(self->ticket_, 0));
+    });
+}
+
+void TcpEgressConnection::recheck_policy() {
+    net::post(client_.get_executor(), [self = shared_from_this()] {
+        // Not relayed yet: its decision, still to come, reads the new policy.
+        if (self->closed_ || (!self->relay_ && !self->http_relay_)) return;
+        const auto policy = self->ctx_->policy();
+        const HostView& host = self->ctx_->core.host_view();
+        std::optional<Verdict> v;
+        if (self->decided_) {
+            v = policy->decide(*self->decided_, host);
+        } else if (!(v = policy->decide_by_address(self->destination_.address(), host))) {
+            // The address decided before; a name decides now.
+            Destination d;
+            d.address = self->destination_.address();
+            d.port = self->destination_.port();
+            d.protocol = self->protocol_;
+            d.name = self->name_;
+            d.name_resolves_to_address =
+                d.name && self->ctx_->dns_memory.resolves_to(*d.name, d.address);
+            d.learned_from_dns = !d.name && self->ctx_->dns_memory.name_of(d.address);
+            v = policy->decide(d, host);
+        }
+        if (v->allowed) return;
+        self->cut_ = "the sandbox's network policy changed: " + v->reason;
+        if (self->http_relay_) self->http_relay_->cut(*self->cut_);
+        if (self->relay_) self->relay_->abort();
     });
 }
 
@@ -227,7 +255,7 @@ void TcpEgressConnection::decide(const SniffResult& r) {
         label_ = *r.name;
         if (ctx_->dns_memory.resolves_to(*r.name, d.address)) {
             d.name_resolves_to_address = true;
-        } else if (ctx_->policy.name_verdict(*r.name).allowed) {
+        } else if (ctx_->policy()->name_verdict(*r.name).allowed) {
             // Not from this sandbox's own DNS answers (its cache, --resolve, a hosts file):
             // ask the upstream what the name is.
             auto self = shared_from_this();
@@ -249,9 +277,10 @@ void TcpEgressConnection::decide(const SniffResult& r) {
 }
 
 void TcpEgressConnection::decide_now(Destination d, const SniffResult&) {
-    Verdict v = ctx_->policy.decide(d, ctx_->core.host_view());
+    Verdict v = ctx_->policy()->decide(d, ctx_->core.host_view());
     if (!v.allowed) return block(v.reason);
     reason_ = v.reason;
+    decided_ = d;
     connect();
 }
 
@@ -333,7 +362,8 @@ void TcpEgressConnection::relay() {
     relay_ = SpliceRelay::create(
         client_, upstream_,
         [self = shared_from_this()](const SpliceRelay::Result& result) {
-            self->relayed(result.a_to_b, result.b_to_a, result.reset ? result.error : "", {});
+            self->relayed(result.a_to_b, result.b_to_a, result.reset ? result.error : "",
+                          self->cut_);
             // The relay's handlers hold it; ours lets the connection go.
             net::post(self->timer_.get_executor(), [self] { self->relay_.reset(); });
         },
@@ -361,15 +391,15 @@ void TcpEgressConnection::relayed(std::uint64_t out, std::uint64_t in, const std
 }
 
 bool TcpEgressConnection::relays_http() const {
-    return protocol_ == WireProtocol::http && ctx_->policy.inspects_http();
+    return protocol_ == WireProtocol::http && ctx_->policy()->inspects_http();
 }
 
 // The address settles the connection, but DNS gave it out for a rule's domain: the proxy
 // waits for the request to learn whether it is HTTP, whose headers the rules set.
 bool TcpEgressConnection::may_need_rules() const {
-    if (ctx_->policy.rules().empty()) return false;
+    if (ctx_->policy()->rules().empty()) return false;
     auto name = ctx_->dns_memory.name_of(destination_.address());
-    return name && ctx_->policy.rules().names(*name);
+    return name && ctx_->policy()->rules().names(*name);
 }
 
 void TcpEgressConnection::relay_http() {
@@ -395,13 +425,14 @@ std::optional<std::string> TcpEgressConnection::inspect_request(HttpRelay::Reque
     SniffResult r = sniff_http_request(HttpRelay::serialize(head));
     if (r.malformed) return "malformed http (" + r.detail + ")";
     if (auto why = check_request_host(r)) return why;
-    if (!r.name || ctx_->policy.rules().empty()) return std::nullopt;
+    if (!r.name || ctx_->policy()->rules().empty()) return std::nullopt;
     return apply_rules(*r.name, head);
 }
 
 std::optional<std::string> TcpEgressConnection::apply_rules(const std::string& name,
                                                             HttpRelay::RequestHead& head) {
-    auto rules = ctx_->policy.rules().matching(
+    const auto policy = ctx_->policy();  // the rules point into it
+    auto rules = policy->rules().matching(
         name, request_path(std::string_view(head.target().data(), head.target().size())));
     if (rules.empty()) return std::nullopt;
     // A rule's values go only where its name really is: a sandbox that sent Host: api.x to
@@ -433,7 +464,7 @@ std::optional<std::string> TcpEgressConnection::check_request_host(const SniffRe
     d.protocol = WireProtocol::http;
     d.name = r.name;
     d.name_resolves_to_address = r.name && ctx_->dns_memory.resolves_to(*r.name, d.address);
-    Verdict v = ctx_->policy.decide(d, ctx_->core.host_view());
+    Verdict v = ctx_->policy()->decide(d, ctx_->core.host_view());
     if (v.allowed) return std::nullopt;
     return "Host " +
            (r.name              ? *r.name

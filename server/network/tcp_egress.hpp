@@ -44,6 +44,7 @@ class TcpEgressConnection : public Closeable,
     ~TcpEgressConnection() override;
     void start();
     void close() override;
+    void recheck_policy() override;
 
   private:
     void wait_for_first_bytes();
@@ -78,6 +79,9 @@ class TcpEgressConnection : public Closeable,
     ConnectionSlot slot_;  // released when the connection (and its relay) is gone
     std::string label_;    // name or address, for counters
     std::optional<std::string> name_;
+    // What the policy decided on (unset when the address alone decided), for a live change.
+    std::optional<Destination> decided_;
+    std::optional<std::string> cut_;  // why a live policy change cut the relayed connection
     std::set<std::string> injected_;  // header names the rules set on some request
     WireProtocol protocol_ = WireProtocol::other;
     std::string reason_;

@@ -63,6 +63,13 @@ void UdpEgressListener::close() {
     });
 }
 
+void UdpEgressListener::recheck_policy() {
+    net::post(strand_, [self = shared_from_this()] {
+        auto flows = std::move(self->flows_);
+        for (auto& [key, flow] : flows) flow->close();
+    });
+}
+
 void UdpEgressListener::forget(const std::string& key) {
     flows_.erase(key);
 }
@@ -95,7 +102,7 @@ void UdpEgressListener::first_datagram(const udp::endpoint& source,
     d.port = destination.port();
     auto learned = ctx_->dns_memory.name_of(d.address);
     d.learned_from_dns = learned.has_value();
-    Verdict v = ctx_->policy.decide(d, ctx_->core.host_view());
+    Verdict v = ctx_->policy()->decide(d, ctx_->core.host_view());
     std::string label = destination_label(learned, d.address);
     if (!v.allowed) {
         ctx_->stats.udp_flow(false);

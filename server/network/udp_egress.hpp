@@ -27,6 +27,8 @@ class UdpEgressListener : public Closeable, public std::enable_shared_from_this<
     ~UdpEgressListener() override;
     void start();
     void close() override;
+    // Ends every flow: the next datagram of each is decided again, by the new policy.
+    void recheck_policy() override;
 
     using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
     Strand& strand() { return strand_; }

@@ -274,6 +274,41 @@ std::shared_ptr<network::SandboxNetwork> Sandbox::network() const {
     return network_;
 }
 
+network::NetworkPolicy Sandbox::network_policy() const {
+    if (auto net = network()) return net->policy();
+    return config_.network;
+}
+
+std::uint64_t Sandbox::egress_kbps() const {
+    if (auto net = network()) return net->egress_kbps();
+    return config_.egress_kbps;
+}
+
+nlohmann::json Sandbox::change_network(
+    const NetworkChange& change, const std::function<void(const network::NetworkPolicy&)>& check) {
+    std::lock_guard serial(network_change_mutex_);
+    auto net = network();
+    if (!net || !net->policy().enabled())
+        throw SandboxError(SandboxFault::conflict, "network_disabled",
+                           "sandbox " + config_.id +
+                               " was created without a network (\"network\": false): it has none "
+                               "to change",
+                           "network");
+    network::NetworkPolicy policy = apply_network_change(change, net->policy());
+    if (check) check(policy);
+    const std::uint64_t kbps = change.egress_kbps.value_or(net->egress_kbps());
+    try {
+        net->change(policy, kbps);
+    } catch (const network::NetworkError& e) {
+        throw SandboxError(SandboxFault::conflict, "network_disabled", e.what(), "network");
+    }
+    save_record_or_audit();
+    nlohmann::json detail = {{"policy", policy.describe()}};  // inline rule values hidden
+    if (kbps) detail["egress_kbps"] = kbps;
+    audit("network.change", detail);
+    return net->describe();
+}
+
 void Sandbox::attach_volumes(std::vector<volumes::VolumeLease> leases) {
     std::lock_guard lock(mutex_);
     volumes_ = std::move(leases);

@@ -25,6 +25,7 @@
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/runtime.hpp"
 #include "server/sandbox/agent_client.hpp"
+#include "server/sandbox/network_change.hpp"
 #include "server/sandbox/sandbox_config.hpp"
 #include "server/sandbox/sandbox_error.hpp"
 #include "server/sandbox/sandbox_input.hpp"
@@ -95,6 +96,15 @@ class Sandbox {
     // mounted when the sandbox runs on for the next server.
     void attach_volumes(std::vector<volumes::VolumeLease> leases);
     std::shared_ptr<network::SandboxNetwork> network() const;
+    // The network policy and egress limit in force (a live change replaces the create's).
+    network::NetworkPolicy network_policy() const;
+    std::uint64_t egress_kbps() const;
+    // PATCH .../network: applies `change` to the policy in force (`check` sees the new policy
+    // first, e.g. that its secrets exist), cuts the connections it forbids, keeps it in the
+    // record and audits it; returns the network as inspect shows it. Throws SandboxError:
+    // invalid (the change), conflict network_disabled (created without a network).
+    nlohmann::json change_network(const NetworkChange& change,
+                                  const std::function<void(const network::NetworkPolicy&)>& check);
     void kill();  // idempotent; leaves nothing behind
     // The server stops: a sandbox saved to a snapshot keeps its files for the next server
     // (adopt); with `keep_running`, a running or paused one whose runtime can leave it running
@@ -212,6 +222,7 @@ class Sandbox {
     AgentClient agent_client_{agent_link()};
 
     std::mutex audit_mutex_;
+    std::mutex network_change_mutex_;  // one live network change at a time (read, merge, apply)
     std::ofstream audit_;
 
     // The parts, each using those declared before it: input runs on the screen (targets,

@@ -400,13 +400,19 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     return sandbox;
 }
 
-void SandboxManager::check_secrets(const network::NetworkPolicy& policy) const {
+nlohmann::json SandboxManager::change_network(Sandbox& sandbox, const NetworkChange& change) {
+    return sandbox.change_network(
+        change, [this](const network::NetworkPolicy& policy) { check_secrets(policy, "rules"); });
+}
+
+void SandboxManager::check_secrets(const network::NetworkPolicy& policy,
+                                   const std::string& field) const {
     for (const auto& name : policy.rules().secret_names())
         if (!secrets_->exists(name))
             throw SandboxError(SandboxFault::invalid, "secret_not_found",
                                "a rule names secret:" + name +
                                    ", which does not exist (set it with POST /v1/secrets)",
-                               "network.rules");
+                               field);
 }
 
 std::vector<volumes::VolumeLease> SandboxManager::acquire_volumes(const SandboxConfig& config,

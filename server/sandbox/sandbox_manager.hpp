@@ -126,6 +126,8 @@ class SandboxManager {
     std::vector<std::shared_ptr<Sandbox>> list() const;
     void kill(const std::string& id);  // throws SandboxError (not_found)
     void set_timeout(const std::string& id, const nlohmann::json& body);
+    // PATCH .../network: Sandbox::change_network with the secrets its rules name checked.
+    nlohmann::json change_network(Sandbox& sandbox, const NetworkChange& change);
 
     const ManagerOptions& options() const { return options_; }
     std::map<std::string, std::size_t> count_by_state() const;
@@ -221,8 +223,9 @@ class SandboxManager {
     // Places a new sandbox of its own (not a pooled one claimed) can still take.
     std::size_t free_places_locked() const;
     // Every secret the policy's credential rules name exists, else SandboxError (invalid,
-    // secret_not_found).
-    void check_secrets(const network::NetworkPolicy& policy) const;
+    // secret_not_found) naming `field`.
+    void check_secrets(const network::NetworkPolicy& policy,
+                       const std::string& field = "network.rules") const;
     // The mounts of config.volumes for sandbox `id` (SandboxError naming volumes[i]:
     // not_found unknown, conflict a second writer, invalid a runtime that cannot mount them).
     std::vector<volumes::VolumeLease> acquire_volumes(const SandboxConfig& config,

@@ -261,14 +261,14 @@ nlohmann::json Sandbox::create_settings() const {
                              {"cpus", config_.limits.cpus},
                              {"pids", config_.limits.pids}};
     if (config_.limits.disk_mb) limits["disk_mb"] = config_.limits.disk_mb;
-    if (config_.egress_kbps) limits["egress_kbps"] = config_.egress_kbps;
+    if (const auto kbps = egress_kbps()) limits["egress_kbps"] = kbps;
     nlohmann::json settings = {{"template", config_.template_name},
                                {"runtime", config_.runtime_name},
                                {"resolution", {config_.width, config_.height}},
                                {"dpi", config_.dpi},
                                {"limits", limits},
                                {"env", config_.env},
-                               {"network", config_.network.to_json()},
+                               {"network", network_policy().to_json()},
                                {"vnc", config_.vnc}};
     if (config_.api_resolution)
         settings["api_resolution"] = {config_.api_resolution->width,

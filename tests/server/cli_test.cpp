@@ -390,6 +390,31 @@ TEST_F(CliTest, SecretSetReadsTheValueFromStdinNeverTheCommandLine) {
     EXPECT_EQ(requests[2].path, "/v1/secrets/gh");
 }
 
+TEST_F(CliTest, NetworkSendsOnlyThePartsGivenAndNullForThoseTakenAway) {
+    server.set_handler([](const RecordedRequest&) {
+        return json_answer({{"policy", {{"allow", {"b.test"}}}}});
+    });
+    RunResult result =
+        run({"network", "sb-n", "--allow", "a.test", "--allow", "b.test", "--no-rules", "--inject",
+             "x.test/v1:X-Key=secret:k", "--egress-kbps", "0"});
+    EXPECT_EQ(result.status.exit_code, 2) << "--no-rules contradicts --inject";
+    result = run({"network", "sb-n", "--allow", "a.test", "--allow", "b.test", "--no-deny",
+                  "--inject", "x.test/v1:X-Key=secret:k", "--egress-kbps", "0"});
+    ASSERT_EQ(result.status.exit_code, 0) << result.err;
+    EXPECT_NE(result.out.find("b.test"), std::string::npos) << result.out;
+    auto requests = server.requests();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].method, "PATCH");
+    EXPECT_EQ(requests[0].path, "/v1/sandboxes/sb-n/network");
+    EXPECT_EQ(
+        requests[0].json_body(),
+        json({{"allow", {"a.test", "b.test"}},
+              {"deny", nullptr},
+              {"rules",
+               {{{"domain", "x.test"}, {"path", "/v1"}, {"headers", {{"X-Key", "secret:k"}}}}}},
+              {"egress_kbps", 0}}));
+}
+
 TEST_F(CliTest, PortsListsWhatListensWithItsUrl) {
     server.set_handler([](const RecordedRequest&) {
         return json_answer({{"id", "sb-p"},
@@ -675,6 +700,10 @@ TEST_F(CliTest, UsageErrorsExitTwoWithoutTouchingTheServer) {
         {{"files", "get", "sb", "relative/path"}, "PATH must be absolute"},
         {{"files", "chmod", "sb", "/x"}, "expected get, put, ls or rm"},
         {{"timeout", "sb", "-5"}, "SECONDS: must be from 0"},
+        {{"network", "sb"}, "nothing to change"},
+        {{"network", "sb", "--allow", "x.test", "--allow-all"},
+         "--allow-all and --allow contradict"},
+        {{"network", "sb", "--inject", "x.test"}, "--inject: expected DOMAIN[/PATH]:HEADER=VALUE"},
         {{"type", "sb", "\xff\xfe"}, "not valid UTF-8"},
         {{"--server", "https://example.com", "list"}, "https is not supported"},
     };

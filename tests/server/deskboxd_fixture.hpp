@@ -104,6 +104,9 @@ class Server {
     Answer post(const std::string& target, const json& body) {
         return call(http::verb::post, target, body.dump());
     }
+    Answer patch(const std::string& target, const json& body) {
+        return call(http::verb::patch, target, body.dump());
+    }
     Answer get(const std::string& target) { return call(http::verb::get, target); }
     Answer del(const std::string& target) { return call(http::verb::delete_, target); }
 

@@ -8,7 +8,7 @@
 #include <boost/beast/websocket.hpp>
 
 #include "tests/server/chromium.hpp"
-#include "tests/server/deskboxd_fixture.hpp"
+#include "tests/server/internet_fixture.hpp"
 #include "tests/server/ws_client.hpp"
 #include "tests/support/host_state.hpp"
 #include "tests/support/test_internet.hpp"
@@ -25,27 +25,14 @@ struct Fetch {
     std::string out;
 };
 
-class NetworkApi : public ::testing::Test {
+class NetworkApi : public InternetSandboxes {
   protected:
-    void SetUp() override {
-        if (::geteuid() != 0) GTEST_SKIP() << "needs root";
-        if (!template_built())
-            GTEST_SKIP() << "template 'minimal' not built: run images/build.py minimal";
-        internet_ = std::make_unique<TestInternet>(std::map<std::string, std::string>{
-            {"allowed.test", "web"},
-            {"other.test", "other"},
-            {"rebind.test", "127.0.0.1"},
-        });
-    }
-    // deskboxd resolving through the test internet, whose web and other hosts stand for the
-    // internet (the rest of 198.18.0.0/15 stays special).
-    std::vector<std::string> server_flags(std::vector<std::string> extra = {}) {
-        std::vector<std::string> flags = {"--dns-upstream", internet_->dns_address(),
-                                          "--public-range", internet_->web_address(),
-                                          "--public-range", internet_->other_address()};
-        flags.insert(flags.end(), extra.begin(), extra.end());
-        return flags;
-    }
+    NetworkApi()
+        : InternetSandboxes({
+              {"allowed.test", "web"},
+              {"other.test", "other"},
+              {"rebind.test", "127.0.0.1"},
+          }) {}
     std::string create(Server& s, json body) {
         auto a = s.post("/v1/sandboxes", body);
         EXPECT_EQ(a.status, 201u) << a.body << s.log();
@@ -66,8 +53,6 @@ class NetworkApi : public ::testing::Test {
         EXPECT_NE(f.exit_code, 0) << url << " reached: " << f.out;
         EXPECT_EQ(f.out.find("deskbox test host"), std::string::npos) << url << ": " << f.out;
     }
-
-    std::unique_ptr<TestInternet> internet_;
 };
 
 TEST(NetworkApiRequests, BadNetworkValuesAreRefusedNamingTheField) {

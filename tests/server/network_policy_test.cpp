@@ -2049,8 +2049,15 @@ TEST(RateLimiterTest, WaitForIsAtLeastAMillisecond) {
     EXPECT_EQ(limiter.wait_for(std::uint64_t{1} << 40), std::chrono::milliseconds(1));
 }
 
-TEST(RateLimiterTest, RateIsAtLeastOneBytePerSecond) {
-    EXPECT_EQ(RateLimiter(0).rate(), 1u);
+TEST(RateLimiterTest, RateZeroIsNoLimitAndALiveChangeAppliesAtOnce) {
+    RateLimiter limiter(0);
+    EXPECT_EQ(limiter.rate(), 0u);
+    EXPECT_EQ(limiter.take(1u << 30), 1u << 30) << "no limit: everything asked for";
+    limiter.set_rate(1);  // one byte a second, a bucket of 16 KiB that starts empty
+    EXPECT_EQ(limiter.rate(), 1u);
+    EXPECT_LT(limiter.take(1u << 20), 16u * 1024) << "limited from the change on";
+    limiter.set_rate(0);
+    EXPECT_EQ(limiter.take(1u << 20), 1u << 20) << "lifted";
     EXPECT_EQ(RateLimiter(125000).rate(), 125000u);
 }
 

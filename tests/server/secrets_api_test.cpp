@@ -7,8 +7,7 @@
 
 #include <sys/stat.h>
 
-#include "tests/server/deskboxd_fixture.hpp"
-#include "tests/support/test_internet.hpp"
+#include "tests/server/internet_fixture.hpp"
 
 namespace deskbox {
 namespace {
@@ -16,11 +15,6 @@ namespace {
 using namespace test;
 
 constexpr const char* kValue = "s3cr3t-Value-7f1c9a";
-
-std::string file_text(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-}
 
 std::string rot13_of(std::string text) {
     for (char& c : text)
@@ -119,19 +113,10 @@ TEST(Secrets, BadInputIsA400NamingTheField) {
 
 // --------------------------------------------------------------- credential rules end to end
 
-class SecretsInSandbox : public ::testing::Test {
+class SecretsInSandbox : public InternetSandboxes {
   protected:
-    void SetUp() override {
-        if (::geteuid() != 0) GTEST_SKIP() << "needs root";
-        if (!template_built())
-            GTEST_SKIP() << "template 'minimal' not built: run images/build.py minimal";
-        internet_ = std::make_unique<TestInternet>(std::map<std::string, std::string>{
-            {"api.deskbox.test", "web"}, {"other.test", "other"}});
-    }
-    std::vector<std::string> server_flags() {
-        return {"--dns-upstream",         internet_->dns_address(), "--public-range",
-                internet_->web_address(), "--public-range",         internet_->other_address()};
-    }
+    SecretsInSandbox()
+        : InternetSandboxes({{"api.deskbox.test", "web"}, {"other.test", "other"}}) {}
     // The headers the test internet saw on requests for /headers... to `host`.
     std::string seen_by(const std::string& host) {
         std::string all;
@@ -139,7 +124,6 @@ class SecretsInSandbox : public ::testing::Test {
             if (line.rfind("host=" + host, 0) == 0) all += line + "\n";
         return all;
     }
-    std::unique_ptr<TestInternet> internet_;
 };
 
 TEST_F(SecretsInSandbox, CurlInsideGetsTheHeaderWithoutEverHoldingTheSecret) {

@@ -149,6 +149,10 @@ class AsyncSandbox:
         forks = await asyncio.to_thread(self.sync.fork, count, metadata, timeout_s)
         return [AsyncSandbox(f) for f in forks]
 
+    async def set_network(self, **change: Any) -> Dict[str, Any]:
+        """See `Sandbox.set_network`."""
+        return await asyncio.to_thread(lambda: self.sync.set_network(**change))
+
     async def set_timeout(self, seconds: int) -> SandboxInfo:
         """See `Sandbox.set_timeout`."""
         return await asyncio.to_thread(self.sync.set_timeout, seconds)

@@ -39,6 +39,7 @@ from .vision import (
 Action = Dict[str, Any]
 Point = Tuple[int, int]
 
+_KEEP: Any = object()  # set_network: a part not given stays as it is
 _CREATE_TIMEOUT = 600.0  # a microVM's first boot (no template snapshot yet) can take a while
 
 
@@ -508,6 +509,21 @@ class Sandbox:
     def resume(self) -> SandboxInfo:
         """Resumes a paused sandbox."""
         return SandboxInfo.from_json(self._http.json("POST", self._path("/resume")))
+
+    def set_network(self, *, allow: Any = _KEEP, deny: Any = _KEEP, rules: Any = _KEEP,
+                    egress_kbps: Optional[int] = None) -> Dict[str, Any]:
+        """Changes the network policy while the sandbox runs (``PATCH .../network``). Each part
+        given replaces that part of the policy in force; ``None`` removes it (``allow=None``: the
+        internet minus ``deny``); parts not given stay. Open connections the new policy forbids
+        are cut at once. ``egress_kbps`` 0 lifts the limit. Returns the network as inspect
+        shows it (``policy``, ``egress``, ``egress_kbps``)."""
+        body: Dict[str, Any] = {}
+        for name, value in (("allow", allow), ("deny", deny), ("rules", rules)):
+            if value is not _KEEP:
+                body[name] = value
+        if egress_kbps is not None:
+            body["egress_kbps"] = int(egress_kbps)
+        return self._http.json("PATCH", self._path("/network"), json_body=body)
 
     def set_timeout(self, seconds: int) -> SandboxInfo:
         """Sets the sandbox to expire ``seconds`` from now."""

@@ -1,5 +1,6 @@
 """Secrets through the Python SDK against a real deskboxd: set, list (names only), replace,
-delete; bad input is a BadRequestError."""
+delete; bad input is a BadRequestError. A sandbox's network policy changed live
+(``Sandbox.set_network``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import unittest
 from typing import Optional
 
 import support  # noqa: F401  (puts sdk/python on sys.path)
-from support import DeskboxdProcess
+from support import RUNTIME, TEMPLATE, DeskboxdProcess
 
-from deskbox import BadRequestError, NotFoundError, Secret
+from deskbox import BadRequestError, NotFoundError, Sandbox, Secret
 
 server: Optional[DeskboxdProcess] = None
 
@@ -47,6 +48,26 @@ class SecretTest(unittest.TestCase):
             Secret.set("ok", "a\nb", server=server.url)
         with self.assertRaises(BadRequestError):
             Secret.set("ok", "v" * 9000, server=server.url)
+
+    def test_set_network_live(self) -> None:
+        assert server is not None
+        sb = Sandbox.create(template=TEMPLATE, runtime=RUNTIME, network={"allow": ["a.test"]},
+                            timeout=600, server=server.url)
+        try:
+            net = sb.set_network(allow=["b.test"], deny=["c.test"], egress_kbps=800)
+            self.assertEqual(net["policy"]["allow"], ["b.test"])
+            self.assertEqual(net["policy"]["deny"], ["c.test"])
+            self.assertEqual(net["egress_kbps"], 800)
+            # None takes a part away; the parts not given stay.
+            net = sb.set_network(allow=None)
+            self.assertEqual(net["policy"]["allow"], "all public addresses")
+            self.assertEqual(net["policy"]["deny"], ["c.test"])
+            self.assertEqual(sb.info().raw["network"]["policy"]["deny"], ["c.test"])
+            with self.assertRaises(BadRequestError) as caught:
+                sb.set_network(allow="b.test")
+            self.assertEqual(caught.exception.field, "allow")
+        finally:
+            sb.kill()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import type {
   Match,
   Matches,
   MouseButton,
+  NetworkChange,
   OcrOptions,
   OcrResult,
   Point,
@@ -697,6 +698,19 @@ export class Sandbox {
   }
 
   /** The sandbox ends `seconds` from now (unless extended again). */
+  /**
+   * Changes the network policy while the sandbox runs (`PATCH .../network`). Each part given
+   * replaces that part of the policy in force; `null` removes it (`allow: null`: the internet
+   * minus `deny`); parts not given stay. Open connections the new policy forbids are cut at
+   * once; `egressKbps: 0` lifts the limit. Resolves to the network as inspect shows it.
+   */
+  async setNetwork(change: NetworkChange): Promise<Record<string, unknown>> {
+    const body: Record<string, unknown> = {};
+    for (const key of ["allow", "deny", "rules"] as const) if (change[key] !== undefined) body[key] = change[key];
+    if (change.egressKbps !== undefined) body.egress_kbps = change.egressKbps;
+    return (await this.http.json("PATCH", this.path("/network"), { json: body })) as Record<string, unknown>;
+  }
+
   async setTimeout(seconds: number): Promise<SandboxInfo> {
     return parseInfo(await this.http.json("POST", this.path("/timeout"), { json: { timeout_s: seconds } }));
   }

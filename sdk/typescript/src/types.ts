@@ -9,6 +9,18 @@ export type SandboxState = "starting" | "running" | "paused" | "error" | "killed
 /** A network policy: true (the internet), false (loopback only) or allow/deny lists. */
 export type NetworkPolicy = boolean | { allow?: string[]; deny?: string[] };
 
+/** `Sandbox.setNetwork`: each part given replaces that part of the policy; `null` removes it. */
+export interface NetworkChange {
+  /** Only these destinations (a domain, *.domain, an IP or a CIDR); `null`: all public addresses. */
+  allow?: string[] | null;
+  /** Never these destinations. */
+  deny?: string[] | null;
+  /** Credential rules: `{domain, path?, headers: {Name: "value" | "secret:NAME"}}`. */
+  rules?: Array<Record<string, unknown>> | null;
+  /** Egress limit for every flow, open ones too, in kbit/s; 0: none. */
+  egressKbps?: number;
+}
+
 export interface CreateOptions {
   /** Template name (server default: minimal). */
   template?: string;

@@ -1,9 +1,9 @@
 // Secrets through the TypeScript SDK against a real deskboxd: set, list (names only), replace,
-// delete; bad input is a BadRequestError.
+// delete; bad input is a BadRequestError. A sandbox's network policy changed live (setNetwork).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 
-import { BadRequestError, NotFoundError, Secret } from "../dist/index.js";
+import { BadRequestError, NotFoundError, Sandbox, Secret } from "../dist/index.js";
 import { startDeskboxd } from "./support.mjs";
 
 describe("secrets", () => {
@@ -33,5 +33,21 @@ describe("secrets", () => {
     await assert.rejects(Secret.set("no/slash", "v", opts), BadRequestError);
     await assert.rejects(Secret.set("ok", "a\nb", opts), BadRequestError);
     await assert.rejects(Secret.set("ok", "v".repeat(9000), opts), BadRequestError);
+  });
+
+  test("setNetwork changes the policy live; null takes a part away", async () => {
+    const sbx = await Sandbox.create({ ...opts, template: "minimal", runtime: "container", timeout: 600, network: { allow: ["a.test"] } });
+    try {
+      let net = await sbx.setNetwork({ allow: ["b.test"], deny: ["c.test"], egressKbps: 800 });
+      assert.deepEqual(net.policy.allow, ["b.test"]);
+      assert.deepEqual(net.policy.deny, ["c.test"]);
+      assert.equal(net.egress_kbps, 800);
+      net = await sbx.setNetwork({ allow: null });
+      assert.equal(net.policy.allow, "all public addresses");
+      assert.deepEqual(net.policy.deny, ["c.test"]);
+      await assert.rejects(sbx.setNetwork({ allow: "b.test" }), (e) => e instanceof BadRequestError && e.field === "allow");
+    } finally {
+      await sbx.kill();
+    }
   });
 });

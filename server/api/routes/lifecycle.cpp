@@ -25,6 +25,12 @@ HttpResponse set_timeout(RouteContext& context) {
     return json_response(200, context.sandbox->describe(false));
 }
 
+HttpResponse change_network(RouteContext& context) {
+    allow_only(context.query, {});
+    const NetworkChange change = read_network_change(parse_body(context.request()));
+    return json_response(200, context.api.manager.change_network(*context.sandbox, change));
+}
+
 HttpResponse pause_sandbox(RouteContext& context) {
     const json body = parse_body(context.request(), true);
     context.sandbox->pause(parse_pause_body(body));

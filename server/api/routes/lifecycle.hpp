@@ -9,6 +9,7 @@
 namespace deskbox::server::routes {
 
 HttpResponse set_timeout(RouteContext& context);     // POST /v1/sandboxes/{id}/timeout
+HttpResponse change_network(RouteContext& context);  // PATCH /v1/sandboxes/{id}/network
 HttpResponse pause_sandbox(RouteContext& context);   // POST /v1/sandboxes/{id}/pause
 HttpResponse resume_sandbox(RouteContext& context);  // POST /v1/sandboxes/{id}/resume
 
