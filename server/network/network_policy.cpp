@@ -169,15 +169,17 @@ NetworkPolicy NetworkPolicy::parse(const json& value, const std::string& field) 
         throw PolicyError(field, "expected true, false or {\"allow\": [...], \"deny\": [...]}");
     NetworkPolicy p;
     p.enabled_ = true;
+    // An empty `field`: the policy is the request body itself (PATCH .../network).
+    const std::string prefix = field.empty() ? "" : field + ".";
     for (auto& [key, item] : value.items()) {
         if (key == "allow")
-            p.allow_ = parse_list(item, field + ".allow");
+            p.allow_ = parse_list(item, prefix + "allow");
         else if (key == "deny")
-            p.deny_ = parse_list(item, field + ".deny");
+            p.deny_ = parse_list(item, prefix + "deny");
         else if (key == "rules")
-            p.rules_ = CredentialRules::parse(item, field + ".rules");
+            p.rules_ = CredentialRules::parse(item, prefix + "rules");
         else
-            throw PolicyError(field + "." + key, "unknown field (allow, deny, rules)");
+            throw PolicyError(prefix + key, "unknown field (allow, deny, rules)");
     }
     return p;
 }

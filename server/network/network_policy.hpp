@@ -98,7 +98,8 @@ class NetworkPolicy {
     static NetworkPolicy closed();
     // The internet.
     static NetworkPolicy open();
-    // Parses `value` (bool or {"allow","deny"}). Throws PolicyError naming `field`'s part.
+    // Parses `value` (bool or {"allow","deny","rules"}). Throws PolicyError naming `field`'s
+    // part (`field`.allow[2]; allow[2] when `field` is empty).
     static NetworkPolicy parse(const nlohmann::json& value, const std::string& field = "network");
 
     bool enabled() const { return enabled_; }

@@ -41,12 +41,9 @@ network::NetworkPolicy apply_network_change(const NetworkChange& change,
     set("deny", change.deny);
     set("rules", change.rules);
     try {
-        return network::NetworkPolicy::parse(merged, "network");
+        return network::NetworkPolicy::parse(merged, "");  // fields as the request wrote them
     } catch (const network::PolicyError& e) {
-        // As the request wrote it: allow[2], not network.allow[2].
-        std::string field = e.field();
-        if (field.starts_with("network.")) field.erase(0, 8);
-        throw invalid_field(field, std::string(e.what()).substr(e.field().size() + 2));
+        throw invalid_field(e.field(), std::string(e.what()).substr(e.field().size() + 2));
     }
 }
 

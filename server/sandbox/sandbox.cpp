@@ -288,13 +288,14 @@ nlohmann::json Sandbox::change_network(
     const NetworkChange& change, const std::function<void(const network::NetworkPolicy&)>& check) {
     std::lock_guard serial(network_change_mutex_);
     auto net = network();
-    if (!net || !net->policy().enabled())
+    const network::NetworkPolicy current = net ? net->policy() : network::NetworkPolicy::closed();
+    if (!current.enabled())
         throw SandboxError(SandboxFault::conflict, "network_disabled",
                            "sandbox " + config_.id +
                                " was created without a network (\"network\": false): it has none "
                                "to change",
                            "network");
-    network::NetworkPolicy policy = apply_network_change(change, net->policy());
+    network::NetworkPolicy policy = apply_network_change(change, current);
     if (check) check(policy);
     const std::uint64_t kbps = change.egress_kbps.value_or(net->egress_kbps());
     try {
