@@ -109,9 +109,9 @@ UsageSample UsageService::next_sample(const Sandbox& sandbox, const UsageSample&
         s.totals.cpu_seconds += cpu / 1e9;
         s.cpu_percent = dt > 0 ? cpu / 1e9 / dt * 100.0 : 0;
         s.raw.cpu_ns = used.cpu_ns;
-    } else {
+    } else if (s.paused) {
         s.raw.cpu_ns.reset();  // no process (a saved microVM): the next one counts from 0
-    }
+    }  // else a read that failed (no fd free): the counter is still the one last seen
     if (auto network = sandbox.network()) {
         const auto net = network->totals();
         s.net_out_bytes = advance(net.bytes_out, last.raw.net_out);

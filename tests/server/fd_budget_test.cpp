@@ -20,6 +20,7 @@
 #include "server/network/sandbox_network.hpp"
 #include "server/network/splice_relay.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
+#include "tests/support/fd_limit.hpp"
 #include "tests/support/test_internet.hpp"
 
 namespace deskbox {
@@ -33,24 +34,6 @@ std::size_t open_fds() {
     for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
     return n;
 }
-
-// This process's soft RLIMIT_NOFILE (what EMFILE is decided by) for a scope, restored at its
-// end; the hard limit is left alone (raising it back needs CAP_SYS_RESOURCE, which a container
-// may lack). deskboxd's own limit is set in the child (Server's max_open_files).
-class FdLimit {
-  public:
-    explicit FdLimit(rlim_t limit) {
-        ::getrlimit(RLIMIT_NOFILE, &saved_);
-        rlimit l{std::min(limit, saved_.rlim_max), saved_.rlim_max};
-        if (::setrlimit(RLIMIT_NOFILE, &l) != 0) ADD_FAILURE() << "setrlimit " << limit;
-    }
-    ~FdLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
-    FdLimit(const FdLimit&) = delete;
-    FdLimit& operator=(const FdLimit&) = delete;
-
-  private:
-    rlimit saved_{};
-};
 
 // Descriptors held open (copies of /dev/null): past a number, or until the limit is reached.
 class FdFiller {
@@ -363,8 +346,17 @@ class HostileDeskboxd : public ::testing::Test {
         auto a = s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", cmd}, {"background", true}});
         ASSERT_EQ(a.status, 200u) << a.body;
     }
+    // The sandbox's egress connection counters; an object without them (the failure shows the
+    // answer) when inspect did not give them.
     json egress(Server& s, const std::string& id) {
-        return s.get("/v1/sandboxes/" + id).js()["network"]["egress"]["connections"];
+        auto a = s.get("/v1/sandboxes/" + id);
+        json inspect = a.js();
+        if (a.status == 200 && inspect.is_object()) {
+            auto path = json::json_pointer("/network/egress/connections");
+            if (inspect.contains(path)) return inspect.at(path);
+        }
+        ADD_FAILURE() << "inspect answered " << a.status << ": " << a.body;
+        return {{"allowed", 0}, {"open", -1}, {"refused", {{"over_cap", 0}, {"no_fds", 0}}}};
     }
     // Waits (bounded) until `done` says the sandbox's connections have all been decided.
     template <typename Done>

@@ -19,6 +19,7 @@
 #include "server/runtime/container/runtime.hpp"
 #include "server/runtime/runtime_util.hpp"
 #include "tests/server/runtime_test_support.hpp"
+#include "tests/support/fd_limit.hpp"
 #include "tests/support/test_paths.hpp"
 
 namespace deskbox::runtime {
@@ -272,6 +273,29 @@ TEST_F(ContainerRuntimeTest, WritesStopAtTheDiskLimitAndTheKillLeavesNoLoopDevic
     box->kill();
     // The kernel detaches an auto-clearing loop device from a work item after the unmount.
     EXPECT_TRUE(eventually([&] { return loop_devices_under(state_.path()).empty(); }));
+}
+
+// Out of fds (deskboxd under a connection flood), reading a sandbox's usage gives figures
+// not known, never an exception (inspect answered 500 when mountinfo could not be opened); the
+// figures are back once fds are.
+TEST_F(ContainerRuntimeTest, UsageOutOfFdsIsUnknownNotAnErrorAndComesBack) {
+    auto box = runtime_->start_container(spec(sh("exec sleep 1000")));
+    ResourceUsage blind;
+    {
+        deskbox::test::FdLimit none(0);  // no new descriptor at all, before the first read
+        EXPECT_NO_THROW(blind = box->usage());
+    }
+    EXPECT_FALSE(blind.pids);
+    auto seen = box->usage();
+    ASSERT_TRUE(seen.pids && seen.memory_bytes && seen.cpu_ns);
+    EXPECT_GE(*seen.pids, 1u);
+    {
+        deskbox::test::FdLimit none(0);  // and after it (the cgroup's directories are known)
+        EXPECT_NO_THROW(blind = box->usage());
+    }
+    EXPECT_FALSE(blind.memory_bytes);
+    EXPECT_TRUE(box->usage().memory_bytes);
+    box->kill();
 }
 
 TEST_F(ContainerRuntimeTest, PauseFreezesAndResumeContinues) {

@@ -108,6 +108,13 @@ class ContainerSandbox : public ProcessSandbox, public CopySaving {
     void run_until_entry_started();
     bool entry_alive_locked();
     std::string runc_errors() const;
+    // Where usage() reads: the cgroup's directories, found once (reading mountinfo on every
+    // sample cost O(mounts) per sandbox, and needs an fd deskboxd may not have).
+    struct UsageDirs {
+        std::optional<std::filesystem::path> pids, memory, cpuacct, cpu;
+        bool memory_v2 = false;
+    };
+    std::optional<UsageDirs> usage_dirs();
 
     std::shared_ptr<Shared> shared_;
     SandboxSpec spec_;
@@ -116,6 +123,8 @@ class ContainerSandbox : public ProcessSandbox, public CopySaving {
     UniqueFd orphan_monitor_pidfd_;  // an adopted sandbox's `runc run`, our predecessor's child
     UniqueFd entry_pidfd_;
     pid_t entry_pid_ = -1;
+    std::mutex usage_dirs_mutex_;
+    std::optional<UsageDirs> usage_dirs_;  // none until mountinfo could be read
 };
 
 class ContainerRuntime : public Runtime, public RunningAdoption, public CopyStarts {

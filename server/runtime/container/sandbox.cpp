@@ -290,8 +290,37 @@ ExitInfo ContainerSandbox::describe_exit_locked() {
                                     runc_log_errors(paths_.runc_log), spec_.limits.memory_mb});
 }
 
+std::optional<ContainerSandbox::UsageDirs> ContainerSandbox::usage_dirs() {
+    std::lock_guard lock(usage_dirs_mutex_);
+    if (usage_dirs_) return usage_dirs_;
+    try {
+        UsageDirs dirs;
+        const std::string cgroup = cgroup_path();
+        dirs.pids = controller_dir("pids", cgroup);
+        dirs.memory = controller_dir("memory", cgroup);
+        dirs.cpuacct = controller_dir("cpuacct", cgroup);
+        dirs.cpu = controller_dir("cpu", cgroup);
+        std::error_code ec;
+        dirs.memory_v2 = dirs.memory && fs::exists(*dirs.memory / "memory.current", ec);
+        // Kept once the cgroup exists (runc makes it): before, v1 and v2 cannot be told apart.
+        if (dirs.memory && !fs::is_directory(*dirs.memory, ec)) return dirs;
+        usage_dirs_ = std::move(dirs);
+    } catch (const std::exception&) {
+        // mountinfo unreadable now (out of fds): no figures this time, found on a later call.
+    }
+    return usage_dirs_;
+}
+
 ResourceUsage ContainerSandbox::usage() {
     ResourceUsage u;
+    if (spec_.limits.disk_mb > 0)
+        if (auto disk = disk_usage(paths_.disk)) {
+            u.disk_bytes = disk->used_bytes;
+            u.disk_max_bytes = disk->size_bytes;
+        }
+    const auto dirs = usage_dirs();
+    if (!dirs) return u;
+    // A file that cannot be read (gone, or no fd free) is a figure not known, never an error.
     auto number = [](const std::optional<fs::path>& dir,
                      const char* file) -> std::optional<std::uint64_t> {
         if (!dir) return std::nullopt;
@@ -300,26 +329,8 @@ ResourceUsage ContainerSandbox::usage() {
         if (!value || *value < 0) return std::nullopt;
         return static_cast<std::uint64_t>(*value);
     };
-    if (spec_.limits.disk_mb > 0)
-        if (auto disk = disk_usage(paths_.disk)) {
-            u.disk_bytes = disk->used_bytes;
-            u.disk_max_bytes = disk->size_bytes;
-        }
-    auto pids = controller_dir("pids", cgroup_path());
-    u.pids = number(pids, "pids.current");
-    u.pids_max = number(pids, "pids.max");
-    auto memory = controller_dir("memory", cgroup_path());
-    // "oom_kill N": memory.events (v2) and memory.oom_control (v1, kernel 4.13+) alike.
-    auto oom_kills = [&](const char* file) -> std::optional<std::uint64_t> {
-        std::ifstream in(*memory / file);
-        std::string key;
-        std::uint64_t value = 0;
-        while (in >> key >> value)
-            if (key == "oom_kill") return value;
-        return std::nullopt;
-    };
-    const bool v2 = memory && fs::exists(*memory / "memory.current");
-    // "key value" lines: memory.stat by default, cpu.stat (v2) for the CPU time.
+    // "key value" lines: memory.stat by default, cpu.stat (v2) for the CPU time, and
+    // "oom_kill N" in memory.events (v2) and memory.oom_control (v1, kernel 4.13+) alike.
     auto stat_value = [](const std::optional<fs::path>& dir, const std::string& wanted,
                          const char* file = "memory.stat") -> std::optional<std::uint64_t> {
         if (!dir) return std::nullopt;
@@ -330,25 +341,29 @@ ResourceUsage ContainerSandbox::usage() {
             if (key == wanted) return value;
         return std::nullopt;
     };
+    u.pids = number(dirs->pids, "pids.current");
+    u.pids_max = number(dirs->pids, "pids.max");
+    const bool v2 = dirs->memory_v2;
     if (v2) {
-        u.memory_bytes = number(memory, "memory.current");
-        u.memory_max_bytes = number(memory, "memory.max");
-        u.oom_kills = oom_kills("memory.events");
-    } else if (memory) {  // v1
-        u.memory_bytes = number(memory, "memory.usage_in_bytes");
-        u.memory_max_bytes = number(memory, "memory.limit_in_bytes");
-        u.oom_kills = oom_kills("memory.oom_control");
+        u.memory_bytes = number(dirs->memory, "memory.current");
+        u.memory_max_bytes = number(dirs->memory, "memory.max");
+        u.oom_kills = stat_value(dirs->memory, "oom_kill", "memory.events");
+    } else if (dirs->memory) {  // v1
+        u.memory_bytes = number(dirs->memory, "memory.usage_in_bytes");
+        u.memory_max_bytes = number(dirs->memory, "memory.limit_in_bytes");
+        u.oom_kills = stat_value(dirs->memory, "oom_kill", "memory.oom_control");
     }
     if (u.memory_bytes) {
         // Page cache the kernel drops first under pressure is not the sandbox's to pay for.
-        const auto inactive_file = stat_value(memory, v2 ? "inactive_file" : "total_inactive_file");
+        const auto inactive_file =
+            stat_value(dirs->memory, v2 ? "inactive_file" : "total_inactive_file");
         u.memory_resident_bytes =
             *u.memory_bytes - std::min(*u.memory_bytes, inactive_file.value_or(0));
     }
-    if (auto cpuacct = controller_dir("cpuacct", cgroup_path()); !v2 && cpuacct) {
-        u.cpu_ns = number(cpuacct, "cpuacct.usage");
-    } else if (auto cpu = controller_dir("cpu", cgroup_path())) {
-        if (auto usec = stat_value(cpu, "usage_usec", "cpu.stat")) u.cpu_ns = *usec * 1000;
+    if (!v2 && dirs->cpuacct) {
+        u.cpu_ns = number(dirs->cpuacct, "cpuacct.usage");
+    } else if (dirs->cpu) {
+        if (auto usec = stat_value(dirs->cpu, "usage_usec", "cpu.stat")) u.cpu_ns = *usec * 1000;
     }
     return u;
 }
