@@ -30,10 +30,10 @@ using x11::XErrorTrap;
 
 namespace {
 
-struct Atoms {
+struct ClipboardAtoms {
     Atom clipboard, primary, targets, timestamp, utf8_string, text, text_plain_utf8, incr, multiple,
         transfer;
-    explicit Atoms(x11::AtomCache& cache) {
+    explicit ClipboardAtoms(x11::AtomCache& cache) {
         auto a =
             cache.intern({"CLIPBOARD", "PRIMARY", "TARGETS", "TIMESTAMP", "UTF8_STRING", "TEXT",
                           "text/plain;charset=utf-8", "INCR", "MULTIPLE", "DESKBOX_SELECTION"});
@@ -70,7 +70,7 @@ std::optional<XEvent> wait_event(XConnection& conn, Clock::time_point deadline, 
     return std::nullopt;
 }
 
-Atom selection_atom(const std::string& name, const Atoms& atoms) {
+Atom selection_atom(const std::string& name, const ClipboardAtoms& atoms) {
     return name == "primary" ? atoms.primary : atoms.clipboard;
 }
 
@@ -162,7 +162,7 @@ class ClipboardService::Owner {
         return answer_;
     }
 
-    const Atoms& atoms() const { return atoms_; }
+    const ClipboardAtoms& atoms() const { return atoms_; }
 
   private:
     struct Request {
@@ -280,7 +280,7 @@ class ClipboardService::Owner {
         bool owned =
             owned_.count(req.selection) && (req.time == CurrentTime || req.time >= timestamp_);
         if (owned) {
-            const Atoms& a = atoms_;
+            const ClipboardAtoms& a = atoms_;
             if (req.target == a.targets) {
                 long targets[] = {
                     static_cast<long>(a.targets),         static_cast<long>(a.timestamp),
@@ -371,7 +371,7 @@ class ClipboardService::Owner {
     }
 
     std::unique_ptr<XConnection> connection_;
-    Atoms atoms_;
+    ClipboardAtoms atoms_;
     std::chrono::milliseconds timeout_;
     Window window_ = None;
     std::size_t chunk_ = 0;
@@ -414,7 +414,7 @@ json ClipboardService::set(const json& params) {
     std::lock_guard lock(set_mutex_);
     if (owner_ && owner_->dead()) owner_.reset();
     if (!owner_) owner_ = std::make_unique<Owner>(display_name_, options_.timeout);
-    const Atoms& atoms = owner_->atoms();
+    const ClipboardAtoms& atoms = owner_->atoms();
     std::vector<Atom> selections;
     if (which != "primary") selections.push_back(atoms.clipboard);
     if (which != "clipboard") selections.push_back(atoms.primary);
@@ -437,7 +437,7 @@ json ClipboardService::get(const json& params) {
     std::lock_guard lock(get_mutex_);
     XConnection& conn = live_display(requester_, display_name_);
     Display* d = conn.get();
-    Atoms atoms(conn.atoms());
+    ClipboardAtoms atoms(conn.atoms());
     Atom selection = selection_atom(which, atoms);
     auto lost = [&] {
         requester_.reset();

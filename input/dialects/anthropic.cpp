@@ -82,7 +82,7 @@ Action parse_toolset_key(const Fields& f) {
 }
 
 // scroll_direction + scroll_amount: notches along one axis.
-Action parse_scroll(const Fields& f) {
+Action parse_anthropic_scroll(const Fields& f) {
     Scroll scroll;
     scroll.at = read_optional_coordinate(f);
     const std::string direction_field = f.field("scroll_direction");
@@ -105,14 +105,14 @@ Action parse_scroll(const Fields& f) {
     return scroll;
 }
 
-Action parse_hold_key(const Fields& f) {
+Action parse_anthropic_hold_key(const Fields& f) {
     HoldKey hold;
     hold.keys = read_chord(f, "text");
     hold.duration_ms = seconds_to_ms(f.required("duration"), f.field("duration"), kMaxHoldMs);
     return hold;
 }
 
-Action parse_wait(const Fields& f) {
+Action parse_anthropic_wait(const Fields& f) {
     return Wait{seconds_to_ms(f.required("duration"), f.field("duration"), kMaxWaitMs)};
 }
 
@@ -143,13 +143,15 @@ const std::vector<ActionSpec>& anthropic_specs() {
          [](const Fields& f) -> Action {
              return Move{read_pair(f.required("coordinate"), f.field("coordinate"))};
          }},
-        {"scroll", {"coordinate", "scroll_direction", "scroll_amount", "text"}, parse_scroll},
+        {"scroll",
+         {"coordinate", "scroll_direction", "scroll_amount", "text"},
+         parse_anthropic_scroll},
         {"type", {"text"}, read_type_action},
         {"key",
          {"text"},
          [](const Fields& f) -> Action { return Key{read_key_sequence(f, "text")}; }},
-        {"hold_key", {"text", "duration"}, parse_hold_key},
-        {"wait", {"duration"}, parse_wait},
+        {"hold_key", {"text", "duration"}, parse_anthropic_hold_key},
+        {"wait", {"duration"}, parse_anthropic_wait},
         // computer_20251124 (with enable_zoom): an image of region [x0, y0, x1, y1].
         {"zoom", {"region"}, read_zoom_action},
     };

@@ -65,7 +65,7 @@ int pixels_to_notches(const json& value, const std::string& field) {
 
 // ---- one parser per action with more than a line to it ----
 
-Action parse_click(const Fields& f) {
+Action parse_openai_click(const Fields& f) {
     Click click;
     click.button = read_openai_button(f);
     click.at = read_required_xy(f);
@@ -73,7 +73,7 @@ Action parse_click(const Fields& f) {
     return click;
 }
 
-Action parse_double_click(const Fields& f) {
+Action parse_openai_double_click(const Fields& f) {
     Click click;
     click.at = read_required_xy(f);
     click.count = 2;
@@ -81,7 +81,7 @@ Action parse_double_click(const Fields& f) {
     return click;
 }
 
-Action parse_scroll(const Fields& f) {
+Action parse_openai_scroll(const Fields& f) {
     Scroll scroll;
     scroll.at = read_required_xy(f);
     scroll.dx = pixels_to_notches(f.required("scroll_x"), f.field("scroll_x"));
@@ -95,14 +95,14 @@ Action parse_scroll(const Fields& f) {
 }
 
 // One chord: ["CTRL", "C"].
-Action parse_keypress(const Fields& f) {
+Action parse_openai_keypress(const Fields& f) {
     const std::string field = f.field("keys");
     KeyChord chord{read_key_list(f.required("keys"), field, KeyCase::openai)};
     if (chord.keys.empty()) throw ActionError(field, "must name at least one key");
     return Key{{std::move(chord)}};
 }
 
-Action parse_drag(const Fields& f) {
+Action parse_openai_drag(const Fields& f) {
     Drag drag;
     drag.path = read_path(f, read_openai_point);
     drag.hold_keys = read_openai_keys(f);
@@ -113,10 +113,10 @@ Action parse_drag(const Fields& f) {
 
 const std::vector<ActionSpec>& openai_specs() {
     static const std::vector<ActionSpec> specs = {
-        {"click", {"button", "x", "y", "keys"}, parse_click},
-        {"double_click", {"x", "y", "keys"}, parse_double_click},
-        {"scroll", {"x", "y", "scroll_x", "scroll_y", "keys"}, parse_scroll},
-        {"keypress", {"keys"}, parse_keypress},
+        {"click", {"button", "x", "y", "keys"}, parse_openai_click},
+        {"double_click", {"x", "y", "keys"}, parse_openai_double_click},
+        {"scroll", {"x", "y", "scroll_x", "scroll_y", "keys"}, parse_openai_scroll},
+        {"keypress", {"keys"}, parse_openai_keypress},
         {"type", {"text"}, read_type_action},
         {"wait", {}, [](const Fields&) -> Action { return Wait{kOpenAiWaitMs}; }},
         {"screenshot", {}, [](const Fields&) -> Action { return Screenshot{}; }},
@@ -125,7 +125,7 @@ const std::vector<ActionSpec>& openai_specs() {
          [](const Fields& f) -> Action {
              return Move{read_required_xy(f), read_openai_keys(f)};
          }},
-        {"drag", {"path", "keys"}, parse_drag},
+        {"drag", {"path", "keys"}, parse_openai_drag},
     };
     return specs;
 }

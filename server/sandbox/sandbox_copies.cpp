@@ -6,6 +6,7 @@
 #include <semaphore>
 #include <set>
 
+#include "common/elapsed.hpp"
 #include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 #include "server/sandbox/store_errors.hpp"
@@ -19,11 +20,6 @@ namespace {
 
 // At most this many copies in one fork, and this many started at once.
 constexpr std::ptrdiff_t kParallelStarts = 4;
-
-long long ms_since(SteadyClock::time_point start) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start)
-        .count();
-}
 
 // What a save of `sandbox` may write: its memory (a memory copy) and what it wrote to disk.
 std::uint64_t expected_copy_bytes(const Sandbox& sandbox, runtime::CopyKind kind) {

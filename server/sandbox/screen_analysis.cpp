@@ -51,11 +51,6 @@ std::shared_ptr<const analysis::OcrResult> read_text(SandboxScreen::AnalysisStat
 
 }  // namespace
 
-long long ms_since(AnalysisClock::time_point start) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(AnalysisClock::now() - start)
-        .count();
-}
-
 json rect_json(const Rect& r) {
     return json::array({r.x, r.y, r.width, r.height});
 }

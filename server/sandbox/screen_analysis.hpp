@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/elapsed.hpp"
 #include "server/sandbox/sandbox_screen.hpp"
 #include "streaming/analysis/text_recognition.hpp"
 
@@ -68,6 +69,5 @@ std::vector<Found> find_on(SandboxScreen::AnalysisState& state, const SandboxScr
                            const TargetSpec& spec);
 nlohmann::json found_json(const Found& found, bool text);
 nlohmann::json rect_json(const streaming::Rect& r);
-long long ms_since(AnalysisClock::time_point start);
 
 }  // namespace deskbox::server

@@ -16,8 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr Millis kDayMs = 24LL * 3600 * 1000;
-
 std::uint64_t minus(std::uint64_t a, std::uint64_t b) {
     return a > b ? a - b : 0;
 }

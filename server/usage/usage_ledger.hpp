@@ -29,6 +29,7 @@
 namespace deskbox::server::usage {
 
 using Millis = std::int64_t;  // Unix time in milliseconds
+inline constexpr Millis kDayMs = 24LL * 3600 * 1000;
 
 // Cumulative since the sandbox started.
 struct UsageTotals {

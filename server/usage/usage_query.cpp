@@ -16,7 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr Millis kDayMs = 24LL * 3600 * 1000;
 constexpr std::int64_t kMaxStepS = 7 * 24 * 3600;
 constexpr std::size_t kMaxMetadataKey = 64;
 

@@ -22,7 +22,7 @@ namespace deskbox::streaming {
 namespace {
 
 constexpr int kMaxInputDimension = 16384;
-constexpr int kMaxFps = 240;
+constexpr int kMaxEncoderFps = 240;
 constexpr int kMaxThreads = 64;
 constexpr int kMaxBitrateKbps = 800000;  // level 6.2's limit
 constexpr std::array<std::string_view, 10> kPresets = {
@@ -171,7 +171,7 @@ void check_options(const H264Encoder::Options& options) {
     if (options.output_width == 1) throw ParameterError("output_width", "must be 0 or at least 2");
     if (options.output_height == 1)
         throw ParameterError("output_height", "must be 0 or at least 2");
-    check_range("max_fps", options.max_fps, 1, kMaxFps);
+    check_range("max_fps", options.max_fps, 1, kMaxEncoderFps);
     check_range("crf", options.crf, 0, 51);
     check_range("bitrate_kbps", options.bitrate_kbps, 0, kMaxBitrateKbps);
     check_range("max_bitrate_kbps", options.max_bitrate_kbps, 0, kMaxBitrateKbps);

@@ -21,7 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kMaxFps = 240;
+constexpr int kMaxRecordingFps = 240;
 constexpr int kMaxFragmentMs = 3600 * 1000;
 
 struct FileCloser {
@@ -112,9 +112,9 @@ struct Recorder::State {
 Recorder::Recorder(const FrameMirror& mirror, Options options) : state_(std::make_unique<State>()) {
     State& s = *state_;
     if (options.path.empty()) throw ParameterError("path", "must not be empty");
-    if (options.max_fps < 1 || options.max_fps > kMaxFps)
-        throw ParameterError("max_fps", "must be 1.." + std::to_string(kMaxFps) + ", got " +
-                                            std::to_string(options.max_fps));
+    if (options.max_fps < 1 || options.max_fps > kMaxRecordingFps)
+        throw ParameterError("max_fps", "must be 1.." + std::to_string(kMaxRecordingFps) +
+                                            ", got " + std::to_string(options.max_fps));
     if (options.fragment_ms < 0 || options.fragment_ms > kMaxFragmentMs)
         throw ParameterError("fragment_ms", "must be 0.." + std::to_string(kMaxFragmentMs) +
                                                 ", got " + std::to_string(options.fragment_ms));
