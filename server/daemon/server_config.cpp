@@ -105,6 +105,10 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --price-gib-second P    the cost of a reserved GiB of memory per second running
   --events-keep-days N    how long lifecycle events stay in <state-dir>/events (default 30);
                           an event a webhook has not had yet stays until it has
+  --events-max-undelivered N
+                          a webhook more than N events behind (down for long) loses the
+                          oldest: said on stderr, counted in deskbox_webhook_dropped_total
+                          (default 100000)
   --on-exit keep|kill     what SIGTERM does with running sandboxes (containers, microVMs): keep
                           them for the next deskboxd on this state dir to adopt (default), or kill
                           them; SIGINT (^C) always kills them
@@ -264,6 +268,8 @@ bool apply_usage(ServerConfig& c, const Option& o) {
         c.usage.price_gib_second = o.decimal(0, 1e6);
     } else if (o.is("events-keep-days")) {
         c.event_retention.keep = std::chrono::hours(24 * o.number(1, 3660));
+    } else if (o.is("events-max-undelivered")) {
+        c.event_retention.max_undelivered = o.number(1, 1'000'000'000);
     } else {
         return false;
     }

@@ -34,7 +34,7 @@ struct ServerConfig {
     // The config file's "webhooks" (server/events/webhook.hpp); only there: secrets stay out of
     // argv, where `ps` would show them.
     std::vector<events::WebhookConfig> webhooks;
-    events::EventRetention event_retention;  // --events-keep-days
+    events::EventRetention event_retention;  // --events-keep-days, --events-max-undelivered
 };
 
 // How deskboxd's fds are shared (docs/ARCHITECTURE.md, "fd budget"): a reserve for itself, HTTP

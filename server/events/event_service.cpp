@@ -45,8 +45,22 @@ void EventService::trim_if_due() {
 }
 
 std::size_t EventService::trim() {
-    std::uint64_t keep_from = log_.last_id() + 1;
-    for (const auto& sender : senders_) keep_from = std::min(keep_from, sender->cursor() + 1);
+    const std::uint64_t last = log_.last_id();
+    std::uint64_t keep_from = last + 1;
+    for (const auto& sender : senders_) {
+        if (last - std::min(last, sender->cursor()) > retention_.max_undelivered) {
+            const std::uint64_t through = last - retention_.max_undelivered;
+            if (sender->needs_from() <= through)
+                std::fprintf(stderr,
+                             "deskboxd: webhook %s is more than %llu events behind: events up to "
+                             "%llu are dropped for it (--events-max-undelivered)\n",
+                             sender->url().c_str(),
+                             static_cast<unsigned long long>(retention_.max_undelivered),
+                             static_cast<unsigned long long>(through));
+            sender->drop_through(through);
+        }
+        keep_from = std::min(keep_from, sender->needs_from());
+    }
     return log_.trim(event_time(std::chrono::system_clock::now() - retention_.keep), keep_from);
 }
 

@@ -23,6 +23,9 @@ namespace deskbox::server::events {
 struct EventRetention {
     std::chrono::hours keep{24 * 30};
     std::chrono::seconds check_every{3600};
+    // A webhook further behind than this many events loses the oldest (--events-max-undelivered):
+    // the log is not kept for a receiver that may never come back.
+    std::uint64_t max_undelivered = 100'000;
 };
 
 class EventService {
@@ -43,7 +46,10 @@ class EventService {
     void start_delivery(const SelfAddress& self);
 
     EventLog& log() { return log_; }
-    // Drops the events older than the retention that every webhook has had; how many went.
+    const EventLog& log() const { return log_; }
+    // Gives up, for a webhook more than max_undelivered behind, on its oldest events (said on
+    // stderr), then drops the events older than the retention that no webhook still needs;
+    // how many went.
     std::size_t trim();
     const std::vector<std::unique_ptr<WebhookSender>>& senders() const { return senders_; }
 

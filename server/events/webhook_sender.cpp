@@ -74,11 +74,36 @@ void WebhookSender::save_cursor() {
     }
 }
 
-bool WebhookSender::pause(std::chrono::milliseconds delay, bool wake_on_event) {
+bool WebhookSender::pause(std::chrono::milliseconds delay, bool wake_on_event,
+                          std::uint64_t retrying) {
     std::unique_lock lock(mutex_);
     const std::uint64_t cursor = cursor_;
-    wake_.wait_for(lock, delay, [&] { return stopping_ || (wake_on_event && seen_ > cursor); });
+    wake_.wait_for(lock, delay, [&] {
+        return stopping_ || (wake_on_event && seen_ > cursor) ||
+               (retrying && drop_through_ >= retrying);
+    });
     return !stopping_;
+}
+
+void WebhookSender::drop_through(std::uint64_t id) {
+    {
+        std::lock_guard lock(mutex_);
+        const std::uint64_t passed = std::max<std::uint64_t>(drop_through_, cursor_);
+        if (id <= passed) return;
+        dropped_ += id - passed;
+        drop_through_ = id;
+    }
+    wake_.notify_all();
+}
+
+bool WebhookSender::dropping(std::uint64_t id) const {
+    std::lock_guard lock(mutex_);
+    return id <= drop_through_;
+}
+
+std::uint64_t WebhookSender::needs_from() const {
+    std::lock_guard lock(mutex_);
+    return std::max<std::uint64_t>(cursor_, drop_through_) + 1;
 }
 
 void WebhookSender::run() {
@@ -91,12 +116,13 @@ void WebhookSender::run() {
         }
         bool skipped = false;
         for (const auto& event : batch) {
-            if (!config_.types.empty() && !config_.types.count(event.type)) {
+            const bool unwanted = !config_.types.empty() && !config_.types.count(event.type);
+            if (unwanted || dropping(event.id)) {  // a dropped one was counted then
                 cursor_ = event.id;
                 skipped = true;
                 continue;
             }
-            if (!deliver(event)) return;
+            if (deliver(event) == Outcome::stopped) return;
             cursor_ = event.id;
             save_cursor();
             skipped = false;
@@ -105,24 +131,27 @@ void WebhookSender::run() {
     }
 }
 
-bool WebhookSender::deliver(const Event& event) {
+WebhookSender::Outcome WebhookSender::deliver(const Event& event) {
     auto wait = config_.retry_initial;
     while (true) {
         std::string why;
         try {
             why = attempt(event);
         } catch (const Stopped&) {
-            return false;
+            return Outcome::stopped;
         }
         if (why.empty()) {
             ++delivered_;
-            return true;
+            std::lock_guard lock(mutex_);
+            if (event.id <= drop_through_) --dropped_;  // given up on while on its way: it got it
+            return Outcome::sent;
         }
         ++failed_attempts_;
         std::fprintf(stderr, "deskboxd: webhook %s: event %llu: %s; again in %lld ms\n",
                      config_.url.c_str(), static_cast<unsigned long long>(event.id), why.c_str(),
                      static_cast<long long>(wait.count()));
-        if (!pause(wait, false)) return false;
+        if (!pause(wait, false, event.id)) return Outcome::stopped;
+        if (dropping(event.id)) return Outcome::dropped;
         wait = std::min(wait * 2, config_.retry_max);
     }
 }

@@ -177,6 +177,18 @@ TEST(Events, AWebhookAnswering500OrStallingIsRetriedAndDelaysNoSandbox) {
         return joined(delivered_types(receiver, id)) == "created,ready,killed" &&
                joined(delivered_types(receiver, other)) == "created,ready,killed";
     })) << s.log();
+    // What operators watch: the failures, what went through, nothing given up on.
+    // (The sender counts an answer just after the receiver recorded it: waited for.)
+    const std::string label = "{url=\"" + receiver.url("/hook") + "\"} ";
+    std::string metrics;
+    EXPECT_TRUE(eventually([&] {
+        metrics = s.get("/metrics").body;
+        return metrics.find("deskbox_webhook_delivered_total" + label + "6\n") != std::string::npos;
+    })) << metrics;
+    EXPECT_NE(metrics.find("deskbox_webhook_dropped_total" + label + "0"), std::string::npos);
+    EXPECT_NE(metrics.find("deskbox_webhook_backlog_events" + label + "0"), std::string::npos);
+    EXPECT_EQ(metrics.find("deskbox_webhook_failed_attempts_total" + label + "0\n"),
+              std::string::npos);
 }
 
 TEST(Events, DeliveryResumesAfterTheServerIsKilledLosingNothing) {

@@ -10,6 +10,9 @@
 #include "server/events/event_log.hpp"
 #include "server/events/event_service.hpp"
 #include "server/events/webhook.hpp"
+#include "server/events/webhook_sender.hpp"
+#include "tests/support/eventually.hpp"
+#include "tests/support/webhook_receiver.hpp"
 
 namespace deskbox::server::events {
 namespace {
@@ -112,6 +115,43 @@ TEST(EventService, RecordingTrimsEventsPastTheRetention) {
     service.record("sb-2", "minimal", json::object(), "create", json::object());
     EXPECT_EQ(service.log().first_id(), 16u);
     EXPECT_EQ(service.log().last_id(), 21u);
+}
+
+// A webhook that stays down while the log grows past max_undelivered loses the oldest events
+// (the one it was retrying too), counted; back up, it gets the newest in order, and the log no
+// longer keeps what it was given up on.
+TEST(EventService, AWebhookFarBehindLosesTheOldestAndGetsTheRest) {
+    deskbox::test::WebhookReceiver receiver;
+    receiver.set_status(500);
+    TempDir state("event-backlog");
+    WebhookConfig hook;
+    hook.url = receiver.url("/hook");
+    hook.secret = "s";
+    hook.retry_initial = std::chrono::milliseconds(20);
+    hook.retry_max = std::chrono::milliseconds(50);
+    EventService service(state.path(), {hook},
+                         EventRetention{std::chrono::hours(0), std::chrono::seconds(0), 5});
+    service.start_delivery({boost::asio::ip::make_address("127.0.0.1"), 1});
+    auto record = [&](int i) {
+        service.record("sb-" + std::to_string(i), "minimal", json::object(), "create",
+                       json::object());
+    };
+    record(1);
+    const auto& sender = *service.senders().front();
+    ASSERT_TRUE(deskbox::test::eventually([&] { return sender.failed_attempts() > 0; }));
+    for (int i = 2; i <= 12; ++i) record(i);  // 12 events, 5 kept for it: 1..7 dropped
+    ASSERT_TRUE(deskbox::test::eventually([&] { return sender.dropped() == 7; }))
+        << sender.dropped();
+    // Kept no time past delivery (0 h), the log holds only what the webhook may still get.
+    EXPECT_EQ(service.log().first_id(), 8u);
+    receiver.set_status(200);
+    ASSERT_TRUE(deskbox::test::eventually([&] { return sender.cursor() == 12; }));
+    std::vector<std::uint64_t> ids;
+    for (const auto& r : receiver.accepted())
+        ids.push_back(json::parse(r.body)["id"].get<std::uint64_t>());
+    EXPECT_EQ(ids, (std::vector<std::uint64_t>{8, 9, 10, 11, 12}));
+    EXPECT_EQ(sender.delivered(), 5u);
+    EXPECT_EQ(sender.dropped(), 7u);
 }
 
 TEST(LifecycleEvents, AuditLinesBecomeEvents) {

@@ -10,6 +10,8 @@
 
 #include "common/io_loop.hpp"
 #include "server/cluster/cluster_service.hpp"
+#include "server/events/event_service.hpp"
+#include "server/events/webhook_sender.hpp"
 #include "server/http/http_server.hpp"
 #include "server/network/port_proxy.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
@@ -19,6 +21,20 @@
 namespace deskbox::server::routes {
 
 namespace {
+
+// A label value as Prometheus' text format wants it: backslash, quote and newline escaped.
+std::string prometheus_label_value(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+        if (c == '\\' || c == '"') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out;
+}
 
 std::string egress_metrics(const SandboxManager& manager) {
     // Per sandbox: connections by decision and destination (the busiest 20 names, so a sandbox
@@ -37,29 +53,17 @@ std::string egress_metrics(const SandboxManager& manager) {
         "# HELP deskbox_egress_refused_total Sandbox connections deskboxd refused: over_cap (the "
         "sandbox held its share of fds, --egress-max-connections) or no_fds (deskboxd ran out).\n"
         "# TYPE deskbox_egress_refused_total counter\n";
-    auto label = [](const std::string& text) {
-        std::string out;
-        for (char c : text) {
-            if (c == '"' || c == '\\') out += '\\';
-            if (c == '\n') {
-                out += "\\n";
-                continue;
-            }
-            out += c;
-        }
-        return out;
-    };
     for (const auto& sandbox : manager.list()) {
         auto net = sandbox->network();
         if (!net || !net->has_interface()) continue;
-        const std::string id = "sandbox=\"" + label(sandbox->id()) + "\"";
+        const std::string id = "sandbox=\"" + prometheus_label_value(sandbox->id()) + "\"";
         for (const auto& [name, c] : net->top_destinations(20))
             for (auto [decision, n] : {std::pair{"allowed", c.allowed},
                                        std::pair{"blocked", c.blocked}, std::pair{"cut", c.cut}})
                 if (n)
                     connections += "deskbox_egress_connections_total{" + id + ",decision=\"" +
-                                   decision + "\",destination=\"" + label(name) + "\"} " +
-                                   std::to_string(n) + "\n";
+                                   decision + "\",destination=\"" + prometheus_label_value(name) +
+                                   "\"} " + std::to_string(n) + "\n";
         auto t = net->totals();
         bytes += "deskbox_egress_bytes_total{" + id + ",direction=\"out\"} " +
                  std::to_string(t.bytes_out) + "\n";
@@ -81,6 +85,35 @@ std::string egress_metrics(const SandboxManager& manager) {
 std::string metric_family(const std::string& name, const std::string& help, const char* type,
                           const std::string& samples) {
     return "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + samples;
+}
+
+// Each webhook's deliveries: sent, failed attempts, and events given up on (the backlog cap).
+std::string webhook_metrics(const events::EventService* service) {
+    if (!service || service->senders().empty()) return {};
+    std::string sent, failed, dropped, behind;
+    const std::uint64_t last = service->log().last_id();
+    for (const auto& sender : service->senders()) {
+        const std::string label = "{url=\"" + prometheus_label_value(sender->url()) + "\"} ";
+        sent +=
+            "deskbox_webhook_delivered_total" + label + std::to_string(sender->delivered()) + "\n";
+        failed += "deskbox_webhook_failed_attempts_total" + label +
+                  std::to_string(sender->failed_attempts()) + "\n";
+        dropped +=
+            "deskbox_webhook_dropped_total" + label + std::to_string(sender->dropped()) + "\n";
+        behind += "deskbox_webhook_backlog_events" + label +
+                  std::to_string(last - std::min(last, sender->cursor())) + "\n";
+    }
+    return metric_family("deskbox_webhook_delivered_total", "Events a webhook acknowledged (2xx).",
+                         "counter", sent) +
+           metric_family("deskbox_webhook_failed_attempts_total",
+                         "Webhook POSTs that failed (each retried with backoff).", "counter",
+                         failed) +
+           metric_family("deskbox_webhook_dropped_total",
+                         "Events given up on for a webhook more than --events-max-undelivered "
+                         "behind.",
+                         "counter", dropped) +
+           metric_family("deskbox_webhook_backlog_events",
+                         "Events in the log a webhook has not had yet.", "gauge", behind);
 }
 
 std::string process_metrics() {
@@ -223,6 +256,7 @@ HttpResponse metrics_page(RouteContext& context) {
     text += egress_metrics(context.api.manager);
     text += usage_metrics(context.api.manager);
     text += product_metrics(context.api.manager, context.api.options.usage);
+    text += webhook_metrics(context.api.options.events);
     text += process_metrics();
     if (auto* cluster = context.api.options.cluster) text += cluster->metrics();
     HttpResponse res{http::status::ok, 11};

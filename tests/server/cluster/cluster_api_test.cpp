@@ -329,6 +329,17 @@ TEST_F(ClusterApiTest, UsageThroughAnyNodeCoversEveryNode) {
     }
     auto csv = node(1).get("/v1/usage?group_by=metadata.customer&format=csv");
     EXPECT_NE(csv.body.find("\n\"acme\",3,"), std::string::npos) << csv.body;
+    // Each ended sandbox's samples, through any node: the one that ran it answers.
+    for (const auto& id : ids)
+        for (int asked = 0; asked < kNodes; ++asked) {
+            auto m = node(asked).get("/v1/sandboxes/" + id + "/metrics");
+            ASSERT_EQ(m.status, 200u) << "node " << asked << ": " << m.body;
+            EXPECT_EQ(m.js()["id"], id) << m.body;
+            EXPECT_GE(m.js()["samples"].size(), 1u) << m.body;
+        }
+    auto bad_step = node(0).get("/v1/sandboxes/" + ids[1] + "/metrics?step=0");
+    EXPECT_EQ(bad_step.status, 400u) << bad_step.body;
+    EXPECT_EQ(node(0).get("/v1/sandboxes/sb-none/metrics").status, 404u);
 
     node(2).kill_hard();
     ASSERT_TRUE(eventually([&] { return node_status(0, node_name(2))["state"] == "lost"; },
