@@ -400,7 +400,8 @@ json ClusterService::list() const {
 }
 
 std::vector<ClusterService::PeerAnswer> ClusterService::ask_peers(const HttpRequest& request,
-                                                                  const std::string& target) const {
+                                                                  const std::string& target,
+                                                                  http::verb method) const {
     std::vector<PeerAnswer> out;
     for (const auto& status : impl_->node->nodes()) {
         if (status.name == impl_->config.node_name) continue;
@@ -410,7 +411,7 @@ std::vector<ClusterService::PeerAnswer> ClusterService::ask_peers(const HttpRequ
             out.push_back(std::move(answer));
             continue;
         }
-        cluster::ForwardRequest peer{http::verb::get, target, 11};
+        cluster::ForwardRequest peer{method, target, 11};
         peer.set(http::field::accept, "application/json");
         if (auto auth = request.find(http::field::authorization); auth != request.end())
             peer.set(http::field::authorization, auth->value());

@@ -74,9 +74,11 @@ class ClusterService : public OwnerRouting {
         std::string body;
         std::string error;
     };
-    // GETs `target` (path and query) on every other node of the cluster, as a peer (served
-    // there, never passed on), with `request`'s credentials; one answer per node, in name order.
-    std::vector<PeerAnswer> ask_peers(const HttpRequest& request, const std::string& target) const;
+    // GETs (or `method`s) `target` (path and query) on every other node of the cluster, as a
+    // peer (served there, never passed on), with `request`'s credentials; one answer per node,
+    // in name order. An answer other than 200 has `error` too.
+    std::vector<PeerAnswer> ask_peers(const HttpRequest& request, const std::string& target,
+                                      http::verb method = http::verb::get) const;
 
     // GET /v1/nodes, and drain/undrain.
     nlohmann::json nodes() const;

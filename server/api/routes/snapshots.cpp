@@ -1,6 +1,7 @@
 #include "server/api/routes/snapshots.hpp"
 
 #include "server/api/http_util.hpp"
+#include "server/cluster/cluster_service.hpp"
 #include "server/sandbox/sandbox_manager.hpp"
 #include "server/sandbox/store_errors.hpp"
 
@@ -17,6 +18,49 @@ void refuse_in_cluster(RouteContext& context, const char* what) {
                        std::string(what) + " is not available in a cluster yet; use a single node");
 }
 
+// A cluster's other nodes, when this request is one to pass to them (not itself a peer's).
+ClusterService* peers_of(RouteContext& context) {
+    auto* cluster = context.api.options.cluster;
+    return cluster && !cluster->from_peer(context.request()) ? cluster : nullptr;
+}
+
+json described(const snapshots::SnapshotInfo& info, const ClusterService* cluster) {
+    json j = info.to_json();
+    if (cluster) j["node"] = cluster->node_name();
+    return j;
+}
+
+// A peer's answer passed on as it is (its JSON, its status).
+HttpResponse relayed(const ClusterService::PeerAnswer& answer) {
+    HttpResponse res{static_cast<http::status>(answer.status), 11};
+    res.set(http::field::content_type, "application/json");
+    res.body() = answer.body;
+    return res;
+}
+
+// Snapshot `name` asked of the other nodes by `method` when this node has none of that name:
+// the first that has it answers (200, or its 409 for one in use); nullopt when none has.
+std::optional<HttpResponse> ask_holder(RouteContext& context, http::verb method) {
+    auto* cluster = peers_of(context);
+    if (!cluster) return std::nullopt;
+    const std::string target = "/v1/snapshots/" + context.params.at("name");
+    for (const auto& answer : cluster->ask_peers(context.request(), target, method))
+        if (answer.status == 200 || answer.status == 409) return relayed(answer);
+    return std::nullopt;
+}
+
+// Runs `here` on this node's store; a snapshot it does not hold is looked for on the others.
+template <typename Here>
+HttpResponse here_or_holder(RouteContext& context, http::verb method, Here here) {
+    try {
+        return as_sandbox_error(here);
+    } catch (const SandboxError& e) {
+        if (e.fault() != SandboxFault::not_found) throw;
+        if (auto answer = ask_holder(context, method)) return std::move(*answer);
+        throw;
+    }
+}
+
 }  // namespace
 
 HttpResponse create_snapshot(RouteContext& context) {
@@ -26,26 +70,51 @@ HttpResponse create_snapshot(RouteContext& context) {
     return json_response(201, info.to_json());
 }
 
+// In a cluster each node keeps the snapshots it made: the list covers every node (each entry
+// names its node; `missing_nodes` those that could not say), and one snapshot is inspected or
+// deleted through any node, on the node that holds it.
 HttpResponse list_snapshots(RouteContext& context) {
     allow_only(context.query, {});
+    const auto* cluster = context.api.options.cluster;
     json list = json::array();
-    for (const auto& info : context.api.manager.snapshots().list()) list.push_back(info.to_json());
-    return json_response(200, {{"snapshots", list}});
+    for (const auto& info : context.api.manager.snapshots().list())
+        list.push_back(described(info, cluster));
+    json answer = json::object();
+    if (auto* peers = peers_of(context)) {
+        json missing = json::array();
+        for (const auto& peer : peers->ask_peers(context.request(), "/v1/snapshots")) {
+            const json theirs = json::parse(peer.body, nullptr, false);
+            if (peer.error.empty() && theirs.is_object() && theirs.contains("snapshots") &&
+                theirs["snapshots"].is_array()) {
+                for (const auto& s : theirs["snapshots"]) list.push_back(s);
+                continue;
+            }
+            missing.push_back(
+                {{"node", peer.node},
+                 {"error", peer.error.empty() ? "its answer is not a snapshot list" : peer.error}});
+        }
+        answer["missing_nodes"] = missing;
+    }
+    answer["snapshots"] = std::move(list);
+    return json_response(200, answer);
 }
 
 HttpResponse get_snapshot(RouteContext& context) {
     allow_only(context.query, {});
-    return as_sandbox_error([&] {
+    return here_or_holder(context, http::verb::get, [&] {
         return json_response(
-            200, context.api.manager.snapshots().inspect(context.params.at("name")).to_json());
+            200, described(context.api.manager.snapshots().inspect(context.params.at("name")),
+                           context.api.options.cluster));
     });
 }
 
 HttpResponse delete_snapshot(RouteContext& context) {
     allow_only(context.query, {});
-    return as_sandbox_error([&] {
+    return here_or_holder(context, http::verb::delete_, [&] {
         context.api.manager.snapshots().remove(context.params.at("name"));
-        return json_response(200, {{"deleted", context.params.at("name")}});
+        json done = {{"deleted", context.params.at("name")}};
+        if (const auto* cluster = context.api.options.cluster) done["node"] = cluster->node_name();
+        return json_response(200, done);
     });
 }
 

@@ -211,7 +211,24 @@ TEST_F(ClusterApiTest, ASnapshotStartsASandboxThroughAnyNode) {
     auto unknown = node(stranger).post("/v1/sandboxes", {{"snapshot", "nowhere"}});
     EXPECT_EQ(unknown.status, 404u) << unknown.body;
     EXPECT_EQ(unknown.js()["error"]["field"], "snapshot") << unknown.body;
-    EXPECT_EQ(node(owner).del("/v1/snapshots/shared").status, 200u);
+    // Listed, inspected and deleted through any node, on the one that holds it.
+    for (int asked = 0; asked < kNodes; ++asked) {
+        const json listed = node(asked).get("/v1/snapshots").js();
+        ASSERT_EQ(listed["snapshots"].size(), 1u) << listed;
+        EXPECT_EQ(listed["snapshots"][0]["name"], "shared");
+        EXPECT_EQ(listed["snapshots"][0]["node"], node_name(owner));
+        EXPECT_EQ(listed["missing_nodes"], json::array()) << listed;
+        const auto inspected = node(asked).get("/v1/snapshots/shared");
+        ASSERT_EQ(inspected.status, 200u) << inspected.body;
+        EXPECT_EQ(inspected.js()["source_sandbox"], id);
+        EXPECT_EQ(inspected.js()["node"], node_name(owner));
+    }
+    EXPECT_EQ(node(stranger).get("/v1/snapshots/nowhere").status, 404u);
+    const auto deleted = node(stranger).del("/v1/snapshots/shared");
+    ASSERT_EQ(deleted.status, 200u) << deleted.body;
+    EXPECT_EQ(deleted.js()["node"], node_name(owner)) << deleted.body;
+    EXPECT_EQ(node(owner).get("/v1/snapshots/shared").status, 404u);
+    EXPECT_EQ(node(stranger).del("/v1/snapshots/shared").status, 404u);
     EXPECT_EQ(node(0).del("/v1/sandboxes/" + id).status, 200u);
 }
 
