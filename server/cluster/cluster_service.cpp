@@ -426,6 +426,22 @@ std::vector<ClusterService::PeerAnswer> ClusterService::ask_peers(const HttpRequ
     return out;
 }
 
+std::optional<HttpResponse> ClusterService::answer_from_peers(
+    const HttpRequest& request, const std::string& target, http::verb method,
+    std::initializer_list<unsigned> taken, std::vector<std::string>* unreachable) const {
+    if (from_peer(request)) return std::nullopt;
+    for (auto& answer : ask_peers(request, target, method)) {
+        if (std::find(taken.begin(), taken.end(), answer.status) != taken.end()) {
+            HttpResponse res{static_cast<http::status>(answer.status), 11};
+            res.set(http::field::content_type, "application/json");
+            res.body() = std::move(answer.body);
+            return res;
+        }
+        if (answer.status != 404 && unreachable) unreachable->push_back(answer.node);
+    }
+    return std::nullopt;
+}
+
 void ClusterService::annotate(json& described) const {
     described["node"] = node_name();
 }

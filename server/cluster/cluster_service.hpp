@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,14 @@ class ClusterService : public OwnerRouting {
     // in name order. An answer other than 200 has `error` too.
     std::vector<PeerAnswer> ask_peers(const HttpRequest& request, const std::string& target,
                                       http::verb method = http::verb::get) const;
+    // For what a node holds alone (a snapshot, an ended sandbox's samples) and this one lacks:
+    // asks the others (not when `request` is itself a peer's) and returns the first answer
+    // whose status is one of `taken`, as it is (status and JSON body); nullopt when none gave
+    // one. `unreachable` gets the nodes that answered neither that nor 404 (lost, failing).
+    std::optional<HttpResponse> answer_from_peers(
+        const HttpRequest& request, const std::string& target, http::verb method,
+        std::initializer_list<unsigned> taken,
+        std::vector<std::string>* unreachable = nullptr) const;
 
     // GET /v1/nodes, and drain/undrain.
     nlohmann::json nodes() const;

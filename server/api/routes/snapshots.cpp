@@ -18,45 +18,25 @@ void refuse_in_cluster(RouteContext& context, const char* what) {
                        std::string(what) + " is not available in a cluster yet; use a single node");
 }
 
-// A cluster's other nodes, when this request is one to pass to them (not itself a peer's).
-ClusterService* peers_of(RouteContext& context) {
-    auto* cluster = context.api.options.cluster;
-    return cluster && !cluster->from_peer(context.request()) ? cluster : nullptr;
-}
-
 json described(const snapshots::SnapshotInfo& info, const ClusterService* cluster) {
     json j = info.to_json();
     if (cluster) j["node"] = cluster->node_name();
     return j;
 }
 
-// A peer's answer passed on as it is (its JSON, its status).
-HttpResponse relayed(const ClusterService::PeerAnswer& answer) {
-    HttpResponse res{static_cast<http::status>(answer.status), 11};
-    res.set(http::field::content_type, "application/json");
-    res.body() = answer.body;
-    return res;
-}
-
-// Snapshot `name` asked of the other nodes by `method` when this node has none of that name:
-// the first that has it answers (200, or its 409 for one in use); nullopt when none has.
-std::optional<HttpResponse> ask_holder(RouteContext& context, http::verb method) {
-    auto* cluster = peers_of(context);
-    if (!cluster) return std::nullopt;
-    const std::string target = "/v1/snapshots/" + context.params.at("name");
-    for (const auto& answer : cluster->ask_peers(context.request(), target, method))
-        if (answer.status == 200 || answer.status == 409) return relayed(answer);
-    return std::nullopt;
-}
-
-// Runs `here` on this node's store; a snapshot it does not hold is looked for on the others.
+// Runs `here` on this node's store; a snapshot it does not hold is asked of the other nodes
+// by `method`, the holder answering (200, or its 409 for one in use).
 template <typename Here>
 HttpResponse here_or_holder(RouteContext& context, http::verb method, Here here) {
     try {
         return as_sandbox_error(here);
     } catch (const SandboxError& e) {
-        if (e.fault() != SandboxFault::not_found) throw;
-        if (auto answer = ask_holder(context, method)) return std::move(*answer);
+        auto* cluster = context.api.options.cluster;
+        if (e.fault() != SandboxFault::not_found || !cluster) throw;
+        if (auto answer = cluster->answer_from_peers(context.request(),
+                                                     "/v1/snapshots/" + context.params.at("name"),
+                                                     method, {200, 409}))
+            return std::move(*answer);
         throw;
     }
 }
@@ -80,9 +60,9 @@ HttpResponse list_snapshots(RouteContext& context) {
     for (const auto& info : context.api.manager.snapshots().list())
         list.push_back(described(info, cluster));
     json answer = json::object();
-    if (auto* peers = peers_of(context)) {
+    if (cluster && !cluster->from_peer(context.request())) {
         json missing = json::array();
-        for (const auto& peer : peers->ask_peers(context.request(), "/v1/snapshots")) {
+        for (const auto& peer : cluster->ask_peers(context.request(), "/v1/snapshots")) {
             const json theirs = json::parse(peer.body, nullptr, false);
             if (peer.error.empty() && theirs.is_object() && theirs.contains("snapshots") &&
                 theirs["snapshots"].is_array()) {

@@ -16,31 +16,18 @@ usage::UsageService& usage_service(RouteContext& context) {
     return *context.api.options.usage;
 }
 
-}  // namespace
-
-namespace {
-
 // In a cluster, the node that ran sandbox `id` keeps its samples (its record may be gone with
-// it): the other nodes are asked, as peers, and the first that has them answers. Null when
-// none has; `unreachable` gets the nodes that could not say (lost, or not answering 404).
+// it): the other nodes are asked, and the one that has them answers (its samples, or its 400
+// for a bad from, to or step).
 std::optional<HttpResponse> peers_metrics(RouteContext& context, const std::string& id,
-                                          nlohmann::json& unreachable) {
+                                          std::vector<std::string>& unreachable) {
     auto* cluster = context.api.options.cluster;
-    if (!cluster || cluster->from_peer(context.request())) return std::nullopt;
+    if (!cluster) return std::nullopt;
     client::Query peer_query;
     for (const auto& [name, value] : context.query) peer_query.add(name, value);
-    const std::string target = "/v1/sandboxes/" + id + "/metrics" + peer_query.str();
-    for (auto& answer : cluster->ask_peers(context.request(), target)) {
-        // Its samples, or its 400 (a bad from, to or step): answered as it is.
-        if (answer.status == 200 || answer.status == 400) {
-            HttpResponse res{static_cast<http::status>(answer.status), 11};
-            res.set(http::field::content_type, "application/json");
-            res.body() = std::move(answer.body);
-            return res;
-        }
-        if (answer.status != 404) unreachable.push_back(answer.node);  // lost, or failing
-    }
-    return std::nullopt;
+    return cluster->answer_from_peers(context.request(),
+                                      "/v1/sandboxes/" + id + "/metrics" + peer_query.str(),
+                                      http::verb::get, {200, 400}, &unreachable);
 }
 
 }  // namespace
@@ -50,12 +37,11 @@ HttpResponse sandbox_metrics(RouteContext& context) {
     const std::string& id = context.params.at("id");
     auto history = service.ledger().history(id);
     if (!history) {
-        nlohmann::json unreachable = nlohmann::json::array();
+        std::vector<std::string> unreachable;
         if (auto answer = peers_metrics(context, id, unreachable)) return std::move(*answer);
         std::string not_asked;
         for (const auto& node : unreachable)
-            not_asked +=
-                (not_asked.empty() ? "; nodes not reachable: " : ", ") + node.get<std::string>();
+            not_asked += (not_asked.empty() ? "; nodes not reachable: " : ", ") + node;
         throw ApiError(404, "not_found",
                        "no samples of sandbox " + id +
                            " (unknown, not sampled yet, or ended longer ago than the server keeps "
