@@ -44,6 +44,8 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --dns-upstream A[:P]    DNS server sandbox lookups go to (default: /etc/resolv.conf's first)
   --public-range CIDR     treat this special range as the internet (a lab or test network;
                           repeatable)
+  --egress-trust-ca FILE  a PEM CA that servers reached through HTTPS credential rules may
+                          chain to, beside the host's trust store (repeatable)
   --ports-domain DOMAIN    also serve exposed ports at {port}-{id}.DOMAIN (wildcard DNS to here)
   --threads N             HTTP I/O threads: sockets, streams, VNC (default 2)
   --max-handlers N        requests handled at once, each on its own thread so a long
@@ -423,6 +425,11 @@ bool apply_network(ServerConfig& c, const Option& o) {
         auto range = network::parse_ip_range(value, &why);
         if (!range) throw std::invalid_argument("--public-range '" + value + "': " + why);
         c.manager.network.public_ranges.push_back(*range);
+    } else if (o.is("egress-trust-ca")) {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(value, ec))
+            throw std::invalid_argument("--egress-trust-ca '" + value + "': not a file");
+        c.manager.network.egress_trust.push_back(std::filesystem::absolute(value));
     } else if (o.is("ports-domain")) {
         auto name = network::normalize_host_name(value);
         if (!name || name->find('.') == std::string::npos)
@@ -518,6 +525,8 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
                 } else if (v.is_array() &&
                            (k == "public_range" || k == "public-range" || k == "public_ranges")) {
                     for (auto& range : v) apply(c, "public-range", range.get<std::string>());
+                } else if (v.is_array() && (k == "egress_trust_ca" || k == "egress-trust-ca")) {
+                    for (auto& file : v) apply(c, "egress-trust-ca", file.get<std::string>());
                 } else if (v.is_array() && k.starts_with("template") &&
                            k.find("registr") != std::string::npos) {
                     // {"template_registry": ["reg.example:5000"]} (or _registries, _insecure)

@@ -44,20 +44,8 @@ void free_egress_ca_chain(STACK_OF(X509) * chain) {
     sk_X509_free(chain);
 }
 
-// OpenSSL's queue of errors for this thread, emptied so the next failure reports only its own.
-std::string egress_ca_openssl_reason() {
-    std::string reason;
-    while (unsigned long code = ERR_get_error()) {
-        char text[256];
-        ERR_error_string_n(code, text, sizeof text);
-        if (!reason.empty()) reason += "; ";
-        reason += text;
-    }
-    return reason.empty() ? "no OpenSSL error recorded" : reason;
-}
-
 [[noreturn]] void throw_egress_ca_error(const std::string& what) {
-    throw std::runtime_error("egress CA: " + what + ": " + egress_ca_openssl_reason());
+    throw std::runtime_error("egress CA: " + what + ": " + openssl_errors());
 }
 
 // Never prompt on a terminal for an encrypted key: deskboxd's keys are not encrypted.
@@ -296,6 +284,18 @@ OpenSslPtr<STACK_OF(X509), free_egress_ca_chain> chain_of(const LeafCertificate&
 }
 
 }  // namespace
+
+// OpenSSL's queue of errors for this thread, emptied so the next failure reports only its own.
+std::string openssl_errors() {
+    std::string reason;
+    while (unsigned long code = ERR_get_error()) {
+        char text[256];
+        ERR_error_string_n(code, text, sizeof text);
+        if (!reason.empty()) reason += "; ";
+        reason += text;
+    }
+    return reason.empty() ? "no OpenSSL error recorded" : reason;
+}
 
 void use_leaf_certificate(SSL_CTX* context, const LeafCertificate& leaf) {
     auto chain = chain_of(leaf);

@@ -47,6 +47,10 @@ struct LeafCertificate {
     std::chrono::system_clock::time_point not_after;
 };
 
+// OpenSSL's queue of errors for this thread as text, emptied so the next failure reports only
+// its own.
+std::string openssl_errors();
+
 // Makes an SSL_CTX (or one SSL, e.g. from an SNI callback) present `leaf`: certificate, key and
 // chain. Throws std::runtime_error with OpenSSL's reason.
 void use_leaf_certificate(SSL_CTX* context, const LeafCertificate& leaf);

@@ -4,6 +4,7 @@
 
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -28,20 +29,34 @@ std::string hex(std::size_t n) {
     return std::move(out).str();
 }
 
+// The peer ended its side: a TCP FIN, or on TLS a close_notify or (as many clients end) a FIN
+// without one.
+bool peer_ended(const boost::system::error_code& ec) {
+    return ec == net::error::eof || ec == net::ssl::error::stream_truncated;
+}
+
 bool ends_cleanly(const boost::system::error_code& ec) {
-    return ec == http::error::end_of_stream || ec == net::error::eof;
+    return ec == http::error::end_of_stream || peer_ended(ec);
+}
+
+net::ip::tcp::socket& lowest(net::ip::tcp::socket& s) {
+    return s;
+}
+net::ip::tcp::socket& lowest(TlsStream& s) {
+    return s.next_layer();
 }
 
 }  // namespace
 
-std::string HttpRelay::serialize(const RequestHead& head) {
+std::string serialize_request_head(const HttpRequestHead& head) {
     std::ostringstream out;
     out << head;
     return std::move(out).str();
 }
 
-HttpRelay::HttpRelay(net::ip::tcp::socket client, net::ip::tcp::socket upstream, Inspect inspect,
-                     Done done, std::shared_ptr<RateLimiter> limit_out, Progress progress)
+template <class Stream>
+BasicHttpRelay<Stream>::BasicHttpRelay(Stream client, Stream upstream, Inspect inspect, Done done,
+                                       std::shared_ptr<RateLimiter> limit_out, Progress progress)
     : client_(std::move(client)),
       upstream_(std::move(upstream)),
       inspect_(std::move(inspect)),
@@ -51,24 +66,28 @@ HttpRelay::HttpRelay(net::ip::tcp::socket client, net::ip::tcp::socket upstream,
       limit_timer_(client_.get_executor()),
       half_closed_(client_.get_executor()) {}
 
-void HttpRelay::start() {
-    net::post(client_.get_executor(), [self = shared_from_this()] {
+template <class Stream>
+void BasicHttpRelay<Stream>::start() {
+    net::post(client_.get_executor(), [self = this->shared_from_this()] {
         self->read_head();
         self->pump_down();
     });
 }
 
-void HttpRelay::abort() {
+template <class Stream>
+void BasicHttpRelay<Stream>::abort() {
     finish(true, "closed by deskboxd");
 }
 
-void HttpRelay::cut(const std::string& reason) {
+template <class Stream>
+void BasicHttpRelay<Stream>::cut(const std::string& reason) {
     if (finished_) return;
     result_.cut = reason;
     finish(true, reason);
 }
 
-void HttpRelay::read_head() {
+template <class Stream>
+void BasicHttpRelay<Stream>::read_head() {
     if (finished_) return;
     parser_.emplace();
     parser_->header_limit(kMaxHeadBytes);
@@ -76,12 +95,12 @@ void HttpRelay::read_head() {
     // limit as if the limit were below it.
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     http::async_read_header(client_, in_, *parser_,
-                            [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-                                self->on_head(ec);
-                            });
+                            [self = this->shared_from_this()](boost::system::error_code ec,
+                                                              std::size_t) { self->on_head(ec); });
 }
 
-void HttpRelay::on_head(boost::system::error_code ec) {
+template <class Stream>
+void BasicHttpRelay<Stream>::on_head(boost::system::error_code ec) {
     if (finished_) return;
     if (ends_cleanly(ec)) return direction_done(true);
     if (ec)
@@ -94,17 +113,18 @@ void HttpRelay::on_head(boost::system::error_code ec) {
     chunked_ = parser_->chunked();
     upgrade_ =
         head.method() == http::verb::connect || head.find(http::field::upgrade) != head.end();
-    send_up(serialize(head), [self = shared_from_this()] { self->read_body(); });
+    send_up(serialize(head), [self = this->shared_from_this()] { self->read_body(); });
 }
 
-void HttpRelay::read_body() {
+template <class Stream>
+void BasicHttpRelay<Stream>::read_body() {
     if (finished_) return;
     if (parser_->is_done()) {
         if (!upgrade_) return read_head();
         // Not HTTP any more: what follows goes as bytes, starting with what was read already.
         std::string rest(static_cast<const char*>(in_.data().data()), in_.size());
         in_.consume(in_.size());
-        return send_up(std::move(rest), [self = shared_from_this()] { self->raw_up(); });
+        return send_up(std::move(rest), [self = this->shared_from_this()] { self->raw_up(); });
     }
     if (!chunked_ && parser_->content_length_remaining()) {
         // A sized body goes on as it came (the head settled its length): no parser between.
@@ -113,35 +133,35 @@ void HttpRelay::read_body() {
         std::string first(static_cast<const char*>(in_.data().data()), n);
         in_.consume(n);
         sized_left_ -= n;
-        return send_up(std::move(first), [self = shared_from_this()] { self->sized_body(); });
+        return send_up(std::move(first), [self = this->shared_from_this()] { self->sized_body(); });
     }
     auto& body = parser_->get().body();
     body.data = body_buf_.data();
     body.size = body_buf_.size();
-    http::async_read_some(client_, in_, *parser_,
-                          [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-                              if (self->finished_) return;
-                              if (ec == http::error::need_buffer) ec = {};
-                              if (ec)
-                                  return self->finish(true,
-                                                      "reading a request body: " + ec.message());
-                              auto& b = self->parser_->get().body();
-                              std::size_t n = self->body_buf_.size() - b.size;
-                              std::string bytes;
-                              if (self->chunked_ && n > 0) bytes = hex(n) + "\r\n";
-                              bytes.append(self->body_buf_.data(), n);
-                              if (self->chunked_ && n > 0) bytes += "\r\n";
-                              if (self->chunked_ && self->parser_->is_done()) bytes += "0\r\n\r\n";
-                              self->send_up(std::move(bytes), [self] { self->read_body(); });
-                          });
+    http::async_read_some(
+        client_, in_, *parser_,
+        [self = this->shared_from_this()](boost::system::error_code ec, std::size_t) {
+            if (self->finished_) return;
+            if (ec == http::error::need_buffer) ec = {};
+            if (ec) return self->finish(true, "reading a request body: " + ec.message());
+            auto& b = self->parser_->get().body();
+            std::size_t n = self->body_buf_.size() - b.size;
+            std::string bytes;
+            if (self->chunked_ && n > 0) bytes = hex(n) + "\r\n";
+            bytes.append(self->body_buf_.data(), n);
+            if (self->chunked_ && n > 0) bytes += "\r\n";
+            if (self->chunked_ && self->parser_->is_done()) bytes += "0\r\n\r\n";
+            self->send_up(std::move(bytes), [self] { self->read_body(); });
+        });
 }
 
-void HttpRelay::sized_body() {
+template <class Stream>
+void BasicHttpRelay<Stream>::sized_body() {
     if (sized_left_ == 0) return read_head();
     const std::size_t want = std::min<std::uint64_t>(sized_left_, body_buf_.size());
     client_.async_read_some(
         net::buffer(body_buf_.data(), want),
-        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+        [self = this->shared_from_this()](boost::system::error_code ec, std::size_t n) {
             if (self->finished_) return;
             if (ec) return self->finish(true, "reading a request body: " + ec.message());
             self->sized_left_ -= n;
@@ -149,15 +169,17 @@ void HttpRelay::sized_body() {
         });
 }
 
-void HttpRelay::send_up(std::string bytes, std::function<void()> then) {
+template <class Stream>
+void BasicHttpRelay<Stream>::send_up(std::string bytes, std::function<void()> then) {
     out_ = std::move(bytes);
     out_cleared_ = limiter_ ? 0 : out_.size();
     throttled_write(std::move(then));
 }
 
 // Waits for the rate limit to clear out_, then writes it upstream.
-void HttpRelay::throttled_write(std::function<void()> then) {
-    auto self = shared_from_this();
+template <class Stream>
+void BasicHttpRelay<Stream>::throttled_write(std::function<void()> then) {
+    auto self = this->shared_from_this();
     while (out_cleared_ < out_.size()) {
         std::uint64_t got = limiter_->take(out_.size() - out_cleared_);
         if (got == 0) {
@@ -180,23 +202,25 @@ void HttpRelay::throttled_write(std::function<void()> then) {
                      });
 }
 
-void HttpRelay::raw_up() {
+template <class Stream>
+void BasicHttpRelay<Stream>::raw_up() {
     client_.async_read_some(
         net::buffer(body_buf_),
-        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+        [self = this->shared_from_this()](boost::system::error_code ec, std::size_t n) {
             if (self->finished_) return;
-            if (ec == net::error::eof) return self->direction_done(true);
+            if (peer_ended(ec)) return self->direction_done(true);
             if (ec) return self->finish(true, "receiving: " + ec.message());
             self->send_up(std::string(self->body_buf_.data(), n), [self] { self->raw_up(); });
         });
 }
 
-void HttpRelay::pump_down() {
+template <class Stream>
+void BasicHttpRelay<Stream>::pump_down() {
     upstream_.async_read_some(
         net::buffer(down_buf_),
-        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+        [self = this->shared_from_this()](boost::system::error_code ec, std::size_t n) {
             if (self->finished_) return;
-            if (ec == net::error::eof) return self->direction_done(false);
+            if (peer_ended(ec)) return self->direction_done(false);
             if (ec) return self->finish(true, "receiving: " + ec.message());
             net::async_write(self->client_, net::buffer(self->down_buf_.data(), n),
                              [self](boost::system::error_code ec, std::size_t n) {
@@ -211,26 +235,33 @@ void HttpRelay::pump_down() {
 }
 
 // One direction ended cleanly: pass the end on (half-close) and finish once both have.
-void HttpRelay::direction_done(bool up) {
+template <class Stream>
+void BasicHttpRelay<Stream>::direction_done(bool up) {
     (up ? up_done_ : down_done_) = true;
-    ::shutdown((up ? upstream_ : client_).native_handle(), SHUT_WR);
+    if constexpr (kTls) {
+        return close_tls_gracefully();
+    } else {
+        ::shutdown((up ? upstream_ : client_).native_handle(), SHUT_WR);
+    }
     if (up_done_ && down_done_) return finish(false, {});
-    half_closed_.start(
-        [self = shared_from_this()](const std::string& reason) { self->finish(true, reason); });
+    half_closed_.start([self = this->shared_from_this()](const std::string& reason) {
+        self->finish(true, reason);
+    });
 }
 
-void HttpRelay::finish(bool reset, const std::string& error) {
+template <class Stream>
+void BasicHttpRelay<Stream>::finish(bool reset, const std::string& error) {
     if (finished_) return;
     finished_ = true;
     limit_timer_.cancel();
     half_closed_.cancel();
     if (reset) {
-        reset_socket(client_);
-        reset_socket(upstream_);
+        reset_socket(lowest(client_));
+        reset_socket(lowest(upstream_));
     } else {
         boost::system::error_code ignored;
-        client_.close(ignored);
-        upstream_.close(ignored);
+        lowest(client_).close(ignored);
+        lowest(upstream_).close(ignored);
     }
     result_.reset = reset;
     result_.error = error;
@@ -239,5 +270,46 @@ void HttpRelay::finish(bool reset, const std::string& error) {
         done(result_);
     }
 }
+
+// TLS: either side's clean end ends both. Each gets a close_notify (a client reading a response
+// to its end must learn it was not cut), bounded in time; then the sockets close.
+template <class Stream>
+void BasicHttpRelay<Stream>::close_tls_gracefully() {
+    if constexpr (kTls) {
+        if (finished_) return;
+        finished_ = true;
+        limit_timer_.cancel();
+        half_closed_.cancel();
+        boost::system::error_code ignored;
+        lowest(client_).cancel(ignored);
+        lowest(upstream_).cancel(ignored);
+        auto self = this->shared_from_this();
+        auto timer = std::make_shared<net::steady_timer>(client_.get_executor());
+        auto left = std::make_shared<int>(2);
+        auto closed = [self, timer, left](Stream& stream) {
+            boost::system::error_code ignored;
+            lowest(stream).close(ignored);
+            if (--*left == 0) timer->cancel();
+        };
+        for (Stream* stream : {&client_, &upstream_})
+            stream->async_shutdown(
+                [closed, stream](boost::system::error_code) { closed(*stream); });
+        timer->expires_after(std::chrono::seconds(1));
+        timer->async_wait([self](boost::system::error_code ec) {
+            if (ec) return;
+            boost::system::error_code ignored;
+            lowest(self->client_).close(ignored);
+            lowest(self->upstream_).close(ignored);
+        });
+        result_.reset = false;
+        if (done_) {
+            auto done = std::move(done_);
+            done(result_);
+        }
+    }
+}
+
+template class BasicHttpRelay<net::ip::tcp::socket>;
+template class BasicHttpRelay<TlsStream>;
 
 }  // namespace deskbox::network

@@ -1,13 +1,18 @@
-// Carries one plain-HTTP/1 connection request by request instead of splicing bytes: each
-// request head the sandbox sends is parsed (Boost.Beast's parser), shown to an inspector that
-// may refuse it (its Host against the policy) or change its headers (credential rules), and
-// sent on re-serialized, so the server reads exactly the head that was checked; bodies are
-// streamed (chunked bodies re-chunked). Responses go back as bytes. An upgraded connection
-// (Upgrade, CONNECT) is carried as bytes after its request. A refused request cuts the
-// connection: both sides are reset.
+// Carries one HTTP/1 connection request by request instead of splicing bytes: each request head
+// the sandbox sends is parsed (Boost.Beast's parser), shown to an inspector that may refuse it
+// (its Host against the policy) or change its headers (credential rules), and sent on
+// re-serialized, so the server reads exactly the head that was checked; bodies are streamed
+// (chunked bodies re-chunked). Responses go back as bytes. An upgraded connection (Upgrade,
+// CONNECT) is carried as bytes after its request. A refused request cuts the connection: both
+// sides are reset.
+//
+// The same relay carries plain TCP (HttpRelay) and TLS that the proxy terminated on both sides
+// (TlsHttpRelay: the sandbox's TLS ends at the proxy, the server's begins there), where a clean
+// end of either side closes both with a TLS close_notify: TLS half-closes are not carried.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
@@ -26,28 +31,35 @@
 
 namespace deskbox::network {
 
-class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
+using HttpRequestHead = boost::beast::http::request_header<>;
+using TlsStream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket>;
+
+struct HttpRelayResult {
+    std::uint64_t out = 0, in = 0;  // bytes sent upstream (as rewritten) and back
+    std::uint64_t requests = 0;
+    bool reset = false;
+    std::string error;
+    std::optional<std::string> cut;  // why a request was refused
+};
+
+// A head as sent: the request line, the fields and the blank line.
+std::string serialize_request_head(const HttpRequestHead& head);
+
+template <class Stream>
+class BasicHttpRelay : public std::enable_shared_from_this<BasicHttpRelay<Stream>> {
   public:
-    using RequestHead = boost::beast::http::request_header<>;
+    using RequestHead = HttpRequestHead;
     // Sees each request head before it is sent (and may change its fields); a reason refuses
     // it and cuts the connection.
     using Inspect = std::function<std::optional<std::string>(RequestHead&)>;
-    struct Result {
-        std::uint64_t out = 0, in = 0;  // bytes sent upstream (as rewritten) and back
-        std::uint64_t requests = 0;
-        bool reset = false;
-        std::string error;
-        std::optional<std::string> cut;  // why a request was refused
-    };
+    using Result = HttpRelayResult;
     using Done = std::function<void(const Result&)>;
     using Progress = std::function<void(std::uint64_t out, std::uint64_t in)>;
 
-    // Both sockets must use the same strand executor; they are moved in.
-    HttpRelay(boost::asio::ip::tcp::socket client, boost::asio::ip::tcp::socket upstream,
-              Inspect inspect, Done done, std::shared_ptr<RateLimiter> limit_out = nullptr,
-              Progress progress = {});
-    // A head as sent: the request line, the fields and the blank line.
-    static std::string serialize(const RequestHead& head);
+    // Both streams must use the same strand executor; they are moved in.
+    BasicHttpRelay(Stream client, Stream upstream, Inspect inspect, Done done,
+                   std::shared_ptr<RateLimiter> limit_out = nullptr, Progress progress = {});
+    static std::string serialize(const RequestHead& head) { return serialize_request_head(head); }
 
     void close_half_closed_after(std::chrono::milliseconds idle) { half_closed_.set_idle(idle); }
     void start();
@@ -57,6 +69,7 @@ class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
 
   private:
     using Parser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
+    static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
     void read_head();
     void on_head(boost::system::error_code ec);
     void read_body();
@@ -67,8 +80,9 @@ class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
     void pump_down();
     void direction_done(bool up);
     void finish(bool reset, const std::string& error);
+    void close_tls_gracefully();
 
-    boost::asio::ip::tcp::socket client_, upstream_;
+    Stream client_, upstream_;
     Inspect inspect_;
     Done done_;
     std::shared_ptr<RateLimiter> limiter_;
@@ -85,5 +99,11 @@ class HttpRelay : public std::enable_shared_from_this<HttpRelay> {
     bool up_done_ = false, down_done_ = false, finished_ = false;
     Result result_;
 };
+
+using HttpRelay = BasicHttpRelay<boost::asio::ip::tcp::socket>;
+using TlsHttpRelay = BasicHttpRelay<TlsStream>;
+
+extern template class BasicHttpRelay<boost::asio::ip::tcp::socket>;
+extern template class BasicHttpRelay<TlsStream>;
 
 }  // namespace deskbox::network

@@ -1,6 +1,7 @@
 #include "server/network/network_core.hpp"
 
 #include "common/io_loop.hpp"
+#include "server/network/tls_interception.hpp"
 
 #include <ifaddrs.h>
 #include <boost/asio/connect.hpp>
@@ -221,6 +222,9 @@ NetworkCore::NetworkCore(NetworkOptions options) : options_(std::move(options)) 
                                                                  : options_.dns_upstream);
     host_view_.is_host = [this](const IpAddress& a) { return is_host_address(a); };
     host_view_.public_ranges = options_.public_ranges;
+    if (options_.egress_ca)
+        tls_ = std::make_unique<TlsInterception>(
+            TlsInterception::Options{options_.egress_ca, options_.egress_trust});
     for (std::size_t i = 0; i < std::max<std::size_t>(options_.threads, 1); ++i) {
         loops_.push_back(std::make_unique<Loop>());
         Loop& loop = *loops_.back();

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,9 @@
 #include "server/network/network_policy.hpp"
 
 namespace deskbox::network {
+
+class EgressCa;
+class TlsInterception;
 
 struct NetworkOptions {
     // ADDR[:PORT] of the DNS server sandboxes' lookups go to; empty: the first nameserver of
@@ -43,6 +47,13 @@ struct NetworkOptions {
     // The value of secret NAME for credential rules (server/secrets/); nullopt when there is
     // none. Asked for each request a rule naming it applies to, so a new value applies at once.
     std::function<std::optional<std::string>(const std::string&)> secret_value;
+    // deskboxd's private CA (egress_ca.hpp): with it, TLS to a name that credential rules
+    // apply to ends at the proxy, which sets the rules' headers. Without it such connections
+    // keep their TLS end to end and get no headers.
+    std::shared_ptr<EgressCa> egress_ca;
+    // PEM CA files servers' certificates may chain to, beside the host's trust store
+    // (--egress-trust-ca: an operator's private servers; tests' own CA).
+    std::vector<std::filesystem::path> egress_trust;
 };
 
 class NetworkCore {
@@ -56,6 +67,8 @@ class NetworkCore {
     // connection's handlers never hop threads (no strand locking, no cross-thread wakeups).
     boost::asio::io_context& io();
     const NetworkOptions& options() const { return options_; }
+    // The proxy's TLS ends for rule names; null without a CA.
+    TlsInterception* tls_interception() const { return tls_.get(); }
     const boost::asio::ip::udp::endpoint& dns_upstream() const { return upstream_; }
 
     // Every address of every interface of the host's namespace (deskboxd's), refreshed at most
@@ -72,6 +85,7 @@ class NetworkCore {
 
   private:
     NetworkOptions options_;
+    std::unique_ptr<TlsInterception> tls_;
     struct Loop {
         boost::asio::io_context io{1};
         boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{

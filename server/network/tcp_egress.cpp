@@ -142,8 +142,11 @@ void TcpEgressConnection::close() {
         self->timer_.cancel();
         if (self->relay_) self->relay_->abort();  // the relays share our strand
         if (self->http_relay_) self->http_relay_->abort();
+        if (self->tls_relay_) self->tls_relay_->abort();
         reset_socket(self->client_);
         reset_socket(self->upstream_);
+        if (self->tls_client_) reset_socket(self->tls_client_->next_layer());
+        if (self->tls_upstream_) reset_socket(self->tls_upstream_->next_layer());
         // Its sockets are closed: a lookup still on its way no longer holds the network up.
         self->ctx_->leave(std::exchange(self->ticket_, 0));
     });
@@ -152,7 +155,7 @@ void TcpEgressConnection::close() {
 void TcpEgressConnection::recheck_policy() {
     net::post(client_.get_executor(), [self = shared_from_this()] {
         // Not relayed yet: its decision, still to come, reads the new policy.
-        if (self->closed_ || (!self->relay_ && !self->http_relay_)) return;
+        if (self->closed_ || (!self->relay_ && !self->http_relay_ && !self->tls_relay_)) return;
         const auto policy = self->ctx_->policy();
         const HostView& host = self->ctx_->core.host_view();
         std::optional<Verdict> v;
@@ -173,6 +176,7 @@ void TcpEgressConnection::recheck_policy() {
         if (v->allowed) return;
         self->cut_ = "the sandbox's network policy changed: " + v->reason;
         if (self->http_relay_) self->http_relay_->cut(*self->cut_);
+        if (self->tls_relay_) self->tls_relay_->cut(*self->cut_);
         if (self->relay_) self->relay_->abort();
     });
 }
@@ -285,13 +289,17 @@ void TcpEgressConnection::decide_now(Destination d, const SniffResult&) {
 }
 
 void TcpEgressConnection::block(const std::string& reason) {
+    count_blocked(reason);
+    timer_.cancel();
+    reset_socket(client_);
+}
+
+void TcpEgressConnection::count_blocked(const std::string& reason) {
     reason_ = reason;
     ctx_->stats.connection(label_, false, reason);
     nlohmann::json detail = describe();
     detail["decision"] = "blocked";
     ctx_->audit("egress", detail);
-    timer_.cancel();
-    reset_socket(client_);
 }
 
 void TcpEgressConnection::refuse(RefusedReason why, const std::string& reason) {
@@ -355,6 +363,7 @@ void TcpEgressConnection::relay() {
     upstream_.set_option(tcp::no_delay(true), ignored);
     upstream_.set_option(net::socket_base::keep_alive(true), ignored);
     if (relays_http()) return relay_http();
+    if (terminates_tls()) return relay_tls();
     auto ctx = ctx_;
     // The relay's completion owns the connection until the relay ends (the relay lets go of
     // it then, which ends the cycle).
@@ -487,6 +496,7 @@ nlohmann::json TcpEgressConnection::describe() const {
                         {"protocol", protocol_name(protocol_)},
                         {"reason", reason_}};
     if (name_) d["name"] = *name_;
+    if (terminated_tls_) d["tls"] = "terminated";
     // Header names only, never values.
     if (!injected_.empty()) d["injected_headers"] = injected_;
     d["duration_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(

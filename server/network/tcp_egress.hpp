@@ -52,6 +52,7 @@ class TcpEgressConnection : public Closeable,
     void decide(const SniffResult& sniffed);
     void decide_now(Destination destination, const SniffResult& sniffed);
     void block(const std::string& reason);
+    void count_blocked(const std::string& reason);  // counted and audited as blocked
     // Allowed or not, deskboxd will not carry it (over the sandbox's cap, or out of fds): reset,
     // counted under connections.refused and audited with decision "refused".
     void refuse(RefusedReason why, const std::string& reason);
@@ -61,6 +62,16 @@ class TcpEgressConnection : public Closeable,
     bool relays_http() const;
     void relay_http();
     std::optional<std::string> inspect_request(HttpRelay::RequestHead& head);
+    // TLS to a name credential rules apply to: the proxy ends the sandbox's TLS with a
+    // certificate from deskboxd's CA, opens its own to the server (verified), and carries the
+    // requests between as plain HTTP does, setting the rules' headers.
+    bool terminates_tls() const;
+    void relay_tls();
+    void tls_to_server();
+    // The server's TLS failed (its certificate, most often): the sandbox is answered 502 with
+    // the reason, over its own TLS, and the connection is audited as blocked.
+    void refuse_over_tls(const std::string& reason);
+    std::optional<std::string> inspect_tls_request(HttpRelay::RequestHead& head);
     std::optional<std::string> check_request_host(const SniffResult& request) const;
     // Sets the credential rules' headers for a request to `name`; a reason cuts it.
     std::optional<std::string> apply_rules(const std::string& name, HttpRelay::RequestHead& head);
@@ -76,6 +87,9 @@ class TcpEgressConnection : public Closeable,
     boost::asio::ip::tcp::endpoint destination_, source_;
     std::shared_ptr<SpliceRelay> relay_;
     std::shared_ptr<HttpRelay> http_relay_;
+    std::shared_ptr<boost::asio::ssl::context> sandbox_tls_;  // outlives the streams using it
+    std::optional<TlsStream> tls_client_, tls_upstream_;      // while their handshakes run
+    std::shared_ptr<TlsHttpRelay> tls_relay_;
     ConnectionSlot slot_;  // released when the connection (and its relay) is gone
     std::string label_;    // name or address, for counters
     std::optional<std::string> name_;
@@ -86,7 +100,7 @@ class TcpEgressConnection : public Closeable,
     WireProtocol protocol_ = WireProtocol::other;
     std::string reason_;
     std::size_t peeked_ = 0;
-    bool timed_out_ = false, closed_ = false, counted_open_ = false;
+    bool timed_out_ = false, closed_ = false, counted_open_ = false, terminated_tls_ = false;
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     std::uint64_t ticket_ = 0;
 };

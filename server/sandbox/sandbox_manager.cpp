@@ -14,6 +14,7 @@
 #include <set>
 
 #include "common/random.hpp"
+#include "server/network/egress_ca.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/store_errors.hpp"
@@ -164,6 +165,10 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
     options_.network.secret_value = [store = secrets_.get()](const std::string& name) {
         return store->value(name);
     };
+    // The CA HTTPS credential rules are served with: made once per state dir, kept there.
+    if (!options_.network.egress_ca)
+        options_.network.egress_ca =
+            network::EgressCa::load_or_create(options_.state_dir / "egress-ca");
     network_ = std::make_unique<network::NetworkService>(options_.network);
     volumes::VolumeStore::Options volume_options;
     volume_options.root = options_.state_dir / "volumes";

@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "common/child_process.hpp"
+#include "common/temp_dir.hpp"
+#include "server/network/egress_ca.hpp"
 #include "server/network/sandbox_network.hpp"
 #include "tests/support/host_state.hpp"
 #include "tests/support/test_internet.hpp"
@@ -108,6 +110,9 @@ class SandboxNetworkTest : public ::testing::Test {
             if (it == secrets_.end()) return std::nullopt;
             return it->second;
         };
+        // HTTPS credential rules: the proxy's CA, and servers' certificates from the test CA.
+        options.egress_ca = EgressCa::load_or_create(egress_ca_dir_.path());
+        options.egress_trust = {internet_->ca_file()};
         options_ = options;
         service_ = std::make_unique<NetworkService>(options);
     }
@@ -152,6 +157,7 @@ class SandboxNetworkTest : public ::testing::Test {
     }
 
     std::unique_ptr<test::TestInternet> internet_;
+    TempDir egress_ca_dir_{"deskbox-egress-ca"};
     NetworkOptions options_;
     std::unique_ptr<NetworkService> service_;
     std::mutex audit_mutex_;

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -26,6 +27,8 @@
 #include <thread>
 
 #include "common/child_process.hpp"
+#include "common/temp_dir.hpp"
+#include "server/network/egress_ca.hpp"
 #include "server/network/netns.hpp"
 #include "server/network/rtnetlink.hpp"
 
@@ -38,8 +41,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
-// A self-signed P-256 certificate: the proxy never checks certificates, and clients in tests
-// skip verification.
+// A self-signed P-256 certificate, for :8443: a server nobody trusts.
 void use_self_signed(ssl::context& context) {
     EVP_PKEY* key = EVP_EC_gen("P-256");
     X509* cert = X509_new();
@@ -79,7 +81,11 @@ struct TestInternet::Impl {
     int x = 0;
     network::NetworkNamespace ns;
     net::io_context io;
-    ssl::context tls{ssl::context::tls_server};
+    ssl::context tls{ssl::context::tls_server};  // self-signed: :8443
+    // The test's own CA and :443's certificates from it, one for each name a client asks for.
+    TempDir ca_dir{"deskbox-test-ca"};
+    std::shared_ptr<network::EgressCa> ca;
+    ssl::context trusted_tls{ssl::context::tls_server};
     std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
     std::vector<std::thread> threads;
     ChildProcess dnsmasq;
@@ -90,6 +96,27 @@ struct TestInternet::Impl {
     std::vector<std::shared_ptr<tcp::socket>> holding;  // under `mutex`
     std::map<std::string, std::string> redirects;       // prefix -> base URL, under `mutex`
     std::unique_ptr<net::steady_timer> holder_retry;
+
+    // SNI callback of :443: a certificate for the name asked for, from the test CA.
+    static int serve_leaf_for_sni(SSL* ssl, int*, void* arg) {
+        const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+        if (!name) return SSL_TLSEXT_ERR_NOACK;  // the default certificate (web's address)
+        try {
+            std::string lower(name);
+            for (char& c : lower)
+                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            network::use_leaf_certificate(ssl, *static_cast<Impl*>(arg)->ca->leaf_for(lower));
+        } catch (const std::exception&) {
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+        }
+        return SSL_TLSEXT_ERR_OK;
+    }
+    void use_test_ca(const std::string& default_address) {
+        ca = network::EgressCa::load_or_create(ca_dir.path());
+        network::use_leaf_certificate(trusted_tls.native_handle(), *ca->leaf_for(default_address));
+        SSL_CTX_set_tlsext_servername_callback(trusted_tls.native_handle(), serve_leaf_for_sni);
+        SSL_CTX_set_tlsext_servername_arg(trusted_tls.native_handle(), this);
+    }
 
     ~Impl() {
         dnsmasq.terminate(std::chrono::milliseconds(500));
@@ -193,10 +220,11 @@ struct TestInternet::Impl {
         });
     }
 
-    void accept_https(tcp::acceptor& acceptor, const std::string& local) {
-        acceptor.async_accept([this, &acceptor, local](beast::error_code ec, tcp::socket socket) {
+    void accept_https(tcp::acceptor& acceptor, const std::string& local, ssl::context& context) {
+        acceptor.async_accept([this, &acceptor, local, &context](beast::error_code ec,
+                                                                 tcp::socket socket) {
             if (ec) return;
-            auto stream = std::make_shared<ssl::stream<tcp::socket>>(std::move(socket), tls);
+            auto stream = std::make_shared<ssl::stream<tcp::socket>>(std::move(socket), context);
             stream->async_handshake(
                 ssl::stream_base::server, [this, stream, local](beast::error_code ec) {
                     if (ec) return;
@@ -204,7 +232,7 @@ struct TestInternet::Impl {
                         SSL_get_servername(stream->native_handle(), TLSEXT_NAMETYPE_host_name);
                     serve(stream, local, name ? name : "(none)");
                 });
-            accept_https(acceptor, local);
+            accept_https(acceptor, local, context);
         });
     }
 
@@ -323,9 +351,11 @@ TestInternet::TestInternet(std::map<std::string, std::string> names)
         nl.add_route("0.0.0.0", 0, host_side_address(), "eth0");
     });
     use_self_signed(impl_->tls);
+    impl_->use_test_ca(web_address());
     for (const std::string& local : {web_address(), other_address(), lan_address()}) {
         impl_->accept_http(impl_->listen(local, 80), local);
-        impl_->accept_https(impl_->listen(local, 443), local);
+        impl_->accept_https(impl_->listen(local, 443), local, impl_->trusted_tls);
+        impl_->accept_https(impl_->listen(local, 8443), local, impl_->tls);
     }
     impl_->accept_source(impl_->listen(web_address(), 9000));
     impl_->accept_sink(impl_->listen(web_address(), 9001));
@@ -368,6 +398,10 @@ TestInternet::TestInternet(std::map<std::string, std::string> names)
 }
 
 TestInternet::~TestInternet() = default;
+
+std::string TestInternet::ca_file() const {
+    return impl_->ca->certificate_path().string();
+}
 
 std::string TestInternet::host_side_address() const {
     return impl_->address(1);

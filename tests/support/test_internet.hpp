@@ -1,7 +1,9 @@
 // A small internet of the test's own for network tests and benchmarks: a network namespace
 // made by the test, joined to the host's namespace by a veth pair with addresses the test
 // picks in 198.18.0.0/15 (benchmarking, so nothing real is ever reached), holding
-//   - HTTP on :80 and HTTPS (self-signed, any SNI) on :443 of `web_address()`, answering
+//   - HTTP on :80 and HTTPS on :443 of `web_address()` (a certificate for the SNI name, or the
+//     address without one, from a CA of the test's own: `ca_file()`; on :8443 a self-signed
+//     one nobody trusts), answering
 //     "deskbox test host <address> host=<Host> sni=<SNI>", /page with an HTML page titled
 //     "deskbox test page at <address>", /bytes/N with N bytes, and /headers... with the
 //     request's header fields ("name: value" lines),
@@ -42,7 +44,8 @@ class TestInternet {
     std::string other_address() const;      // 198.18.X.3
     std::string lan_address() const;        // 198.18.X.4
     std::string dns_address() const { return web_address(); }
-    std::string subnet() const;  // 198.18.X.0/24
+    std::string subnet() const;   // 198.18.X.0/24
+    std::string ca_file() const;  // PEM of the CA :443's certificates chain to
 
     // "host=... sni=... address=... target=..." of every request the hosts answered, oldest
     // first; for /headers... targets followed by " | name: value" for each header field.
