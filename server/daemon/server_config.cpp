@@ -44,6 +44,9 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --dns-upstream A[:P]    DNS server sandbox lookups go to (default: /etc/resolv.conf's first)
   --public-range CIDR     treat this special range as the internet (a lab or test network;
                           repeatable)
+  --egress-proxy URL      send sandboxes' allowed TCP egress through this proxy:
+                          socks5://[USER:PASS@]ADDR:PORT or http://[USER:PASS@]ADDR:PORT (CONNECT);
+                          names go to the proxy to resolve; UDP other than DNS is then refused
   --egress-trust-ca FILE  a PEM CA that servers reached through HTTPS credential rules may
                           chain to, beside the host's trust store (repeatable)
   --ports-domain DOMAIN    also serve exposed ports at {port}-{id}.DOMAIN (wildcard DNS to here)
@@ -425,6 +428,8 @@ bool apply_network(ServerConfig& c, const Option& o) {
         auto range = network::parse_ip_range(value, &why);
         if (!range) throw std::invalid_argument("--public-range '" + value + "': " + why);
         c.manager.network.public_ranges.push_back(*range);
+    } else if (o.is("egress-proxy")) {
+        c.manager.network.egress_proxy = network::parse_upstream_proxy(value);
     } else if (o.is("egress-trust-ca")) {
         std::error_code ec;
         if (!std::filesystem::is_regular_file(value, ec))

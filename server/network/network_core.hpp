@@ -18,6 +18,7 @@
 
 #include "server/network/ip_range.hpp"
 #include "server/network/network_policy.hpp"
+#include "server/network/upstream_proxy.hpp"
 
 namespace deskbox::network {
 
@@ -54,6 +55,9 @@ struct NetworkOptions {
     // PEM CA files servers' certificates may chain to, beside the host's trust store
     // (--egress-trust-ca: an operator's private servers; tests' own CA).
     std::vector<std::filesystem::path> egress_trust;
+    // --egress-proxy: allowed TCP connections go out through it (UDP other than DNS is then
+    // refused: neither proxy kind carries it here).
+    std::optional<UpstreamProxy> egress_proxy;
 };
 
 class NetworkCore {

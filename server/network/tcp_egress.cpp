@@ -316,33 +316,64 @@ void TcpEgressConnection::refuse(RefusedReason why, const std::string& reason) {
 
 void TcpEgressConnection::connect() {
     auto self = shared_from_this();
+    const auto& proxy = ctx_->core.options().egress_proxy;
+    const tcp::endpoint first_hop = proxy ? proxy->endpoint : destination_;
     boost::system::error_code ec;
-    upstream_.open(destination_.protocol(), ec);
+    upstream_.open(first_hop.protocol(), ec);
     if (ec) return refuse(RefusedReason::no_fds, "cannot open a socket: " + ec.message());
+    // One bound for the connect and a proxy's tunnel together.
     timer_.expires_after(ctx_->core.options().connect_timeout);
     timer_.async_wait([self](boost::system::error_code ec) {
         if (ec) return;
+        self->connect_timed_out_ = true;
         boost::system::error_code ignored;
         self->upstream_.cancel(ignored);
     });
-    upstream_.async_connect(destination_, [self](boost::system::error_code ec) {
-        self->timer_.cancel();
+    upstream_.async_connect(first_hop, [self, proxy](boost::system::error_code ec) {
         if (self->closed_) return;
         if (ec) {
-            // Allowed, but the destination is not there: the sandbox sees what it would have
-            // seen directly, at once (a reset).
+            self->timer_.cancel();
             std::string why = ec == net::error::operation_aborted ? "timed out" : ec.message();
-            self->ctx_->stats.connection(self->label_, true, {});
-            nlohmann::json detail = self->describe();
-            detail["decision"] = "allowed";
-            detail["error"] = "the destination did not accept: " + why;
-            self->ctx_->audit("egress", detail);
-            reset_socket(self->client_);
-            reset_socket(self->upstream_);
-            return;
+            return self->not_connected(proxy ? "the egress proxy " + proxy->describe() +
+                                                   " did not accept: " + why
+                                             : "the destination did not accept: " + why);
         }
-        self->relay();
+        if (!proxy) {
+            self->timer_.cancel();
+            return self->relay();
+        }
+        ProxyTunnel::open(self->upstream_, *proxy, self->proxy_target(), self->destination_.port(),
+                          [self](const std::string& error) {
+                              self->timer_.cancel();
+                              if (self->closed_) return;
+                              if (!error.empty())
+                                  return self->not_connected(
+                                      self->connect_timed_out_ ? error + " (timed out)" : error);
+                              self->relay();
+                          });
     });
+}
+
+// Allowed, but the destination (or the proxy to it) is not there: the sandbox sees what it
+// would have seen directly, at once (a reset).
+void TcpEgressConnection::not_connected(const std::string& error) {
+    ctx_->stats.connection(label_, true, {});
+    nlohmann::json detail = describe();
+    detail["decision"] = "allowed";
+    detail["error"] = error;
+    ctx_->audit("egress", detail);
+    reset_socket(client_);
+    reset_socket(upstream_);
+}
+
+// What the upstream proxy is asked to reach: the name when the policy's decision rests on it
+// (the proxy resolves it), else the address the sandbox connected to.
+std::string TcpEgressConnection::proxy_target() const {
+    const auto address = destination_.address();
+    if (name_ && ctx_->dns_memory.resolves_to(*name_, address)) return *name_;
+    if (!name_)
+        if (auto learned = ctx_->dns_memory.name_of(address)) return *learned;
+    return address.to_string();
 }
 
 void TcpEgressConnection::relay() {

@@ -57,6 +57,8 @@ class TcpEgressConnection : public Closeable,
     // counted under connections.refused and audited with decision "refused".
     void refuse(RefusedReason why, const std::string& reason);
     void connect();
+    void not_connected(const std::string& error);
+    std::string proxy_target() const;
     void relay();
     // Plain HTTP under a policy that names domains: carried request by request, each checked.
     bool relays_http() const;
@@ -100,7 +102,8 @@ class TcpEgressConnection : public Closeable,
     WireProtocol protocol_ = WireProtocol::other;
     std::string reason_;
     std::size_t peeked_ = 0;
-    bool timed_out_ = false, closed_ = false, counted_open_ = false, terminated_tls_ = false;
+    bool timed_out_ = false, connect_timed_out_ = false, closed_ = false, counted_open_ = false,
+         terminated_tls_ = false;
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     std::uint64_t ticket_ = 0;
 };

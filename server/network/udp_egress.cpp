@@ -103,6 +103,8 @@ void UdpEgressListener::first_datagram(const udp::endpoint& source,
     auto learned = ctx_->dns_memory.name_of(d.address);
     d.learned_from_dns = learned.has_value();
     Verdict v = ctx_->policy()->decide(d, ctx_->core.host_view());
+    if (v.allowed && ctx_->core.options().egress_proxy)
+        v = {false, "UDP is not carried through the egress proxy (--egress-proxy)"};
     std::string label = destination_label(learned, d.address);
     if (!v.allowed) {
         ctx_->stats.udp_flow(false);

@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -16,6 +17,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cctype>
@@ -23,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -118,10 +121,165 @@ struct TestInternet::Impl {
         SSL_CTX_set_tlsext_servername_arg(trusted_tls.native_handle(), this);
     }
 
+    // The upstream proxies (:1080 SOCKS5, :3128 HTTP CONNECT): a thread per connection,
+    // blocking, ended by shutting their sockets down.
+    std::map<std::string, std::string> resolved;  // name -> address, as dnsmasq answers
+    std::vector<std::thread> proxy_threads;       // under `mutex`
+    std::set<int> proxy_fds;                      // open, under `mutex`
+    bool stopping = false;                        // under `mutex`
+
+    void accept_proxy(tcp::acceptor& acceptor, bool socks) {
+        acceptor.async_accept([this, &acceptor, socks](beast::error_code ec, tcp::socket socket) {
+            if (ec) return;
+            std::lock_guard lock(mutex);
+            if (stopping) return;
+            socket.non_blocking(false);
+            int fd = socket.release();
+            proxy_fds.insert(fd);
+            proxy_threads.emplace_back([this, fd, socks] {
+                proxy_session(fd, socks);
+                std::lock_guard lock(mutex);
+                proxy_fds.erase(fd);
+                ::close(fd);
+            });
+            accept_proxy(acceptor, socks);
+        });
+    }
+    static bool read_exactly(int fd, void* into, std::size_t n) {
+        auto* p = static_cast<char*>(into);
+        while (n > 0) {
+            ssize_t got = ::recv(fd, p, n, 0);
+            if (got <= 0) return false;
+            p += got;
+            n -= static_cast<std::size_t>(got);
+        }
+        return true;
+    }
+    static void send_all(int fd, const std::string& bytes) {
+        std::size_t sent = 0;
+        while (sent < bytes.size()) {
+            ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+            if (n <= 0) return;
+            sent += static_cast<std::size_t>(n);
+        }
+    }
+    void proxy_session(int client, bool socks) {
+        std::string target_name, auth = "none";
+        std::uint16_t port = 0;
+        std::string address;
+        if (socks) {
+            unsigned char b[262];
+            if (!read_exactly(client, b, 2) || b[0] != 5 || !read_exactly(client, b + 2, b[1]))
+                return;
+            bool offers_password = std::find(b + 2, b + 2 + b[1], 2) != b + 2 + b[1];
+            if (offers_password) {
+                send_all(client, std::string("\x05\x02", 2));
+                unsigned char len = 0;
+                std::string user, password;
+                if (!read_exactly(client, b, 2)) return;
+                user.resize(b[1]);
+                if (!read_exactly(client, user.data(), user.size()) ||
+                    !read_exactly(client, &len, 1))
+                    return;
+                password.resize(len);
+                if (!read_exactly(client, password.data(), password.size())) return;
+                bool ok = user == "deskbox" && password == "proxy-pass";
+                send_all(client, std::string(ok ? "\x01\x00" : "\x01\x01", 2));
+                if (!ok) return;
+                auth = "password";
+            } else {
+                send_all(client, std::string("\x05\x00", 2));
+            }
+            if (!read_exactly(client, b, 4) || b[1] != 1) return;
+            if (b[3] == 1) {
+                if (!read_exactly(client, b, 4)) return;
+                address =
+                    net::ip::make_address_v4(std::array<unsigned char, 4>{b[0], b[1], b[2], b[3]})
+                        .to_string();
+                target_name = address;
+            } else if (b[3] == 3) {
+                unsigned char len = 0;
+                if (!read_exactly(client, &len, 1)) return;
+                target_name.resize(len);
+                if (!read_exactly(client, target_name.data(), len)) return;
+            } else {
+                return;
+            }
+            if (!read_exactly(client, b, 2)) return;
+            port = static_cast<std::uint16_t>(b[0] << 8 | b[1]);
+        } else {
+            std::string head;
+            char c;
+            while (!head.ends_with("\r\n\r\n") && head.size() < 8192 && read_exactly(client, &c, 1))
+                head += c;
+            // CONNECT host:port HTTP/1.1
+            auto sp1 = head.find(' '), sp2 = head.find(' ', sp1 + 1);
+            if (head.rfind("CONNECT ", 0) != 0 || sp2 == std::string::npos) return;
+            std::string authority = head.substr(sp1 + 1, sp2 - sp1 - 1);
+            auto colon = authority.rfind(':');
+            target_name = authority.substr(0, colon);
+            port = static_cast<std::uint16_t>(std::stoi(authority.substr(colon + 1)));
+            if (head.find("Proxy-Authorization: Basic ZGVza2JveDpwcm94eS1wYXNz") !=
+                std::string::npos)
+                auth = "password";
+        }
+        if (address.empty()) {
+            auto it = resolved.find(target_name);
+            address = it != resolved.end() ? it->second : target_name;
+        }
+        note("proxy=" + std::string(socks ? "socks5" : "http") + " target=" + target_name + ":" +
+             std::to_string(port) + " auth=" + auth);
+        UniqueFd upstream = ns.socket(AF_INET, SOCK_STREAM);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        boost::system::error_code bad;
+        auto v4 = net::ip::make_address_v4(address, bad);
+        a.sin_addr.s_addr = htonl(bad ? 0 : v4.to_uint());
+        if (bad || ::connect(upstream.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+            send_all(client, socks ? std::string("\x05\x05\x00\x01\0\0\0\0\0\0", 10)
+                                   : "HTTP/1.1 502 Bad Gateway\r\n\r\n");
+            return;
+        }
+        send_all(client, socks ? std::string("\x05\x00\x00\x01\0\0\0\0\0\0", 10)
+                               : "HTTP/1.1 200 Connection established\r\n\r\n");
+        {
+            std::lock_guard lock(mutex);
+            if (stopping) return;
+            proxy_fds.insert(upstream.get());
+        }
+        // Both ways until both have ended.
+        pollfd fds[2] = {{client, POLLIN, 0}, {upstream.get(), POLLIN, 0}};
+        bool open[2] = {true, true};
+        char buffer[65536];
+        while (open[0] || open[1]) {
+            if (::poll(fds, 2, -1) < 0) break;
+            for (int i = 0; i < 2; ++i) {
+                if (!open[i] || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                ssize_t n = ::recv(fds[i].fd, buffer, sizeof buffer, 0);
+                if (n <= 0) {
+                    open[i] = false;
+                    fds[i].events = 0;
+                    ::shutdown(fds[1 - i].fd, SHUT_WR);
+                    continue;
+                }
+                send_all(fds[1 - i].fd, std::string(buffer, static_cast<std::size_t>(n)));
+            }
+        }
+        std::lock_guard lock(mutex);
+        proxy_fds.erase(upstream.get());
+    }
+
     ~Impl() {
+        {
+            std::lock_guard lock(mutex);
+            stopping = true;
+            for (int fd : proxy_fds) ::shutdown(fd, SHUT_RDWR);
+        }
         dnsmasq.terminate(std::chrono::milliseconds(500));
         io.stop();
         for (auto& t : threads) t.join();
+        for (auto& t : proxy_threads) t.join();  // io is stopped: no more of them start
     }
 
     std::string address(int host) const {
@@ -361,6 +519,13 @@ TestInternet::TestInternet(std::map<std::string, std::string> names)
     impl_->accept_sink(impl_->listen(web_address(), 9001));
     impl_->accept_holder(impl_->listen(web_address(), 9002));
     impl_->start_udp_echo(web_address(), 7);
+    impl_->accept_proxy(impl_->listen(web_address(), 1080), true);
+    impl_->accept_proxy(impl_->listen(web_address(), 3128), false);
+    for (auto [name, address] : names)
+        impl_->resolved[name] = address == "web"     ? web_address()
+                                : address == "other" ? other_address()
+                                : address == "lan"   ? lan_address()
+                                                     : address;
     for (int i = 0; i < 2; ++i) impl_->threads.emplace_back([this] { impl_->io.run(); });
 
     SpawnOptions dns;

@@ -14,6 +14,10 @@
 //     peer closes) and a sink on :9001 (reads and counts), for throughput,
 //   - a holder on :9002 of `web_address()` that accepts connections and keeps them open,
 //     reading nothing (for tests that open many),
+//   - upstream proxies on `web_address()`: SOCKS5 on :1080 and HTTP CONNECT on :3128, each
+//     with no authentication or user "deskbox" password "proxy-pass", resolving the names
+//     given to the constructor; each tunnel is noted "proxy=socks5|http target=NAME:PORT
+//     auth=none|password" in requests_seen(),
 //   - on request, 307 redirects of the targets under a prefix to another base URL,
 //   - dnsmasq on `dns_address()`:53 answering the names given to the constructor.
 // Everything goes with the object: the namespace (and with it the veth pair) and dnsmasq.
