@@ -61,7 +61,7 @@ int command_create(Context& context, const std::vector<std::string>& tokens) {
                {"--meta", ""},       {"--volume", ""},      {"--snapshot", ""},
                {"--network", ""},    {"--allow", ""},       {"--deny", ""},
                {"--inject", ""},     {"--egress-kbps", ""}, {"--auto-resume", "", false},
-               {"--json", "", false}});
+               {"--proxy", ""},      {"--json", "", false}});
     c.expect(0, 0);
     json body = create_request(c.args);
     // The server bounds a create: the boot, then its template's ready condition (at most 600 s).
@@ -175,22 +175,24 @@ json parse_inject_arg(const std::string& text) {
     return rule;
 }
 
-// --network on|off, --allow, --deny and --inject as the create request's `network`.
+// --network on|off, --allow, --deny, --inject and --proxy as the create request's `network`.
 std::optional<json> network_request(const ParsedArgs& args) {
     auto allow = args.all("--allow"), deny = args.all("--deny"), inject = args.all("--inject");
+    auto proxy = args.get("--proxy");
     std::optional<json> out;
     if (auto network = args.get("--network")) {
         if (*network != "on" && *network != "off")
             throw UsageError("--network: expected on or off, got \"" + *network + "\"");
-        if (*network == "off" && (!allow.empty() || !deny.empty() || !inject.empty()))
-            throw UsageError("--network off reaches nothing: drop --allow/--deny/--inject");
+        if (*network == "off" && (!allow.empty() || !deny.empty() || !inject.empty() || proxy))
+            throw UsageError("--network off reaches nothing: drop --allow/--deny/--inject/--proxy");
         out = *network == "on";
     }
-    if (!allow.empty() || !deny.empty() || !inject.empty()) {
+    if (!allow.empty() || !deny.empty() || !inject.empty() || proxy) {
         json policy = json::object();
         if (!allow.empty()) policy["allow"] = allow;
         if (!deny.empty()) policy["deny"] = deny;
         for (const auto& entry : inject) policy["rules"].push_back(parse_inject_arg(entry));
+        if (proxy) policy["proxy"] = *proxy;
         out = policy;
     }
     return out;
@@ -204,6 +206,8 @@ int command_network(Context& context, const std::vector<std::string>& tokens) {
                {"--deny", ""},
                {"--inject", ""},
                {"--egress-kbps", ""},
+               {"--proxy", ""},
+               {"--default-proxy", "", false},
                {"--allow-all", "", false},
                {"--no-deny", "", false},
                {"--no-rules", "", false}});
@@ -221,6 +225,8 @@ int command_network(Context& context, const std::vector<std::string>& tokens) {
     part("allow", "--allow", "--allow-all", json(c.args.all("--allow")));
     part("deny", "--deny", "--no-deny", json(c.args.all("--deny")));
     part("rules", "--inject", "--no-rules", rules);
+    const auto proxy = c.args.get("--proxy");
+    part("proxy", "--proxy", "--default-proxy", proxy ? json(*proxy) : json());  // null: empty
     if (auto kbps = c.args.get("--egress-kbps"))
         change["egress_kbps"] = parse_integer(*kbps, "--egress-kbps", 0, 100'000'000);
     if (change.empty()) throw UsageError("nothing to change", usage_of("network"));

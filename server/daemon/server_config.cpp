@@ -44,9 +44,11 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --dns-upstream A[:P]    DNS server sandbox lookups go to (default: /etc/resolv.conf's first)
   --public-range CIDR     treat this special range as the internet (a lab or test network;
                           repeatable)
-  --egress-proxy URL      send sandboxes' allowed TCP egress through this proxy:
+  --egress-proxy [NAME=]URL  send sandboxes' allowed TCP egress through this proxy:
                           socks5://[USER:PASS@]ADDR:PORT or http://[USER:PASS@]ADDR:PORT (CONNECT);
-                          names go to the proxy to resolve; UDP other than DNS is then refused
+                          names go to the proxy to resolve; UDP other than DNS is then refused.
+                          Without NAME: every sandbox's; with it (repeatable): a sandbox's
+                          network {"proxy": NAME} picks it
   --egress-trust-ca FILE  a PEM CA that servers reached through HTTPS credential rules may
                           chain to, beside the host's trust store (repeatable)
   --ports-domain DOMAIN    also serve exposed ports at {port}-{id}.DOMAIN (wildcard DNS to here)
@@ -429,7 +431,21 @@ bool apply_network(ServerConfig& c, const Option& o) {
         if (!range) throw std::invalid_argument("--public-range '" + value + "': " + why);
         c.manager.network.public_ranges.push_back(*range);
     } else if (o.is("egress-proxy")) {
-        c.manager.network.egress_proxy = network::parse_upstream_proxy(value);
+        // NAME=URL: one a sandbox may pick; URL alone: every sandbox's, unless it picks one.
+        auto equals = value.find('=');
+        auto scheme = value.find("://");
+        try {
+            if (equals != std::string::npos && equals < scheme) {
+                const std::string name = value.substr(0, equals);
+                network::NetworkPolicy::parse({{"proxy", name}});  // the names policies take
+                c.manager.network.named_egress_proxies[name] =
+                    network::parse_upstream_proxy(value.substr(equals + 1));
+            } else {
+                c.manager.network.egress_proxy = network::parse_upstream_proxy(value);
+            }
+        } catch (const std::exception& e) {
+            throw std::invalid_argument(std::string("--egress-proxy: ") + e.what());
+        }
     } else if (o.is("egress-trust-ca")) {
         std::error_code ec;
         if (!std::filesystem::is_regular_file(value, ec))

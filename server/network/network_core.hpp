@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -58,6 +59,16 @@ struct NetworkOptions {
     // --egress-proxy: allowed TCP connections go out through it (UDP other than DNS is then
     // refused: neither proxy kind carries it here).
     std::optional<UpstreamProxy> egress_proxy;
+    // --egress-proxy NAME=URL: proxies a sandbox's policy may pick by name ({"proxy": NAME}).
+    std::map<std::string, UpstreamProxy> named_egress_proxies;
+    // The proxy a policy's connections go through: its named one, else the default; null: none.
+    const UpstreamProxy* egress_proxy_for(const NetworkPolicy& policy) const {
+        if (policy.proxy()) {
+            auto found = named_egress_proxies.find(*policy.proxy());
+            return found == named_egress_proxies.end() ? nullptr : &found->second;
+        }
+        return egress_proxy ? &*egress_proxy : nullptr;
+    }
 };
 
 class NetworkCore {

@@ -163,6 +163,21 @@ NetworkPolicy NetworkPolicy::open() {
     return p;
 }
 
+namespace {
+
+// A name the operator gave a proxy: [a-z0-9_-]{1,32} (the URL stays in the server's config).
+std::string parse_proxy_name(const json& value, const std::string& field) {
+    if (!value.is_string()) throw PolicyError(field, "expected the name of an egress proxy");
+    const std::string name = value.get<std::string>();
+    if (name.empty() || name.size() > 32 || !std::all_of(name.begin(), name.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+        }))
+        throw PolicyError(field, "a proxy name is 1..32 of [a-z0-9_-]");
+    return name;
+}
+
+}  // namespace
+
 NetworkPolicy NetworkPolicy::parse(const json& value, const std::string& field) {
     if (value.is_boolean()) return value.get<bool>() ? open() : closed();
     if (!value.is_object())
@@ -178,8 +193,10 @@ NetworkPolicy NetworkPolicy::parse(const json& value, const std::string& field) 
             p.deny_ = parse_list(item, prefix + "deny");
         else if (key == "rules")
             p.rules_ = CredentialRules::parse(item, prefix + "rules");
+        else if (key == "proxy")
+            p.proxy_ = parse_proxy_name(item, prefix + "proxy");
         else
-            throw PolicyError(prefix + key, "unknown field (allow, deny, rules)");
+            throw PolicyError(prefix + key, "unknown field (allow, deny, rules, proxy)");
     }
     return p;
 }
@@ -204,11 +221,12 @@ bool NetworkPolicy::has_name_rules() const {
 
 json NetworkPolicy::to_json() const {
     if (!enabled_) return false;
-    if (!allow_ && deny_.empty() && rules_.empty()) return true;
+    if (!allow_ && deny_.empty() && rules_.empty() && !proxy_) return true;
     json out = json::object();
     if (allow_) out["allow"] = list_to_json(*allow_);
     if (!deny_.empty()) out["deny"] = list_to_json(deny_);
     if (!rules_.empty()) out["rules"] = rules_.to_json();
+    if (proxy_) out["proxy"] = *proxy_;
     return out;
 }
 
@@ -223,6 +241,7 @@ json NetworkPolicy::describe() const {
     out["allow"] = allow_ ? list_to_json(*allow_) : json("all public addresses");
     out["deny"] = list_to_json(deny_);
     if (!rules_.empty()) out["rules"] = rules_.describe();
+    if (proxy_) out["proxy"] = *proxy_;
     out["always_blocked"] =
         json::array({"the host (all its addresses, deskboxd's ports)", "other sandboxes",
                      "loopback and link-local "

@@ -113,6 +113,9 @@ class NetworkPolicy {
     bool allows_names() const;
     // Credential rules (credential_rules.hpp): headers the proxy sets on requests.
     const CredentialRules& rules() const { return rules_; }
+    // The egress proxy by the name the operator gave it (--egress-proxy NAME=URL); nullopt:
+    // the server's default (--egress-proxy URL), or none.
+    const std::optional<std::string>& proxy() const { return proxy_; }
     // The proxy must read plain-HTTP connections request by request: a name decides (each
     // request's Host is checked) or rules set headers.
     bool inspects_http() const { return has_name_rules() || !rules_.empty(); }
@@ -145,6 +148,7 @@ class NetworkPolicy {
     std::optional<std::vector<PolicyEntry>> allow_;  // nullopt: the internet
     std::vector<PolicyEntry> deny_;
     CredentialRules rules_;
+    std::optional<std::string> proxy_;
 };
 
 }  // namespace deskbox::network

@@ -103,7 +103,7 @@ void UdpEgressListener::first_datagram(const udp::endpoint& source,
     auto learned = ctx_->dns_memory.name_of(d.address);
     d.learned_from_dns = learned.has_value();
     Verdict v = ctx_->policy()->decide(d, ctx_->core.host_view());
-    if (v.allowed && ctx_->core.options().egress_proxy)
+    if (v.allowed && ctx_->core.options().egress_proxy_for(*ctx_->policy()))
         v = {false, "UDP is not carried through the egress proxy (--egress-proxy)"};
     std::string label = destination_label(learned, d.address);
     if (!v.allowed) {

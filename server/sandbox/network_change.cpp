@@ -18,11 +18,12 @@ NetworkChange read_network_change(const json& body) {
     change.allow = part("allow");
     change.deny = part("deny");
     change.rules = part("rules");
+    change.proxy = part("proxy");
     if (auto kbps = reader.integer("egress_kbps", 0, 100'000'000))
         change.egress_kbps = static_cast<std::uint64_t>(*kbps);
     reader.finish();
-    if (!change.allow && !change.deny && !change.rules && !change.egress_kbps)
-        throw invalid_field("", "nothing to change: give allow, deny, rules or egress_kbps");
+    if (!change.allow && !change.deny && !change.rules && !change.proxy && !change.egress_kbps)
+        throw invalid_field("", "nothing to change: give allow, deny, rules, proxy or egress_kbps");
     return change;
 }
 
@@ -40,6 +41,7 @@ network::NetworkPolicy apply_network_change(const NetworkChange& change,
     set("allow", change.allow);
     set("deny", change.deny);
     set("rules", change.rules);
+    set("proxy", change.proxy);
     try {
         return network::NetworkPolicy::parse(merged, "");  // fields as the request wrote them
     } catch (const network::PolicyError& e) {

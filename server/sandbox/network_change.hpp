@@ -1,5 +1,5 @@
 // PATCH /v1/sandboxes/{id}/network read into a typed change, and applied to the policy in force:
-// each part present (allow, deny, rules, egress_kbps) replaces that part, the others stay.
+// each part present (allow, deny, rules, proxy, egress_kbps) replaces that part, the others stay.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace deskbox::server {
 struct NetworkChange {
     // Each as NetworkPolicy::parse reads it; a null `allow` removes the allow list (the
     // internet minus `deny`).
-    std::optional<nlohmann::json> allow, deny, rules;
+    std::optional<nlohmann::json> allow, deny, rules, proxy;
     std::optional<std::uint64_t> egress_kbps;  // 0: no limit
 };
 

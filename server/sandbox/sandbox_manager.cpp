@@ -265,7 +265,7 @@ std::shared_ptr<Sandbox> SandboxManager::create_sandbox(const nlohmann::json& re
                                                         const std::filesystem::path& copy_dir) {
     auto [config, definition] = parse_create(request);
     runtime_for(config.runtime_name);  // an unknown runtime is invalid before anything else
-    check_secrets(config.network);
+    check_policy_references(config.network);
     if (!id.empty()) {
         static const std::string kHex = "0123456789abcdef";
         if (id.size() != 15 || id.rfind("sb-", 0) != 0 ||
@@ -407,10 +407,10 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
 
 nlohmann::json SandboxManager::change_network(Sandbox& sandbox, const NetworkChange& change) {
     return sandbox.change_network(
-        change, [this](const network::NetworkPolicy& policy) { check_secrets(policy, "rules"); });
+        change, [this](const network::NetworkPolicy& policy) { check_policy_references(policy, "rules"); });
 }
 
-void SandboxManager::check_secrets(const network::NetworkPolicy& policy,
+void SandboxManager::check_policy_references(const network::NetworkPolicy& policy,
                                    const std::string& field) const {
     for (const auto& name : policy.rules().secret_names())
         if (!secrets_->exists(name))
@@ -418,6 +418,14 @@ void SandboxManager::check_secrets(const network::NetworkPolicy& policy,
                                "a rule names secret:" + name +
                                    ", which does not exist (set it with POST /v1/secrets)",
                                field);
+    const auto& named = options_.network.named_egress_proxies;
+    if (policy.proxy() && !named.count(*policy.proxy())) {
+        std::string known;
+        for (const auto& [name, proxy] : named) known += (known.empty() ? "" : ", ") + name;
+        throw invalid_field(field == "rules" ? "proxy" : "network.proxy",
+                            "no egress proxy is named '" + *policy.proxy() + "' (this server has " +
+                                (known.empty() ? std::string("none") : known) + ")");
+    }
 }
 
 std::vector<volumes::VolumeLease> SandboxManager::acquire_volumes(const SandboxConfig& config,

@@ -224,7 +224,7 @@ class SandboxManager {
     std::size_t free_places_locked() const;
     // Every secret the policy's credential rules name exists, else SandboxError (invalid,
     // secret_not_found) naming `field`.
-    void check_secrets(const network::NetworkPolicy& policy,
+    void check_policy_references(const network::NetworkPolicy& policy,
                        const std::string& field = "network.rules") const;
     // The mounts of config.volumes for sandbox `id` (SandboxError naming volumes[i]:
     // not_found unknown, conflict a second writer, invalid a runtime that cannot mount them).

@@ -364,6 +364,9 @@ TEST_F(CliTest, CreateTakesANetworkPolicy) {
                        {"headers", {{"Authorization", "secret:gh"}}}},
                       {{"domain", "*.example"}, {"headers", {{"X-Team", "a=b"}}}}}}}));
     EXPECT_EQ(run({"create", "--inject", "api.example:NoValue"}).status.exit_code, 2);
+    ASSERT_EQ(run({"create", "--proxy", "corp"}).status.exit_code, 0);
+    EXPECT_EQ(server.requests().back().json_body()["network"], json({{"proxy", "corp"}}));
+    EXPECT_EQ(run({"create", "--network", "off", "--proxy", "corp"}).status.exit_code, 2);
 }
 
 TEST_F(CliTest, SecretSetReadsTheValueFromStdinNeverTheCommandLine) {
@@ -413,6 +416,10 @@ TEST_F(CliTest, NetworkSendsOnlyThePartsGivenAndNullForThoseTakenAway) {
               {"rules",
                {{{"domain", "x.test"}, {"path", "/v1"}, {"headers", {{"X-Key", "secret:k"}}}}}},
               {"egress_kbps", 0}}));
+    ASSERT_EQ(run({"network", "sb-n", "--default-proxy"}).status.exit_code, 0);
+    EXPECT_EQ(server.requests().back().json_body(), json({{"proxy", nullptr}}));
+    ASSERT_EQ(run({"network", "sb-n", "--proxy", "corp"}).status.exit_code, 0);
+    EXPECT_EQ(server.requests().back().json_body(), json({{"proxy", "corp"}}));
 }
 
 TEST_F(CliTest, PortsListsWhatListensWithItsUrl) {

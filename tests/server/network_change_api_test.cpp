@@ -131,6 +131,9 @@ TEST_F(NetworkChange, BadChangesAreClearErrorsAndChangeNothing) {
          "secret_not_found",
          "rules"},
         {json::array(), 400, "bad_request", ""},
+        // No proxy of that name on this server; not a name at all.
+        {{{"proxy", "corp"}}, 400, "bad_request", "proxy"},
+        {{{"proxy", "Corp Proxy"}}, 400, "bad_request", "proxy"},
     };
     for (const auto& c : cases) {
         auto a = s.patch(path, c.body);

@@ -90,6 +90,20 @@ TEST_F(SandboxNetworkProxyTest, AProxyThatRefusesOrIsDownIsAResetWithTheReason) 
     EXPECT_NE(audit_text().find("the egress proxy socks5://"), std::string::npos) << audit_text();
 }
 
+TEST_F(SandboxNetworkProxyTest, ASandboxPicksANamedProxyAndTheOthersKeepTheDefault) {
+    options_.named_egress_proxies["corp"] =
+        parse_upstream_proxy("http://" + internet_->web_address() + ":3128");
+    use_proxy("socks5://" + internet_->web_address() + ":1080");
+    auto corp = make({{"allow", {"allowed.test"}}, {"proxy", "corp"}});
+    auto plain = make({{"allow", {"other.test"}}});
+    expect_reached(curl(*corp, {"http://allowed.test/"}), internet_->web_address());
+    expect_reached(curl(*plain, {"http://other.test/"}), internet_->other_address());
+    EXPECT_TRUE(proxy_saw("proxy=http target=allowed.test:80")) << seen();
+    EXPECT_TRUE(proxy_saw("proxy=socks5 target=other.test:80")) << seen();
+    EXPECT_FALSE(proxy_saw("proxy=socks5 target=allowed.test")) << seen();
+    EXPECT_EQ(corp->describe()["policy"]["proxy"], "corp");
+}
+
 TEST(UpstreamProxyTest, UrlsParseAndBadOnesSayWhatIsWrong) {
     auto p = parse_upstream_proxy("socks5://u:secret@10.0.0.1:1080");
     EXPECT_EQ(p.kind, UpstreamProxy::Kind::socks5);

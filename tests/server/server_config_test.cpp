@@ -37,6 +37,25 @@ TEST(ServerConfigLimits, LimitFlagsReachTheirOptionsAndBadValuesAreRefused) {
               std::string::npos);
 }
 
+// --egress-proxy: the default and named ones; a bad one names the flag, never the password.
+TEST(ServerConfigNetwork, EgressProxiesDefaultAndNamed) {
+    auto c = parse_server_config({"--egress-proxy", "socks5://10.0.0.1:1080", "--egress-proxy",
+                                  "corp=http://u:pw@10.0.0.2:3128", "--egress-proxy",
+                                  "lab=socks5://[2001:db8::1]:1080"});
+    ASSERT_TRUE(c.manager.network.egress_proxy);
+    EXPECT_EQ(c.manager.network.egress_proxy->describe(), "socks5://10.0.0.1:1080");
+    ASSERT_EQ(c.manager.network.named_egress_proxies.size(), 2u);
+    EXPECT_EQ(c.manager.network.named_egress_proxies.at("corp").describe(),
+              "http://u@10.0.0.2:3128");
+    EXPECT_EQ(c.manager.network.named_egress_proxies.at("corp").password, "pw");
+    for (const std::string bad : {"socks5://proxy.example:1080", "Corp=http://10.0.0.2:3128",
+                                  "corp=ftp://10.0.0.2:21", "http://u:pw@10.0.0.2"}) {
+        const std::string why = refusal({"--egress-proxy", bad});
+        EXPECT_EQ(why.rfind("--egress-proxy: ", 0), 0u) << bad << ": " << why;
+        EXPECT_EQ(why.find("pw"), std::string::npos) << why;
+    }
+}
+
 // One option of each group (HTTP, sandboxes, networks), dashed or underscored, and what is
 // none of them.
 TEST(ServerConfigOptions, EachGroupTakesItsOptionsInEitherSpellingAndOthersAreUnknown) {
