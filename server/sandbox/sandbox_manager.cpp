@@ -13,7 +13,10 @@
 #include <fstream>
 #include <set>
 
+#include "common/atomic_file.hpp"
+#include "common/pem.hpp"
 #include "common/random.hpp"
+#include "server/runtime/guest_env.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/store_errors.hpp"
@@ -41,6 +44,29 @@ void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::millisecon
         std::fprintf(stderr, "deskboxd: template VM saved before it was ready: %s\n",
                      outcome.unmet.c_str());
     client->close();
+}
+
+// The egress CA where every guest sees it (agent_dir is /opt/deskbox inside), as the normalised
+// certificates the guest's install compares with its bundle. Without one, a file an earlier
+// server left goes, so no new sandbox is told of a CA this server does not use. (Containers
+// adopted from that server see the change through their bind mount; their trust stores keep
+// the CA they were born with.)
+void publish_egress_ca(const std::filesystem::path& agent_dir, const std::string& pem) {
+    const auto file = agent_dir / runtime::kEgressCaFileName;
+    if (pem.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(file, ec);
+        if (ec) throw std::runtime_error("cannot remove " + file.string() + ": " + ec.message());
+        return;
+    }
+    std::string certificates;
+    try {
+        for (const auto& certificate : pem_certificates(pem)) certificates += certificate;
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(std::string("the egress CA: ") + e.what());
+    }
+    std::filesystem::create_directories(agent_dir);
+    atomic_file::write(file, certificates);  // written again at every start
 }
 
 // Waits for the sandbox's ready condition; a sandbox that does not get ready is killed.
@@ -156,6 +182,7 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
         std::filesystem::permissions(temp, std::filesystem::perms(0755));
         std::filesystem::rename(temp, target);
     }
+    publish_egress_ca(agent_dir_, options_.egress_ca_pem);
     // Set before any thread starts: setenv is not safe next to concurrent getenv.
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
@@ -331,6 +358,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     runtime::SandboxSpec spec = spec_for(config, definition, runtime.agent_channel_arg());
     spec.template_rootfs = rootfs;
     spec.agent_dir = agent_dir_;
+    spec.egress_ca = !options_.egress_ca_pem.empty();
     spec.state_root = options_.state_dir;
     auto volume_leases = acquire_volumes(config, runtime);
     for (const auto& lease : volume_leases)
