@@ -9,10 +9,13 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <string>
 #include <thread>
 
 #include "guest-desktop/agent/desktop_agent.hpp"
+#include "guest-desktop/services/egress_ca.hpp"
 #include "guest-desktop/services/system_service.hpp"
 
 namespace {
@@ -46,6 +49,11 @@ void forward_signal(int sig) {
 
 int main(int argc, char** argv) {
     using namespace deskbox::agent;
+    // Not the agent: the one-shot install of the egress CA, run as the guest's root before the
+    // agent starts (by the microVM init, or by deskboxd on a container's rootfs).
+    if (argc >= 2 && std::string(argv[1]) == "--install-egress-ca")
+        return deskbox::services::install_egress_ca_main(
+            std::vector<std::string>(argv + 2, argv + argc));
     // In a microVM the init hands us CAP_SYS_TIME and CAP_SYS_ADMIN as ambient capabilities
     // (for system.identity). Ambient and inheritable capabilities pass through execve, so
     // empty both before anything is spawned: the X server, the window manager and every
@@ -60,6 +68,15 @@ int main(int argc, char** argv) {
     // Not dumpable: the sandbox's own programs run as our uid, and must not ptrace us or read
     // our /proc files (fds, memory, environment). execve makes our children dumpable again.
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    // Told the guest trusts the egress CA: check it does before anything of the guest's runs, so
+    // that a guest whose install did not happen (an old microVM init) fails to start, saying
+    // so, instead of meeting certificate errors later.
+    if (const char* ca = std::getenv(deskbox::services::kEgressCaEnv); ca && *ca) {
+        if (auto problem = deskbox::services::egress_ca_problem(ca); !problem.empty()) {
+            std::fprintf(stderr, "deskbox-agent: %s\n", problem.c_str());
+            return 1;
+        }
+    }
     AgentOptions options;
     std::vector<std::string> args(argv + 1, argv + argc);
     if (auto it = std::find(args.begin(), args.end(), "--init"); it != args.end()) {

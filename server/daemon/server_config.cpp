@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "common/parse_integer.hpp"
+#include "common/pem.hpp"
 #include "server/api/request_guard.hpp"
 #include "server/cluster/cluster_records.hpp"
 #include "server/runtime/container/runtime.hpp"
@@ -26,6 +27,9 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
   --cache-dir DIR         built templates (default /var/cache/deskbox)
   --images-dir DIR        template definitions (default: the source tree's images/)
   --agent PATH            deskbox-agent binary to run in sandboxes (default: the build's)
+  --egress-ca-cert FILE   PEM certificate(s) every sandbox trusts from its first process on,
+                          besides deskboxd's own egress CA (always trusted): in the system
+                          bundle, Firefox's policy, NODE_EXTRA_CA_CERTS and the like
   --default-runtime NAME  a runtime this server has: container (default) or microvm
   --default-template NAME minimal (default)
   --max-sandboxes N       (default 20)
@@ -347,6 +351,16 @@ bool apply_sandboxes(ServerConfig& c, const Option& o) {
         c.manager.images_dir = value;
     } else if (o.is("agent")) {
         c.manager.agent_binary = value;
+    } else if (o.is("egress-ca-cert")) {
+        std::ifstream in(value);
+        if (!in) throw std::invalid_argument("--egress-ca-cert: cannot read " + value);
+        std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        try {
+            pem_certificates(pem);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument("--egress-ca-cert " + value + ": " + e.what());
+        }
+        c.manager.egress_ca_pem = std::move(pem);
     } else if (o.is("default-runtime")) {
         // Which runtimes exist is the registry's to say: the manager checks the name.
         if (value.empty()) throw std::invalid_argument("--default-runtime: a runtime's name");

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/runtime/guest_env.hpp"
+
 namespace deskbox::runtime {
 namespace {
 
@@ -149,6 +151,14 @@ void validate_spec(const SandboxSpec& spec) {
         for (std::size_t j = 0; j < i; ++j)
             if (spec.volumes[j].destination == spec.volumes[i].destination)
                 throw SpecError(field + ".path", spec.volumes[i].destination + " is mounted twice");
+    }
+    if (spec.egress_ca) {
+        std::error_code ec;
+        if (spec.agent_dir.empty() ||
+            !std::filesystem::is_regular_file(spec.agent_dir / kEgressCaFileName, ec) ||
+            !std::filesystem::is_regular_file(spec.agent_dir / "bin" / "deskbox-agent", ec))
+            throw SpecError("egress_ca", "needs agent_dir with " + std::string(kEgressCaFileName) +
+                                             " and bin/deskbox-agent");
     }
 }
 

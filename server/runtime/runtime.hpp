@@ -97,6 +97,11 @@ struct SandboxSpec {
     // what it may reach is the server's network policy (server/network/). false: loopback only.
     bool network = false;
     NetworkAttachment attachment;
+    // The guest trusts the egress proxy's CA from its first process on: agent_dir holds it
+    // (kEgressCaFileName, guest_env.hpp) and bin/deskbox-agent, whose --install-egress-ca puts it
+    // into the guest's trust stores before the entry starts (containers: run by the runtime on
+    // the rootfs; microVMs: by the init). The guest's environment names it (default_guest_env).
+    bool egress_ca = false;
     std::string hostname;  // empty: "deskbox"
     // Directory the runtime owns: sandboxes live in <state_root>/sandboxes/<id>/ and runc's
     // state in <state_root>/runc/. One server, one state root; leftovers are found there.

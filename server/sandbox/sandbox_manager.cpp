@@ -13,8 +13,11 @@
 #include <fstream>
 #include <set>
 
+#include "common/atomic_file.hpp"
+#include "common/pem.hpp"
 #include "common/random.hpp"
 #include "server/network/egress_ca.hpp"
+#include "server/runtime/guest_env.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/store_errors.hpp"
@@ -42,6 +45,29 @@ void wait_for_desktop(runtime::SandboxInstance& sandbox, std::chrono::millisecon
         std::fprintf(stderr, "deskboxd: template VM saved before it was ready: %s\n",
                      outcome.unmet.c_str());
     client->close();
+}
+
+// The egress CA where every guest sees it (agent_dir is /opt/deskbox inside), as the normalised
+// certificates the guest's install compares with its bundle. Without one, a file an earlier
+// server left goes, so no new sandbox is told of a CA this server does not use. (Containers
+// adopted from that server see the change through their bind mount; their trust stores keep
+// the CA they were born with.)
+void publish_egress_ca(const std::filesystem::path& agent_dir, const std::string& pem) {
+    const auto file = agent_dir / runtime::kEgressCaFileName;
+    if (pem.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(file, ec);
+        if (ec) throw std::runtime_error("cannot remove " + file.string() + ": " + ec.message());
+        return;
+    }
+    std::string certificates;
+    try {
+        for (const auto& certificate : pem_certificates(pem)) certificates += certificate;
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(std::string("the egress CA: ") + e.what());
+    }
+    std::filesystem::create_directories(agent_dir);
+    atomic_file::write(file, certificates);  // written again at every start
 }
 
 // Waits for the sandbox's ready condition; a sandbox that does not get ready is killed.
@@ -157,6 +183,14 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
         std::filesystem::permissions(temp, std::filesystem::perms(0755));
         std::filesystem::rename(temp, target);
     }
+    // The CA HTTPS credential rules are served with: made once per state dir, kept there.
+    // Every sandbox trusts it (and --egress-ca-cert's) from birth, so a rule set later, or by a
+    // PATCH, needs nothing from the guest.
+    if (!options_.network.egress_ca)
+        options_.network.egress_ca =
+            network::EgressCa::load_or_create(options_.state_dir / "egress-ca");
+    options_.egress_ca_pem = options_.network.egress_ca->certificate_pem() + options_.egress_ca_pem;
+    publish_egress_ca(agent_dir_, options_.egress_ca_pem);
     // Set before any thread starts: setenv is not safe next to concurrent getenv.
     if (!options_.template_cache.empty())
         ::setenv("DESKBOX_CACHE", options_.template_cache.c_str(), 1);
@@ -165,10 +199,6 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
     options_.network.secret_value = [store = secrets_.get()](const std::string& name) {
         return store->value(name);
     };
-    // The CA HTTPS credential rules are served with: made once per state dir, kept there.
-    if (!options_.network.egress_ca)
-        options_.network.egress_ca =
-            network::EgressCa::load_or_create(options_.state_dir / "egress-ca");
     network_ = std::make_unique<network::NetworkService>(options_.network);
     volumes::VolumeStore::Options volume_options;
     volume_options.root = options_.state_dir / "volumes";
@@ -336,6 +366,7 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     runtime::SandboxSpec spec = spec_for(config, definition, runtime.agent_channel_arg());
     spec.template_rootfs = rootfs;
     spec.agent_dir = agent_dir_;
+    spec.egress_ca = !options_.egress_ca_pem.empty();
     spec.state_root = options_.state_dir;
     auto volume_leases = acquire_volumes(config, runtime);
     for (const auto& lease : volume_leases)
@@ -406,12 +437,13 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
 }
 
 nlohmann::json SandboxManager::change_network(Sandbox& sandbox, const NetworkChange& change) {
-    return sandbox.change_network(
-        change, [this](const network::NetworkPolicy& policy) { check_policy_references(policy, "rules"); });
+    return sandbox.change_network(change, [this](const network::NetworkPolicy& policy) {
+        check_policy_references(policy, "rules");
+    });
 }
 
 void SandboxManager::check_policy_references(const network::NetworkPolicy& policy,
-                                   const std::string& field) const {
+                                             const std::string& field) const {
     for (const auto& name : policy.rules().secret_names())
         if (!secrets_->exists(name))
             throw SandboxError(SandboxFault::invalid, "secret_not_found",

@@ -36,6 +36,12 @@ struct ManagerOptions {
     std::filesystem::path images_dir;      // the repo's images/ (template definitions)
     std::filesystem::path template_cache;  // where built rootfs live (DESKBOX_CACHE)
     std::filesystem::path agent_binary;    // deskbox-agent to put into sandboxes
+    // PEM certificate(s) every sandbox trusts from its first process on besides deskboxd's own
+    // egress CA (<state>/egress-ca, always trusted): --egress-ca-cert, e.g. the CA of an
+    // intercepting upstream proxy. Together written to <state>/agent/egress-ca.pem, which
+    // guests see at runtime::kGuestEgressCaPath, and installed in their trust stores before
+    // they start (SandboxSpec::egress_ca).
+    std::string egress_ca_pem;
     std::string default_runtime = "container";
     std::string default_template = "minimal";
     std::size_t max_sandboxes = 20;

@@ -25,6 +25,7 @@
 #include "protocol/rpc.hpp"
 #include "server/network/sandbox_network.hpp"
 #include "server/runtime/microvm/runtime.hpp"
+#include "tests/support/test_ca.hpp"
 #include "tests/support/test_internet.hpp"
 #include "tests/support/test_paths.hpp"
 
@@ -574,6 +575,133 @@ TEST_F(MicrovmRuntimeTest, SavedSandboxOutlivesItsRuntimeAndIsAdoptedByTheNext) 
     adopted->kill();
     expect_nothing_left(next, s);
     EXPECT_TRUE(next.list_snapshotted(s.state_root).empty());
+}
+
+// A copy of the minimal image whose init is this checkout's: the shared image in the template
+// cache was built by whichever checkout last ran images/build_microvm.py, and rebuilding it here
+// would change it under everyone else's tests. The kernel unpacks concatenated cpio archives in
+// order, a later file replacing an earlier one, so the shared initramfs gets a second archive
+// holding only /init; the kernel and root image are the shared ones.
+fs::path image_with_this_init(const fs::path& dir) {
+    const fs::path shared = minimal_image().rootfs.parent_path() / "microvm";
+    fs::create_directories(dir / "cpio");
+    for (const char* file : {"vmlinuz", "rootfs.ext4", "build.json"})
+        fs::create_symlink(shared / file, dir / file);
+    fs::copy_file(kSourceDir / "images/microvm/init", dir / "cpio/init");
+    fs::permissions(dir / "cpio/init", fs::perms(0755));  // as build_microvm.py packs it
+    fs::copy_file(shared / "initramfs.img", dir / "initramfs.img");
+    auto appended = run_process(
+        {"sh", "-c", "cd \"$1\" && echo init | cpio -o -H newc -R 0:0 --quiet >> \"$2\"", "sh",
+         (dir / "cpio").string(), (dir / "initramfs.img").string()},
+        30s);
+    if (appended.status.exit_code != 0)
+        throw std::runtime_error("cpio: " + appended.err + " (apt-get install cpio)");
+    return dir;
+}
+
+// A command's stdout and stderr (untrimmed), its exit code in `exit_code`.
+std::string guest_output(protocol::RpcClient& client, const std::string& cmd,
+                         int* exit_code = nullptr) {
+    auto run = client.call("exec.run", {{"cmd", cmd}, {"timeout_s", 120}}, {}, 150s).result;
+    if (exit_code) *exit_code = run.value("exit_code", -1);
+    return run.value("stdout", "") + run.value("stderr", "");
+}
+
+// Issue 31: the guest's init installs the egress CA as root before it hands over, with the
+// agent's own code (as deskboxd does on a container's rootfs); the guest's clients trust a TLS
+// server whose certificate that CA signed, and its environment names the CA and the bundle.
+TEST_F(MicrovmRuntimeTest, ItsInitInstallsTheEgressCaBeforeTheGuestRuns) {
+    require_image();
+    TempDir work("deskbox-microvm-egress-ca");
+    deskbox::test::TestCa ca;
+    try {
+        options_.image_dir = image_with_this_init(work.path() / "image");
+        ca = deskbox::test::make_test_ca(work.path());
+    } catch (const std::exception& e) {
+        FAIL() << e.what();
+    }
+    std::ifstream ca_in(ca.ca_pem);
+    const std::string pem((std::istreambuf_iterator<char>(ca_in)), {});
+    std::ofstream(agent_.path() / "egress-ca.pem") << pem;
+    MicrovmRuntime runtime(options_);
+    auto s = spec("egress-ca");
+    s.egress_ca = true;
+    auto sandbox = runtime.start_microvm(s);
+    std::unique_ptr<protocol::RpcClient> client;
+    try {
+        client = agent_session(*sandbox);
+    } catch (const std::exception& e) {
+        FAIL() << e.what() << "\n" << sandbox->log_tail(1 << 16);
+    }
+    EXPECT_NE(sandbox->log_tail(1 << 20).find("deskbox-agent: egress CA installed (1 certificate; "
+                                              "wrote /etc/ssl/certs/ca-certificates.crt"),
+              std::string::npos)
+        << sandbox->log_tail(1 << 16);
+
+    const std::string bundle =
+        client->call("files.read", {{"path", "/etc/ssl/certs/ca-certificates.crt"}}, {}, 60s).body;
+    std::size_t copies = 0;
+    for (auto at = bundle.find(pem); at != std::string::npos; at = bundle.find(pem, at + 1))
+        ++copies;
+    EXPECT_EQ(copies, 1u);
+    EXPECT_EQ(guest_output(*client,
+                           "stat -c '%U %a' /etc/ssl/certs/ca-certificates.crt "
+                           "/usr/local/share/ca-certificates/deskbox-egress.crt"),
+              "root 644\nroot 644\n");
+    EXPECT_NE(guest_output(*client, "cat /etc/firefox/policies/policies.json")
+                  .find("\"/opt/deskbox/egress-ca.pem\""),
+              std::string::npos);
+    const std::string env = guest_output(*client, "env");
+    for (const char* line : {"NODE_EXTRA_CA_CERTS=/opt/deskbox/egress-ca.pem\n",
+                             "DESKBOX_EGRESS_CA=/opt/deskbox/egress-ca.pem\n",
+                             "REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt\n",
+                             "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt\n",
+                             "CURL_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt\n"})
+        EXPECT_NE(env.find(line), std::string::npos) << line << " in\n" << env;
+
+    // A TLS server in the guest with a certificate the CA signed; the guest's clients, without
+    // the variables, on the bundle alone.
+    auto read_host = [](const fs::path& file) {
+        std::ifstream in(file);
+        return std::string((std::istreambuf_iterator<char>(in)), {});
+    };
+    for (const auto& [name, file] :
+         {std::pair{"server.pem", ca.server_pem}, std::pair{"server.key", ca.server_key}})
+        client->call("files.write", {{"path", std::string("/home/user/") + name}}, read_host(file),
+                     60s);
+    client->call("exec.run",
+                 {{"cmd",
+                   "cd /home/user && exec python3 -c 'import http.server, ssl\n"
+                   "c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+                   "c.load_cert_chain(\"server.pem\", \"server.key\")\n"
+                   "s = http.server.HTTPServer((\"127.0.0.1\", 8443), "
+                   "http.server.SimpleHTTPRequestHandler)\n"
+                   "s.socket = c.wrap_socket(s.socket, server_side=True)\n"
+                   "s.serve_forever()' 2>/dev/null"},
+                  {"background", true}},
+                 {}, 60s);
+    int code = -1;
+    for (int i = 0; i < 120; ++i) {
+        if (guest_output(*client, "curl -sk -o /dev/null https://localhost:8443/", &code).empty() &&
+            code == 0)
+            break;
+        std::this_thread::sleep_for(500ms);
+    }
+    ASSERT_EQ(code, 0) << "the TLS server in the guest did not come up";
+    const std::string listing = guest_output(
+        *client, "env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS https://localhost:8443/", &code);
+    EXPECT_EQ(code, 0) << listing;
+    EXPECT_NE(listing.find("server.pem"), std::string::npos) << listing;
+    const std::string python = guest_output(
+        *client,
+        "env -u SSL_CERT_FILE -u REQUESTS_CA_BUNDLE python3 -c 'import urllib.request; "
+        "print(urllib.request.urlopen(\"https://127.0.0.1:8443/\").status)'",
+        &code);
+    EXPECT_EQ(code, 0) << python;
+    EXPECT_EQ(python, "200\n");
+    client->close();
+    sandbox->kill();
+    expect_nothing_left(runtime, s);
 }
 
 TEST_F(MicrovmRuntimeTest, MissingImageNamesTheBuildCommandAndLeavesNothing) {

@@ -56,6 +56,25 @@ TEST(ServerConfigNetwork, EgressProxiesDefaultAndNamed) {
     }
 }
 
+// --egress-ca-cert: the file's certificates go to the manager (which gives them to every
+// sandbox); an unreadable file or one holding anything else (a private key) is refused.
+TEST(ServerConfigOptions, EgressCaCertIsReadAndCheckedBeforeTheManagerGetsIt) {
+    TempDir dir("deskbox-config-ca");
+    const std::string cert = "-----BEGIN CERTIFICATE-----\nQUFB\n-----END CERTIFICATE-----\n";
+    std::ofstream(dir.path() / "ca.pem") << cert;
+    std::ofstream(dir.path() / "key.pem")
+        << cert << "-----BEGIN PRIVATE KEY-----\nQUFB\n-----END PRIVATE KEY-----\n";
+    EXPECT_EQ(parse_server_config({"--egress-ca-cert", (dir.path() / "ca.pem").string()})
+                  .manager.egress_ca_pem,
+              cert);
+    EXPECT_EQ(parse_server_config({}).manager.egress_ca_pem, "");
+    EXPECT_NE(refusal({"--egress-ca-cert", (dir.path() / "none.pem").string()})
+                  .find("--egress-ca-cert: cannot read"),
+              std::string::npos);
+    const std::string with_key = refusal({"--egress_ca_cert", (dir.path() / "key.pem").string()});
+    EXPECT_NE(with_key.find("only PEM certificates"), std::string::npos) << with_key;
+}
+
 // One option of each group (HTTP, sandboxes, networks), dashed or underscored, and what is
 // none of them.
 TEST(ServerConfigOptions, EachGroupTakesItsOptionsInEitherSpellingAndOthersAreUnknown) {

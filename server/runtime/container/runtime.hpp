@@ -100,6 +100,9 @@ class ContainerSandbox : public ProcessSandbox, public CopySaving {
     // The overlay at paths_.rootfs: the template (idmapped into the sandbox's id range with a
     // user namespace) under a writable layer, on a capped disk if limits.disk_mb says so.
     void mount_rootfs();
+    // spec.egress_ca: the CA into the rootfs's trust stores, as `guest_root` (the host id of the
+    // guest's root), before runc starts anything there.
+    void install_egress_ca(std::uint32_t guest_root);
     // The volumes' host directories for the bundle: id-mapped copies under the sandbox dir
     // when it has a user namespace (teardown unmounts them with the rest).
     std::vector<std::filesystem::path> mount_volumes();

@@ -29,6 +29,7 @@
 #include "server/runtime/container/teardown.hpp"
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/exit_classification.hpp"
+#include "server/runtime/guest_env.hpp"
 #include "server/runtime/runtime_util.hpp"
 #include "server/runtime/tree_copy.hpp"
 
@@ -139,6 +140,24 @@ void ContainerSandbox::mount_rootfs() {
         }
     }
     mount_overlay(lower, paths_.upper, paths_.work, paths_.rootfs);
+    if (spec_.egress_ca) install_egress_ca(base);
+}
+
+void ContainerSandbox::install_egress_ca(std::uint32_t guest_root) {
+    // The guest's processes have no capabilities and run as its user, so nothing inside can
+    // write /etc: the host does it, through the agent's --install-egress-ca, which runs the
+    // same code as a microVM's init. It reads the CA first, then chroots into the merged rootfs
+    // and becomes the guest's root (the id range's base; without a user namespace host root
+    // with no capabilities): links in the template or a saved layer resolve inside the guest,
+    // and the files it writes land in the writable layer owned as the guest's own. A copy from
+    // a saved layer holds the CA already; the install sees it and changes nothing.
+    const auto agent = spec_.agent_dir / "bin" / "deskbox-agent";
+    const std::string id = std::to_string(guest_root);
+    check_tool(run_tool({agent.string(), "--install-egress-ca",
+                         (spec_.agent_dir / kEgressCaFileName).string(), "--as", kGuestEgressCaPath,
+                         "--root", paths_.rootfs.string(), "--uid", id, "--gid", id},
+                        std::chrono::seconds(30), "deskbox-agent"),
+               "installing the egress CA in sandbox " + spec_.id);
 }
 
 SavedCopy ContainerSandbox::save_copy(const fs::path& dir) {

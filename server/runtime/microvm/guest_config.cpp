@@ -47,7 +47,10 @@ std::string guest_config(const SandboxSpec& spec) {
         << "DESKBOX_ENTRY=" << shell_quote(spec.entry[0])
         << "\n"
         // Disk deskbox-vol<N> at path N (volume_path_problem keeps paths free of spaces).
-        << "DESKBOX_VOLUMES=" << shell_quote(volume_list(spec)) << "\n"
+        << "DESKBOX_VOLUMES=" << shell_quote(volume_list(spec))
+        << "\n"
+        // The init installs this CA (on the agent disk) as root before handing over.
+        << "DESKBOX_EGRESS_CA=" << shell_quote(spec.egress_ca ? kGuestEgressCaPath : "") << "\n"
         << "set --";
     for (const auto& [key, value] : env) out << " \\\n  " << shell_quote(key + "=" + value);
     for (const auto& arg : spec.entry) out << " \\\n  " << shell_quote(arg);

@@ -52,6 +52,7 @@ json spec_to_json(const SandboxSpec& spec) {
     return {{"id", spec.id},
             {"template_rootfs", spec.template_rootfs.string()},
             {"agent_dir", spec.agent_dir.string()},
+            {"egress_ca", spec.egress_ca},
             {"entry", spec.entry},
             {"env", spec.env},
             {"width", spec.width},
@@ -70,6 +71,7 @@ SandboxSpec spec_from_json(const json& j) {
     spec.id = j.at("id").get<std::string>();
     spec.template_rootfs = j.at("template_rootfs").get<std::string>();
     spec.agent_dir = j.at("agent_dir").get<std::string>();
+    spec.egress_ca = j.value("egress_ca", false);  // records from before it: none
     spec.entry = j.at("entry").get<std::vector<std::string>>();
     spec.env = j.at("env").get<std::map<std::string, std::string>>();
     spec.width = j.at("width");
