@@ -1,8 +1,9 @@
 // Lifecycle events through a real deskboxd with real containers: a webhook receiver on
 // loopback gets each event of a sandbox's life in order, signed; while it is down, answers 500
 // or stalls, events wait and then arrive in order, none lost, and sandbox operations go on; a
-// SIGKILLed server resumes delivery after its restart; GET /v1/events streams them and resumes
-// after an id; a link-local webhook is refused at start.
+// SIGKILLed server resumes delivery after its restart; an https webhook delivers only to a
+// certificate it trusts; GET /v1/events streams them and resumes after an id; a link-local
+// webhook is refused at start.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
@@ -15,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "server/network/egress_ca.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
 #include "tests/support/webhook_receiver.hpp"
 
@@ -189,6 +191,47 @@ TEST(Events, AWebhookAnswering500OrStallingIsRetriedAndDelaysNoSandbox) {
     EXPECT_NE(metrics.find("deskbox_webhook_backlog_events" + label + "0"), std::string::npos);
     EXPECT_EQ(metrics.find("deskbox_webhook_failed_attempts_total" + label + "0\n"),
               std::string::npos);
+}
+
+// An https webhook with its own CA file: while the receiver shows a certificate of a CA nobody
+// configured, each attempt fails naming the certificate (counted, retried, no sandbox waits);
+// once it shows one of the configured CA, every event arrives in order, signed.
+TEST(Events, AnHttpsWebhookGetsEventsOnlyFromACertificateItsCaFileTrusts) {
+    REQUIRE_TEMPLATE();
+    TempDir dir("deskboxd-events");
+    const auto trusted = network::EgressCa::load_or_create(dir.path() / "receiver-ca");
+    const auto unknown = network::EgressCa::load_or_create(dir.path() / "unknown-ca");
+    auto serving = [](const network::LeafCertificate& leaf) {
+        auto context =
+            std::make_shared<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
+        network::use_leaf_certificate(context->native_handle(), leaf);
+        return context;
+    };
+    WebhookReceiver receiver;
+    receiver.use_tls(serving(*unknown->leaf_for("127.0.0.1")));
+    // Relative to the config file's folder.
+    Server s(
+        {"--config", write_config(dir, receiver, {{"ca_file", "receiver-ca/ca.pem"}}).string()});
+    const std::string id = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+    EXPECT_TRUE(eventually([&] {
+        return s.log().find("the receiver's certificate is not trusted") != std::string::npos;
+    })) << s.log();
+    const std::string label = "{url=\"" + receiver.url("/hook") + "\"} ";
+    const std::string metrics = s.get("/metrics").body;
+    EXPECT_EQ(metrics.find("deskbox_webhook_failed_attempts_total" + label + "0\n"),
+              std::string::npos)
+        << metrics;
+    EXPECT_NE(metrics.find("deskbox_webhook_failed_attempts_total" + label), std::string::npos);
+    EXPECT_TRUE(eventually([&] { return receiver.tls_failures() >= 1; }));
+    EXPECT_TRUE(receiver.accepted().empty());
+
+    receiver.use_tls(serving(*trusted->leaf_for("127.0.0.1")));
+    EXPECT_TRUE(eventually([&] {
+        return joined(delivered_types(receiver, id)) == "created,ready,killed";
+    })) << joined(delivered_types(receiver, id))
+        << "\n"
+        << s.log();
 }
 
 TEST(Events, DeliveryResumesAfterTheServerIsKilledLosingNothing) {

@@ -1,7 +1,7 @@
 // The events' parts on their own: the durable log (ids across reopenings, a partial last line
 // cut off, old events read back from the file past what memory keeps), which audit lines become
-// which events, the webhook config's checks, where a webhook may point, and the signature
-// (checked against Python's hmac).
+// which events, the webhook config's checks, where a webhook may point, the signature (checked
+// against Python's hmac), and https delivery against a real TLS receiver on loopback.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -11,6 +11,7 @@
 #include "server/events/event_service.hpp"
 #include "server/events/webhook.hpp"
 #include "server/events/webhook_sender.hpp"
+#include "server/network/egress_ca.hpp"
 #include "tests/support/eventually.hpp"
 #include "tests/support/webhook_receiver.hpp"
 
@@ -218,6 +219,121 @@ TEST(Webhooks, TheConfigIsCheckedNamingTheField) {
               std::string::npos);
     EXPECT_EQ(refused(R"([{"url":"http://169.254.169.254/","secret":"s","allow_private":true}])"),
               "accepted");
+    // https: the same rules, and ca_file only there, read at once.
+    EXPECT_EQ(refused(R"([{"url":"https://hooks.example/in","secret":"s"}])"), "accepted");
+    EXPECT_NE(refused(R"([{"url":"https://169.254.169.254/","secret":"s"}])").find("link-local"),
+              std::string::npos);
+    EXPECT_NE(refused(R"([{"url":"http://x/","secret":"s","ca_file":"ca.pem"}])")
+                  .find("webhooks[0].ca_file: only for https"),
+              std::string::npos);
+    EXPECT_NE(refused(R"([{"url":"https://x/","secret":"s","ca_file":"missing.pem"}])")
+                  .find("webhooks[0].ca_file"),
+              std::string::npos);
+    std::ofstream(dir.path() / "not-a-ca.pem") << "hello\n";
+    EXPECT_NE(refused(R"([{"url":"https://x/","secret":"s","ca_file":"not-a-ca.pem"}])")
+                  .find("webhooks[0].ca_file: cannot read certificates"),
+              std::string::npos);
+    EXPECT_NE(
+        refused(R"([{"url":"https://x/","secret":"s","ca_file":7}])").find("webhooks[0].ca_file"),
+        std::string::npos);
+    const auto ca = network::EgressCa::load_or_create(dir.path() / "ca");
+    const auto with_ca = parse_webhooks(
+        json::parse(R"([{"url":"https://127.0.0.1:9/h","secret":"s","ca_file":"ca/ca.pem"}])"),
+        dir.path());
+    EXPECT_EQ(with_ca.at(0).ca_file, dir.path() / "ca/ca.pem");
+}
+
+TEST(Webhooks, TheUrlSaysTlsPortPathAndHost) {
+    const auto https = webhook_target("HTTPS://hooks.example/in/deskbox");
+    EXPECT_TRUE(https.tls);
+    EXPECT_EQ(https.host, "hooks.example");
+    EXPECT_EQ(https.port, "443");
+    EXPECT_EQ(https.path, "/in/deskbox");
+    EXPECT_EQ(https.host_header, "hooks.example");
+    const auto own_port = webhook_target("https://[::1]:8443");
+    EXPECT_EQ(own_port.host, "::1");
+    EXPECT_EQ(own_port.port, "8443");
+    EXPECT_EQ(own_port.path, "/");
+    EXPECT_EQ(own_port.host_header, "[::1]:8443");
+    const auto plain = webhook_target("http://10.0.0.5/h");
+    EXPECT_FALSE(plain.tls);
+    EXPECT_EQ(plain.port, "80");
+    EXPECT_EQ(webhook_target("https://x:80/").host_header, "x:80");
+    EXPECT_THROW(webhook_target("ftp://x/"), std::invalid_argument);
+    EXPECT_THROW(webhook_target("https://u@x/"), std::invalid_argument);
+    // https to deskboxd's own port is deskboxd itself, as for http.
+    const SelfAddress self{boost::asio::ip::make_address("127.0.0.1"), 443};
+    WebhookConfig own;
+    own.url = "https://127.0.0.1/h";
+    EXPECT_THROW(check_webhook_url(own, self), std::invalid_argument);
+}
+
+// A server context presenting `leaf` (the receiver's side of TLS).
+std::shared_ptr<boost::asio::ssl::context> serving(const network::LeafCertificate& leaf) {
+    auto context =
+        std::make_shared<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
+    network::use_leaf_certificate(context->native_handle(), leaf);
+    return context;
+}
+
+// An https webhook delivers only to a certificate it trusts for the URL's address: one from an
+// unknown CA, then one of its own CA for another name, fail (each a counted, retried attempt
+// naming the certificate, nothing delivered); once the receiver has the right one, every event
+// arrives in order, signed.
+TEST(Webhooks, HttpsDeliversOnlyToACertificateItTrustsForTheAddress) {
+    TempDir dir("webhook-tls");
+    const auto trusted = network::EgressCa::load_or_create(dir.path() / "trusted");
+    const auto unknown = network::EgressCa::load_or_create(dir.path() / "unknown");
+    deskbox::test::WebhookReceiver receiver;
+    receiver.use_tls(serving(*unknown->leaf_for("127.0.0.1")));
+    WebhookConfig hook;
+    hook.url = receiver.url("/hook");
+    ASSERT_EQ(hook.url.rfind("https://127.0.0.1:", 0), 0u) << hook.url;
+    hook.secret = "s";
+    hook.ca_file = trusted->certificate_path();
+    hook.timeout = std::chrono::milliseconds(2000);
+    hook.retry_initial = std::chrono::milliseconds(20);
+    hook.retry_max = std::chrono::milliseconds(100);
+    EventService service(dir.path() / "state", {hook});
+    service.start_delivery({boost::asio::ip::make_address("127.0.0.1"), 1});
+    const auto& sender = *service.senders().front();
+    for (int i = 1; i <= 3; ++i)
+        service.record("sb-" + std::to_string(i), "minimal", json::object(), "create",
+                       json::object());
+
+    ASSERT_TRUE(deskbox::test::eventually([&] { return sender.failed_attempts() >= 2; }));
+    EXPECT_NE(sender.last_failure().find("certificate is not trusted"), std::string::npos)
+        << sender.last_failure();
+    // The receiver sends its CA along: a chain ending in a CA nobody here trusts.
+    EXPECT_NE(sender.last_failure().find("self-signed certificate in certificate chain"),
+              std::string::npos)
+        << sender.last_failure();
+    EXPECT_GE(receiver.tls_failures(), 1);
+
+    // The CA it trusts, for a name that is not the URL's address.
+    receiver.use_tls(serving(*trusted->leaf_for("localhost")));
+    const auto before = sender.failed_attempts();
+    ASSERT_TRUE(deskbox::test::eventually([&] {
+        return sender.failed_attempts() >= before + 2 &&
+               sender.last_failure().find("mismatch") != std::string::npos;
+    })) << sender.last_failure();
+    EXPECT_NE(sender.last_failure().find("IP address mismatch"), std::string::npos)
+        << sender.last_failure();
+    EXPECT_TRUE(receiver.accepted().empty());
+    EXPECT_EQ(sender.delivered(), 0u);
+
+    receiver.use_tls(serving(*trusted->leaf_for("127.0.0.1")));
+    ASSERT_TRUE(deskbox::test::eventually([&] { return sender.delivered() == 3; }))
+        << sender.last_failure();
+    std::vector<std::string> sandboxes;
+    for (const auto& r : receiver.accepted()) {
+        const std::string signature = r.header("Deskbox-Signature");
+        const auto t = std::stoll(signature.substr(2, signature.find(',') - 2));
+        EXPECT_EQ(signature, webhook_signature("s", t, r.body));
+        EXPECT_EQ(r.target, "/hook");
+        sandboxes.push_back(json::parse(r.body)["sandbox_id"]);
+    }
+    EXPECT_EQ(sandboxes, (std::vector<std::string>{"sb-1", "sb-2", "sb-3"}));
 }
 
 TEST(Webhooks, NeverDeskboxdItselfNorLinkLocalUnlessAllowed) {
