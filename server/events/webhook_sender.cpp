@@ -177,8 +177,8 @@ WebhookSender::Outcome WebhookSender::deliver(const Event& event) {
             std::lock_guard lock(mutex_);
             last_failure_ = why;
         }
-        std::fprintf(stderr, "deskboxd: webhook %s: event %llu: %s; again in %lld ms\n",
-                     config_.url.c_str(), static_cast<unsigned long long>(event.id), why.c_str(),
+        std::fprintf(stderr, "deskboxd: webhook %s: event %s: %s; again in %lld ms\n",
+                     config_.url.c_str(), event.public_id().c_str(), why.c_str(),
                      static_cast<long long>(wait.count()));
         if (!pause(wait, false, event.id)) return Outcome::stopped;
         if (dropping(event.id)) return Outcome::dropped;
@@ -232,7 +232,7 @@ std::string WebhookSender::attempt(const Event& event) {
     request.set(http::field::host, url.host_header);
     request.set(http::field::user_agent, "deskboxd-webhooks");
     request.set(http::field::content_type, "application/json");
-    request.set("Deskbox-Event-Id", std::to_string(event.id));
+    request.set("Deskbox-Event-Id", event.public_id());
     request.set("Deskbox-Signature", webhook_signature(config_.secret, now, body));
     request.body() = body;
     request.prepare_payload();

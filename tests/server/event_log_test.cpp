@@ -48,6 +48,67 @@ TEST(EventLog, IdsGoOnAcrossReopeningsAndAPartialLastLineIsCutOff) {
     EXPECT_FALSE(all[2].time.empty());
 }
 
+// A node's ids name it; a log written before they did (bare numbers) loads after the upgrade,
+// its events read as this node's, from memory and from the file alike, and numbering goes on.
+TEST(EventLog, ALogWithBareNumberIdsLoadsAsTheNodesAndItsIdsGoOn) {
+    for (const std::string node : {"node-a", ""}) {
+        SCOPED_TRACE("node '" + node + "'");
+        TempDir dir("event-log");
+        {
+            // Three lines as deskboxd wrote them before ids named a node.
+            std::ofstream old(dir.path() / "events.jsonl");
+            for (int i = 1; i <= 3; ++i)
+                old << R"({"data":{},"id":)" << i
+                    << R"(,"metadata":{},"sandbox_id":"sb-1","template":"minimal",)"
+                    << R"("time":"2026-01-01T00:00:0)" << i << R"(.000Z","type":"created"})"
+                    << "\n";
+        }
+        const std::string prefix = node.empty() ? "" : node + ":";
+        {
+            EventLog log(dir.path(), /*kept_in_memory=*/1, node);  // older ones from the file
+            EXPECT_EQ(log.last_id(), 3u);
+            const auto old = log.read_after(0, 10);
+            ASSERT_EQ(old.size(), 3u);
+            EXPECT_EQ(old[0].public_id(), prefix + "1");
+            EXPECT_EQ(old[0].to_json()["id"], prefix + "1");
+            EXPECT_EQ(old[2].node, node);
+            EXPECT_EQ(log.read_after(1, 1).at(0).public_id(), prefix + "2");
+            const Event next = log.append(event_of("killed"));
+            EXPECT_EQ(next.id, 4u);
+            EXPECT_EQ(next.public_id(), prefix + "4");
+        }
+        std::ifstream in(dir.path() / "events.jsonl");
+        std::string line, last_line;
+        while (std::getline(in, line)) last_line = line;
+        EXPECT_EQ(json::parse(last_line)["id"], prefix + "4") << "written as it is shown";
+        EventLog again(dir.path(), 4096, node);
+        const auto all = again.read_after(0, 10);
+        ASSERT_EQ(all.size(), 4u);
+        for (std::uint64_t i = 0; i < 4; ++i)
+            EXPECT_EQ(all[i].public_id(), prefix + std::to_string(i + 1));
+        EXPECT_EQ(all[3].type, "killed");
+    }
+}
+
+TEST(EventIds, NodeAndNumberOrANumberAlone) {
+    const auto clustered = parse_event_id("node-a.b_c:42");
+    ASSERT_TRUE(clustered);
+    EXPECT_EQ(clustered->node, "node-a.b_c");
+    EXPECT_EQ(clustered->sequence, 42u);
+    const auto bare = parse_event_id("7");
+    ASSERT_TRUE(bare);
+    EXPECT_EQ(bare->node, "");
+    EXPECT_EQ(bare->sequence, 7u);
+    EXPECT_EQ(parse_event_id("18446744073709551615")->sequence, 18446744073709551615ull);
+    for (const char* bad : {"", ":1", "a:", "a:-1", "-1", "a:1x", "a b:1", "-a:1", "a:b:1",
+                            "18446744073709551616", "a:+1"})
+        EXPECT_FALSE(parse_event_id(bad)) << bad;
+    Event e = event_of("ready");
+    e.id = 9;
+    e.node = "node-b";
+    EXPECT_EQ(Event::from_json(e.to_json()).public_id(), "node-b:9");
+}
+
 TEST(EventLog, OldEventsComeFromTheFileAndListenersHearNewOnes) {
     TempDir dir("event-log");
     EventLog log(dir.path(), /*kept_in_memory=*/8);
@@ -147,10 +208,9 @@ TEST(EventService, AWebhookFarBehindLosesTheOldestAndGetsTheRest) {
     EXPECT_EQ(service.log().first_id(), 8u);
     receiver.set_status(200);
     ASSERT_TRUE(deskbox::test::eventually([&] { return sender.cursor() == 12; }));
-    std::vector<std::uint64_t> ids;
-    for (const auto& r : receiver.accepted())
-        ids.push_back(json::parse(r.body)["id"].get<std::uint64_t>());
-    EXPECT_EQ(ids, (std::vector<std::uint64_t>{8, 9, 10, 11, 12}));
+    std::vector<std::string> ids;
+    for (const auto& r : receiver.accepted()) ids.push_back(json::parse(r.body)["id"]);
+    EXPECT_EQ(ids, (std::vector<std::string>{"8", "9", "10", "11", "12"}));
     EXPECT_EQ(sender.delivered(), 5u);
     EXPECT_EQ(sender.dropped(), 7u);
 }

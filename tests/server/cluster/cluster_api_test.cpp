@@ -8,14 +8,18 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <thread>
 
+#include "common/temp_dir.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
+#include "tests/server/event_stream_client.hpp"
 #include "tests/server/ws_client.hpp"
 #include "tests/support/etcd_cluster.hpp"
+#include "tests/support/webhook_receiver.hpp"
 
 namespace deskbox {
 namespace {
@@ -49,6 +53,9 @@ class ClusterApiTest : public ::testing::Test {
                 "--default-network", "false"};
     }
 
+    // What a fixture adds to every node's flags.
+    virtual std::vector<std::string> extra_flags() const { return {}; }
+
     // Starts node i, on the state dir of its previous incarnation if it had one.
     void start_node(int i) {
         std::filesystem::path state;
@@ -56,7 +63,9 @@ class ClusterApiTest : public ::testing::Test {
             state = nodes_[i]->state();
             retired_.push_back(std::move(nodes_[i]));  // its temp dir holds that state
         }
-        nodes_[i] = std::make_unique<Server>(node_flags(i), state);
+        auto flags = node_flags(i);
+        for (auto& flag : extra_flags()) flags.push_back(std::move(flag));
+        nodes_[i] = std::make_unique<Server>(flags, state);
         ASSERT_GT(nodes_[i]->port(), 0) << nodes_[i]->log();
     }
     Server& node(int i) { return *nodes_.at(i); }
@@ -401,6 +410,93 @@ TEST_F(ClusterApiTest, AnEtcdMemberDyingChangesNothingForClients) {
         EXPECT_EQ(node_status(i, node_name(i))["state"], "up") << node(i).log();
     etcd_->restart(0);
     etcd_->wait_healthy();
+}
+
+// Every node posts its lifecycle events to one receiver (a webhook in each node's config).
+class ClusterApiWebhookTest : public ClusterApiTest {
+  protected:
+    void SetUp() override {
+        const json hook = {{"url", receiver_.url()},
+                           {"secret", "cluster-hook-secret"},
+                           {"timeout_ms", 2000},
+                           {"retry_initial_ms", 50},
+                           {"retry_max_ms", 400}};
+        std::ofstream(config_) << json{{"webhooks", json::array({hook})}}.dump();
+        ClusterApiTest::SetUp();
+    }
+    std::vector<std::string> extra_flags() const override { return {"--config", config_.string()}; }
+
+    WebhookReceiver receiver_;
+    TempDir dir_{"cluster-webhook"};
+    std::filesystem::path config_ = dir_.path() / "deskboxd.json";
+};
+
+// Event ids name the node that wrote them: a receiver all nodes post to gets ids unique across
+// the cluster (the same running numbers on every node would collide), each node's own events in
+// order. A node's stream resumes after its ids and refuses another node's, naming that node; a
+// sandbox's stream through a node that does not run it is relayed to the one that does.
+TEST_F(ClusterApiWebhookTest, EventIdsAreUniqueAcrossNodesAndResumeOnTheirNode) {
+    std::map<std::string, json> sandbox_on;  // node -> its sandbox
+    for (int i = 0; i < kNodes; ++i) {
+        json s = create_on(0);
+        sandbox_on[s.value("node", "")] = s;
+    }
+    ASSERT_EQ(sandbox_on.size(), std::size_t(kNodes)) << "one sandbox on each node";
+    std::set<std::string> ids;
+    ASSERT_TRUE(eventually(
+        [&] {
+            ids.clear();
+            for (const auto& r : receiver_.accepted()) ids.insert(json::parse(r.body)["id"]);
+            return ids.size() >= std::size_t(2 * kNodes);  // created and ready of each
+        },
+        30s))
+        << ids.size();
+    std::map<std::string, std::vector<std::uint64_t>> numbers;  // node -> its events' numbers
+    for (const auto& r : receiver_.accepted()) {
+        const json event = json::parse(r.body);
+        const std::string id = event["id"];
+        EXPECT_EQ(r.header("Deskbox-Event-Id"), id);
+        const auto colon = id.find(':');
+        ASSERT_NE(colon, std::string::npos) << id;
+        const std::string writer = id.substr(0, colon);
+        ASSERT_TRUE(sandbox_on.count(writer)) << id;
+        EXPECT_EQ(event["sandbox_id"], sandbox_on[writer]["id"]) << "a node sends its own";
+        numbers[writer].push_back(std::stoull(id.substr(colon + 1)));
+    }
+    EXPECT_EQ(ids.size(), std::size_t(2 * kNodes));
+    for (const auto& [writer, seen] : numbers)
+        EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end())) << writer;
+
+    for (int i = 0; i < kNodes; ++i) {
+        SCOPED_TRACE(node_name(i));
+        const json& mine = sandbox_on[node_name(i)];
+        EventStreamClient all(node(i).port(), "/v1/events?after=0");
+        EXPECT_NE(all.header().find("200 OK"), std::string::npos);
+        const json created = all.next(), ready = all.next();
+        EXPECT_EQ(created.value("id", ""), node_name(i) + ":1") << created;
+        EXPECT_EQ(created.value("sandbox_id", ""), mine["id"]);
+        EXPECT_EQ(ready.value("type", ""), "ready") << ready;
+        // Resumed on its node, after its own id.
+        EventStreamClient resumed(node(i).port(), "/v1/events",
+                                  "Last-Event-ID: " + created.value("id", "") + "\r\n");
+        resumed.header();
+        EXPECT_EQ(resumed.next().value("id", ""), ready.value("id", ""));
+        // Another node has no such place in its log: refused, naming the node to ask.
+        const int other = (i + 1) % kNodes;
+        auto refused = node(other).get("/v1/events?after=" + created.value("id", ""));
+        EXPECT_EQ(refused.status, 400u) << refused.body;
+        EXPECT_EQ(refused.js()["error"].value("field", ""), "after");
+        EXPECT_NE(refused.js()["error"].value("message", "").find("ask node " + node_name(i)),
+                  std::string::npos)
+            << refused.body;
+        // The sandbox's own stream, with its token, through a node that does not run it.
+        EventStreamClient relayed(
+            node(other).port(),
+            "/v1/sandboxes/" + mine["id"].get<std::string>() +
+                "/events?after=0&token=" + mine["view_token"].get<std::string>());
+        EXPECT_NE(relayed.header().find("200 OK"), std::string::npos);
+        EXPECT_EQ(relayed.next(5s).value("id", ""), created.value("id", ""));
+    }
 }
 
 }  // namespace
