@@ -490,6 +490,34 @@ void ClusterNode::release(const std::string& id) {
     impl_->give_slot_back(id);
 }
 
+std::string ClusterNode::try_lock(const std::string& name) {
+    const std::string key = impl_->keys.lock(name);
+    for (int attempt = 0; attempt < kTransactionAttempts; ++attempt) {
+        auto result =
+            impl_->client.txn({Compare::absent(key)},
+                              {Operation::put(key, impl_->options.node_name, impl_->lease.load())},
+                              {Operation::range(key)});
+        if (result.succeeded) return {};
+        // Held; unless it went between the compare and the read: then try again.
+        if (!result.ranges.at(0).empty()) return result.ranges.at(0).at(0).value;
+    }
+    throw EtcdError("lock " + name + " kept changing hands", false);
+}
+
+void ClusterNode::unlock(const std::string& name) {
+    const std::string key = impl_->keys.lock(name);
+    impl_->client.txn({Compare::value_is(key, impl_->options.node_name)}, {Operation::erase(key)});
+}
+
+ClusterLock::~ClusterLock() {
+    try {
+        node_.unlock(name_);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: cluster: lock %s not given back (its lease ends it): %s\n",
+                     name_.c_str(), e.what());
+    }
+}
+
 std::optional<SandboxLocation> ClusterNode::locate(const std::string& id) {
     {
         std::lock_guard lock(impl_->view_mutex);

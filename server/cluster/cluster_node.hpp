@@ -110,6 +110,15 @@ class ClusterNode {
     std::optional<NodeStatus> node(const std::string& name) const;
     void set_drained(const std::string& name, bool drained);  // throws std::invalid_argument
 
+    // A lock only one node holds at a time (`name`, a key segment such as "snapshot-name/x"):
+    // a key under this node's lease, so a node that dies or is cut off drops it when the lease
+    // lapses. Returns "" when this node took it, else the node that holds it (this one too,
+    // for a second taker here). Throws EtcdError.
+    std::string try_lock(const std::string& name);
+    // Gives it back if this node still holds it (one lost with a lapsed lease is left alone).
+    // Throws EtcdError.
+    void unlock(const std::string& name);
+
     // Counters for /metrics and tests.
     std::uint64_t lease_renewals_failed() const;
     std::uint64_t registrations() const;  // 1 + times the lease was lost and made again
@@ -117,6 +126,19 @@ class ClusterNode {
   private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
+};
+
+// Holds a lock of `node` (try_lock succeeded) until destroyed.
+class ClusterLock {
+  public:
+    ClusterLock(ClusterNode& node, std::string name) : node_(node), name_(std::move(name)) {}
+    ~ClusterLock();  // unlock; a failure is said on stderr (the lease ends it anyway)
+    ClusterLock(const ClusterLock&) = delete;
+    ClusterLock& operator=(const ClusterLock&) = delete;
+
+  private:
+    ClusterNode& node_;
+    std::string name_;
 };
 
 }  // namespace deskbox::cluster

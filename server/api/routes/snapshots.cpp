@@ -43,11 +43,30 @@ HttpResponse here_or_holder(RouteContext& context, http::verb method, Here here)
 
 }  // namespace
 
+// In a cluster a name is unique across the nodes: under the name's cluster lock the others are
+// asked before the save; see ARCHITECTURE, "Named snapshots and forks".
 HttpResponse create_snapshot(RouteContext& context) {
     allow_only(context.query, {});
     const auto request = parse_snapshot_request(parse_body(context.request()));
+    const auto* cluster = context.api.options.cluster;
+    if (!cluster) {
+        auto info = context.api.manager.snapshot_sandbox(context.sandbox->id(), request);
+        return json_response(201, info.to_json());
+    }
+    auto check = cluster->check_snapshot_name(context.request(), request.name);
+    if (check.refusal) return std::move(*check.refusal);
     auto info = context.api.manager.snapshot_sandbox(context.sandbox->id(), request);
-    return json_response(201, info.to_json());
+    json answer = described(info, cluster);
+    if (!check.unasked.empty()) {
+        json warnings = json::array();
+        for (const auto& node : check.unasked)
+            warnings.push_back("node " + node + " is lost and could not be asked whether it " +
+                               "holds a snapshot named " + request.name +
+                               "; if it does when it returns, a create from the name is 409 " +
+                               "snapshot_ambiguous until one is deleted");
+        answer["warnings"] = warnings;
+    }
+    return json_response(201, answer);
 }
 
 // In a cluster each node keeps the snapshots it made: the list covers every node (each entry

@@ -241,6 +241,103 @@ TEST_F(ClusterApiTest, ASnapshotStartsASandboxThroughAnyNode) {
     EXPECT_EQ(node(0).del("/v1/sandboxes/" + id).status, 200u);
 }
 
+// A snapshot's name is unique in the cluster: a name one node holds is 409 on every other,
+// naming the holder; two saves of one name at once keep one; a live node that cannot say stops
+// the save (503), a lost one does not (a warning), and a name two nodes ended up holding that
+// way is refused for creates (409 snapshot_ambiguous) rather than started from either.
+TEST_F(ClusterApiTest, ASnapshotNameIsTakenOnceInTheCluster) {
+    std::map<int, std::string> sandbox_of;  // node index -> its sandbox
+    for (int i = 0; i < kNodes; ++i) {
+        json s = create_on(0);
+        sandbox_of[index_of(s["node"])] = s.value("id", "");
+    }
+    ASSERT_EQ(sandbox_of.size(), std::size_t(kNodes)) << "one sandbox on each node";
+    auto snapshot = [&](int through, int owner, const std::string& name) {
+        return node(through).post("/v1/sandboxes/" + sandbox_of[owner] + "/snapshots",
+                                  {{"name", name}});
+    };
+    auto listed = [&](const std::string& name) {
+        std::vector<std::string> holders;
+        for (const auto& s : node(0).get("/v1/snapshots").js().value("snapshots", json::array()))
+            if (s.value("name", "") == name) holders.push_back(s.value("node", ""));
+        return holders;
+    };
+
+    auto first = snapshot(1, 0, "taken");
+    ASSERT_EQ(first.status, 201u) << first.body;
+    EXPECT_EQ(first.js()["node"], node_name(0));
+    EXPECT_FALSE(first.js().contains("warnings")) << first.body;
+    for (int through = 0; through < kNodes; ++through) {
+        auto again = snapshot(through, 1 + through % 2, "taken");
+        EXPECT_EQ(again.status, 409u) << again.body;
+        EXPECT_EQ(again.js()["error"]["code"], "snapshot_exists") << again.body;
+        EXPECT_EQ(again.js()["error"]["node"], node_name(0)) << again.body;
+        EXPECT_NE(again.js()["error"].value("message", "").find("on node " + node_name(0)),
+                  std::string::npos)
+            << again.body;
+    }
+    EXPECT_EQ(listed("taken"), std::vector<std::string>{node_name(0)});
+
+    // Two saves of one name at once: the name's cluster lock lets one through, the other is
+    // refused (it is being saved, or it exists, on the first one's node).
+    Answer on_b, on_c;
+    {
+        std::thread b([&] { on_b = snapshot(0, 1, "race"); });
+        std::thread c([&] { on_c = snapshot(0, 2, "race"); });
+        b.join();
+        c.join();
+    }
+    EXPECT_EQ((std::multiset<unsigned>{on_b.status, on_c.status}),
+              (std::multiset<unsigned>{201u, 409u}))
+        << on_b.body << "\n"
+        << on_c.body;
+    const Answer& kept = on_b.status == 201u ? on_b : on_c;
+    const Answer& refused = on_b.status == 201u ? on_c : on_b;
+    EXPECT_EQ(listed("race"), std::vector<std::string>{kept.js().value("node", "?")});
+    EXPECT_EQ(refused.js()["error"]["code"], "snapshot_exists") << refused.body;
+    EXPECT_EQ(refused.js()["error"]["node"], kept.js()["node"]) << refused.body;
+
+    // Node c holds "both"; frozen, it cannot say whether it does: nothing is saved.
+    ASSERT_EQ(snapshot(2, 2, "both").status, 201u);
+    ASSERT_EQ(::kill(node(2).pid(), SIGSTOP), 0);
+    auto silent = snapshot(0, 0, "both");
+    const bool lost = eventually([&] { return node_status(0, node_name(2))["state"] == "lost"; },
+                                 std::chrono::seconds(4 * kLeaseSeconds));
+    // Lost (its lease lapsed), it is not asked: saved, with a warning naming it.
+    auto warned = lost ? snapshot(0, 0, "both") : Answer{};
+    ::kill(node(2).pid(), SIGCONT);
+    EXPECT_EQ(silent.status, 503u) << silent.body;
+    EXPECT_EQ(silent.js()["error"]["code"], "cluster_unavailable") << silent.body;
+    EXPECT_EQ(silent.js()["error"]["node"], node_name(2)) << silent.body;
+    ASSERT_TRUE(lost);
+    ASSERT_EQ(warned.status, 201u) << warned.body;
+    ASSERT_EQ(warned.js()["warnings"].size(), 1u) << warned.body;
+    EXPECT_NE(warned.js()["warnings"][0].get<std::string>().find("node " + node_name(2)),
+              std::string::npos)
+        << warned.body;
+    // Back, with its own "both": once the nodes' records say so (a heartbeat after each
+    // save), a create from the name is refused, naming both.
+    for (int holder : {0, 2})
+        ASSERT_TRUE(eventually(
+            [&] {
+                const json held = node_status(1, node_name(holder))["snapshots"];
+                return held.is_array() && std::find(held.begin(), held.end(), "both") != held.end();
+            },
+            std::chrono::seconds(4 * kLeaseSeconds)))
+            << node(holder).log();
+    auto ambiguous = node(1).post("/v1/sandboxes", {{"snapshot", "both"}});
+    EXPECT_EQ(ambiguous.status, 409u) << ambiguous.body;
+    EXPECT_EQ(ambiguous.js()["error"]["code"], "snapshot_ambiguous") << ambiguous.body;
+    EXPECT_NE(ambiguous.js()["error"].value("message", "").find(node_name(0) + ", " + node_name(2)),
+              std::string::npos)
+        << ambiguous.body;
+    // Deleting one through its node makes the name one snapshot's again.
+    ASSERT_EQ(node(2).del("/v1/snapshots/both").status, 200u);
+    auto started = node(1).post("/v1/sandboxes", {{"snapshot", "both"}});
+    EXPECT_EQ(started.status, 201u) << started.body;
+    EXPECT_EQ(started.js()["node"], node_name(0)) << started.body;
+}
+
 TEST_F(ClusterApiTest, ConcurrentCreatesOnEveryNodeNeverExceedCapacity) {
     constexpr int kCreates = 20;
     std::vector<Answer> answers(kCreates);
