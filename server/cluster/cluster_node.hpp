@@ -94,6 +94,13 @@ class ClusterNode {
     // that checks the node's allocation was not changed since read. Returns the node's name.
     // Throws PlacementError, or EtcdError.
     std::string reserve(const std::string& id, const PlacementRequest& request);
+    // Slots on this node for sandboxes it is about to make itself (a fork's copies), recorded
+    // "creating" under their ids, in one transaction: all or none, and only while the node's
+    // allocation (its own sandboxes and those placed on it from anywhere) stays within
+    // `capacity`. False when it would not (`promised`: the allocation seen). Throws EtcdError,
+    // std::invalid_argument for an id recorded already.
+    bool reserve_here(const std::vector<SandboxRecord>& records, std::size_t capacity,
+                      std::size_t* promised = nullptr);
     // The same for a sandbox this node makes without asking (a pool, or one adopted): recorded
     // here even if that goes beyond capacity (it exists already).
     void record_local(const SandboxRecord& record);

@@ -600,6 +600,46 @@ json ClusterService::set_drained(const std::string& name, bool drained) {
     return node_json(*impl_->node->node(name));
 }
 
+std::unique_ptr<ClusterService::LocalReservation> ClusterService::reserve_here(
+    const std::string& runtime, const std::string& template_name, int count) {
+    std::vector<std::string> ids;
+    std::vector<cluster::SandboxRecord> records;
+    for (int i = 0; i < count; ++i) {
+        ids.push_back("sb-" + random::hex(6));
+        records.push_back(
+            {ids.back(), node_name(), runtime, template_name, "creating", json::object()});
+    }
+    const std::size_t capacity = impl_->manager.options().max_sandboxes;
+    std::size_t promised = 0;
+    bool taken = false;
+    try {
+        taken = impl_->node->reserve_here(records, capacity, &promised);
+    } catch (const cluster::EtcdError& e) {
+        throw ApiError(503, "cluster_unavailable", e.what());
+    }
+    if (!taken) {
+        const std::size_t free = capacity - std::min(capacity, promised);
+        throw ApiError(429, "too_many_sandboxes",
+                       "a fork of " + std::to_string(count) + " needs " + std::to_string(count) +
+                           " free places on node " + node_name() +
+                           " (the copies start where the source runs); it runs at most " +
+                           std::to_string(capacity) + " sandboxes and has " + std::to_string(free) +
+                           " free",
+                       "count");
+    }
+    return std::make_unique<LocalReservation>(*this, std::move(ids));
+}
+
+ClusterService::LocalReservation::~LocalReservation() {
+    if (kept_) return;
+    for (const auto& id : ids_) cluster_.removed_here(id);
+}
+
+void ClusterService::LocalReservation::keep(const std::vector<std::shared_ptr<Sandbox>>& made) {
+    for (const auto& sandbox : made) cluster_.created_here(*sandbox);
+    kept_ = true;
+}
+
 void ClusterService::created_here(const Sandbox& sandbox) {
     try {
         impl_->node->record_local(ManagerFacts::record_of(sandbox));

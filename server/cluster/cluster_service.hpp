@@ -112,6 +112,32 @@ class ClusterService : public OwnerRouting {
     nlohmann::json nodes() const;
     nlohmann::json set_drained(const std::string& name, bool drained);
 
+    // Slots of this node promised in etcd for sandboxes about to be made here by this node
+    // itself (a fork's copies: they need the source's saved copy, which is here), under the ids
+    // they will have, so that from the start they are routed to from any node and placement
+    // elsewhere cannot fill the node meanwhile. Given back when destroyed, unless kept.
+    class LocalReservation {
+      public:
+        LocalReservation(ClusterService& cluster, std::vector<std::string> ids)
+            : cluster_(cluster), ids_(std::move(ids)) {}
+        ~LocalReservation();
+        LocalReservation(const LocalReservation&) = delete;
+        LocalReservation& operator=(const LocalReservation&) = delete;
+        const std::vector<std::string>& ids() const { return ids_; }
+        // They were made: their records follow (created_here) and the slots stay theirs.
+        void keep(const std::vector<std::shared_ptr<Sandbox>>& made);
+
+      private:
+        ClusterService& cluster_;
+        std::vector<std::string> ids_;
+        bool kept_ = false;
+    };
+    // `count` slots for sandboxes of `runtime` and `template_name`. Throws ApiError: 429
+    // too_many_sandboxes naming the node's capacity when fewer are free (its own sandboxes and
+    // those placed on it from any node count), 503 cluster_unavailable when etcd cannot say.
+    std::unique_ptr<LocalReservation> reserve_here(const std::string& runtime,
+                                                   const std::string& template_name, int count);
+
     // This node made or removed a sandbox: its record follows at once (else at the next sync).
     void created_here(const Sandbox& sandbox);
     void removed_here(const std::string& id);

@@ -338,6 +338,57 @@ TEST_F(ClusterApiTest, ASnapshotNameIsTakenOnceInTheCluster) {
     EXPECT_EQ(started.js()["node"], node_name(0)) << started.body;
 }
 
+// A fork through any node is made on the source's node (the copies start from its save there),
+// each copy on a slot of that node promised in the cluster first: the answer names their node,
+// every node reaches them at once, and a node without room for the count refuses it (429)
+// naming itself and its free places.
+TEST_F(ClusterApiTest, AForkThroughAnyNodeMakesTheCopiesOnTheSourcesNode) {
+    json source = create_on(0);
+    const std::string id = source["id"];
+    const int owner = index_of(source["node"]);
+    const int stranger = (owner + 1) % kNodes, third = (owner + 2) % kNodes;
+    run(node(owner), id, "echo kept > /home/user/state");
+
+    auto forked = node(stranger).post("/v1/sandboxes/" + id + "/fork", {{"count", 1}});
+    ASSERT_EQ(forked.status, 201u) << forked.body << node(owner).log();
+    const json copies = forked.js()["sandboxes"];
+    ASSERT_EQ(copies.size(), 1u) << forked.body;
+    EXPECT_EQ(copies[0]["node"], node_name(owner)) << forked.body;
+    EXPECT_TRUE(copies[0].contains("control_token")) << forked.body;
+    const std::string copy = copies[0]["id"];
+    EXPECT_NE(copy, id);
+    // Routed from every node at once: its record was there before the answer.
+    for (int asked : {third, stranger, owner}) {
+        EXPECT_EQ(run(node(asked), copy, "cat /home/user/state"), "kept\n") << node_name(asked);
+        EXPECT_EQ(node(asked).get("/v1/sandboxes/" + copy).js()["node"], node_name(owner));
+    }
+    EXPECT_EQ(node_status(third, node_name(owner))["sandboxes"], 2);
+
+    // The owner is full (two of two): a fork is refused, and nothing is left promised.
+    auto full = node(third).post("/v1/sandboxes/" + id + "/fork", {{"count", 1}});
+    EXPECT_EQ(full.status, 429u) << full.body;
+    EXPECT_EQ(full.js()["error"]["code"], "too_many_sandboxes") << full.body;
+    EXPECT_EQ(full.js()["error"]["field"], "count") << full.body;
+    EXPECT_NE(full.js()["error"].value("message", "").find("node " + node_name(owner)),
+              std::string::npos)
+        << full.body;
+    EXPECT_NE(full.js()["error"].value("message", "").find("has 0 free"), std::string::npos)
+        << full.body;
+    EXPECT_EQ(node_status(third, node_name(owner))["sandboxes"], 2);
+
+    // The copy killed through another node frees its slot; two copies still do not fit.
+    ASSERT_EQ(node(stranger).del("/v1/sandboxes/" + copy).status, 200u);
+    ASSERT_TRUE(
+        eventually([&] { return node_status(third, node_name(owner))["sandboxes"] == 1; }, 2s));
+    auto two = node(third).post("/v1/sandboxes/" + id + "/fork", {{"count", 2}});
+    EXPECT_EQ(two.status, 429u) << two.body;
+    EXPECT_NE(two.js()["error"].value("message", "").find("has 1 free"), std::string::npos)
+        << two.body;
+    auto again = node(third).post("/v1/sandboxes/" + id + "/fork", {{"count", 1}});
+    ASSERT_EQ(again.status, 201u) << again.body;
+    EXPECT_EQ(again.js()["sandboxes"][0]["node"], node_name(owner));
+}
+
 TEST_F(ClusterApiTest, ConcurrentCreatesOnEveryNodeNeverExceedCapacity) {
     constexpr int kCreates = 20;
     std::vector<Answer> answers(kCreates);
