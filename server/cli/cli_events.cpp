@@ -30,7 +30,9 @@ std::string event_data(std::string_view block) {
 }
 
 std::string event_line(const json& event) {
-    std::string line = std::to_string(event.value("id", std::uint64_t{0})) + "  " +
+    // "<node>:<n>" or "<n>"; a server from before ids named their node sends a number.
+    const json id = event.value("id", json());
+    std::string line = (id.is_string() ? id.get<std::string>() : id.dump()) + "  " +
                        event.value("time", "") + "  " + event.value("type", "");
     if (auto id = event.value("sandbox_id", ""); !id.empty()) line += "  " + id;
     if (auto name = event.value("template", ""); !name.empty()) line += "  " + name;
@@ -49,9 +51,8 @@ int command_events(Context& context, const CommandTokens& tokens) {
                {"--json", "", false}});
     c.expect(0, 0);
     Query query;
-    if (auto after = c.args.get("--after"))
-        query.add("after", std::to_string(parse_integer(*after, "--after", 0,
-                                                        std::numeric_limits<long long>::max())));
+    // An id as the server printed it; the server says what is wrong with one (400, "after").
+    if (auto after = c.args.get("--after")) query.add("after", *after);
     if (auto types = c.args.get("--types")) query.add("types", *types);
     const long long count = c.args.get("--count")
                                 ? parse_integer(*c.args.get("--count"), "--count", 1,

@@ -112,7 +112,8 @@ const std::map<std::string, std::string> kUsage = {
      "         [--count N] [--json]\n"
      "Prints lifecycle events as they happen (created, ready, paused, resumed, timeout, killed,\n"
      "error, snapshot_created), one line each (--json: the event's JSON), until interrupted or\n"
-     "N were printed. --after resumes after an event id seen before (the log is durable);\n"
+     "N were printed. --after resumes after an event id seen before (the log is durable; in a\n"
+     "cluster an id names its node, \"node-a:42\", and only that node resumes after it);\n"
      "--sandbox follows one sandbox's events."},
     {"inspect", "usage: deskbox inspect ID"},
     {"kill", "usage: deskbox kill ID..."},

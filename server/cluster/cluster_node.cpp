@@ -281,27 +281,42 @@ struct ClusterNode::Impl {
     // Records `record` on its node and takes a slot there, in one transaction; `limit`: refuse
     // (return false) if the node is at it. Throws std::invalid_argument if the id is taken.
     bool take_slot(const SandboxRecord& record, std::optional<std::size_t> limit) {
-        const std::string alloc_key = keys.allocation(record.node);
-        const std::string record_key = keys.sandbox(record.id);
-        SeenAllocation seen = allocation_of(record.node);
+        return take_slots({record}, limit);
+    }
+
+    // The same for several records of one node at once: all or none, and with `limit` only if
+    // the node's allocation stays within it (`seen_out`: the allocation last seen).
+    bool take_slots(const std::vector<SandboxRecord>& records, std::optional<std::size_t> limit,
+                    std::size_t* seen_out = nullptr) {
+        const std::string& node_name = records.at(0).node;
+        const std::string alloc_key = keys.allocation(node_name);
+        SeenAllocation seen = allocation_of(node_name);
         for (int attempt = 0; attempt < kTransactionAttempts; ++attempt) {
-            if (limit && seen.allocation.sandboxes >= *limit) return false;
-            Allocation next{seen.allocation.sandboxes + 1};
-            auto result = client.txn({Compare::unchanged_since(alloc_key, seen.mod_revision),
-                                      Compare::absent(record_key)},
-                                     {Operation::put(alloc_key, next.to_json().dump()),
-                                      Operation::put(record_key, record.to_json().dump())},
-                                     {Operation::range(alloc_key), Operation::range(record_key)});
+            if (seen_out) *seen_out = seen.allocation.sandboxes;
+            if (limit && seen.allocation.sandboxes + records.size() > *limit) return false;
+            Allocation next{seen.allocation.sandboxes + records.size()};
+            std::vector<Compare> compares = {
+                Compare::unchanged_since(alloc_key, seen.mod_revision)};
+            std::vector<Operation> writes = {Operation::put(alloc_key, next.to_json().dump())};
+            std::vector<Operation> reads = {Operation::range(alloc_key)};
+            for (const auto& record : records) {
+                compares.push_back(Compare::absent(keys.sandbox(record.id)));
+                writes.push_back(Operation::put(keys.sandbox(record.id), record.to_json().dump()));
+                reads.push_back(Operation::range(keys.sandbox(record.id)));
+            }
+            auto result = client.txn(compares, writes, reads);
             if (result.succeeded) {
-                remember_allocation(record.node, {next, result.revision});
+                remember_allocation(node_name, {next, result.revision});
                 return true;
             }
-            if (!result.ranges.at(1).empty())
-                throw std::invalid_argument("sandbox id " + record.id + " is already recorded");
+            for (std::size_t i = 0; i < records.size(); ++i)
+                if (!result.ranges.at(i + 1).empty())
+                    throw std::invalid_argument("sandbox id " + records[i].id +
+                                                " is already recorded");
             seen = seen_allocation(result.ranges.at(0));
-            remember_allocation(record.node, seen);
+            remember_allocation(node_name, seen);
         }
-        throw EtcdError("the allocation of node " + record.node + " kept changing", false);
+        throw EtcdError("the allocation of node " + node_name + " kept changing", false);
     }
 
     void give_slot_back(const std::string& id) {
@@ -472,6 +487,17 @@ std::string ClusterNode::reserve(const std::string& id, const PlacementRequest& 
     throw PlacementError("every node filled up while placing", true);
 }
 
+bool ClusterNode::reserve_here(const std::vector<SandboxRecord>& records, std::size_t capacity,
+                               std::size_t* promised) {
+    if (records.empty()) return true;
+    std::vector<SandboxRecord> mine = records;
+    for (auto& record : mine) {
+        record.node = impl_->options.node_name;
+        record.state = "creating";
+    }
+    return impl_->take_slots(mine, capacity, promised);
+}
+
 void ClusterNode::record_local(const SandboxRecord& record) {
     SandboxRecord mine = record;
     mine.node = impl_->options.node_name;
@@ -488,6 +514,34 @@ void ClusterNode::update(const SandboxRecord& record) {
 
 void ClusterNode::release(const std::string& id) {
     impl_->give_slot_back(id);
+}
+
+std::string ClusterNode::try_lock(const std::string& name) {
+    const std::string key = impl_->keys.lock(name);
+    for (int attempt = 0; attempt < kTransactionAttempts; ++attempt) {
+        auto result =
+            impl_->client.txn({Compare::absent(key)},
+                              {Operation::put(key, impl_->options.node_name, impl_->lease.load())},
+                              {Operation::range(key)});
+        if (result.succeeded) return {};
+        // Held; unless it went between the compare and the read: then try again.
+        if (!result.ranges.at(0).empty()) return result.ranges.at(0).at(0).value;
+    }
+    throw EtcdError("lock " + name + " kept changing hands", false);
+}
+
+void ClusterNode::unlock(const std::string& name) {
+    const std::string key = impl_->keys.lock(name);
+    impl_->client.txn({Compare::value_is(key, impl_->options.node_name)}, {Operation::erase(key)});
+}
+
+ClusterLock::~ClusterLock() {
+    try {
+        node_.unlock(name_);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deskboxd: cluster: lock %s not given back (its lease ends it): %s\n",
+                     name_.c_str(), e.what());
+    }
 }
 
 std::optional<SandboxLocation> ClusterNode::locate(const std::string& id) {

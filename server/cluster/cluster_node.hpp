@@ -94,6 +94,13 @@ class ClusterNode {
     // that checks the node's allocation was not changed since read. Returns the node's name.
     // Throws PlacementError, or EtcdError.
     std::string reserve(const std::string& id, const PlacementRequest& request);
+    // Slots on this node for sandboxes it is about to make itself (a fork's copies), recorded
+    // "creating" under their ids, in one transaction: all or none, and only while the node's
+    // allocation (its own sandboxes and those placed on it from anywhere) stays within
+    // `capacity`. False when it would not (`promised`: the allocation seen). Throws EtcdError,
+    // std::invalid_argument for an id recorded already.
+    bool reserve_here(const std::vector<SandboxRecord>& records, std::size_t capacity,
+                      std::size_t* promised = nullptr);
     // The same for a sandbox this node makes without asking (a pool, or one adopted): recorded
     // here even if that goes beyond capacity (it exists already).
     void record_local(const SandboxRecord& record);
@@ -110,6 +117,15 @@ class ClusterNode {
     std::optional<NodeStatus> node(const std::string& name) const;
     void set_drained(const std::string& name, bool drained);  // throws std::invalid_argument
 
+    // A lock only one node holds at a time (`name`, a key segment such as "snapshot-name/x"):
+    // a key under this node's lease, so a node that dies or is cut off drops it when the lease
+    // lapses. Returns "" when this node took it, else the node that holds it (this one too,
+    // for a second taker here). Throws EtcdError.
+    std::string try_lock(const std::string& name);
+    // Gives it back if this node still holds it (one lost with a lapsed lease is left alone).
+    // Throws EtcdError.
+    void unlock(const std::string& name);
+
     // Counters for /metrics and tests.
     std::uint64_t lease_renewals_failed() const;
     std::uint64_t registrations() const;  // 1 + times the lease was lost and made again
@@ -117,6 +133,19 @@ class ClusterNode {
   private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
+};
+
+// Holds a lock of `node` (try_lock succeeded) until destroyed.
+class ClusterLock {
+  public:
+    ClusterLock(ClusterNode& node, std::string name) : node_(node), name_(std::move(name)) {}
+    ~ClusterLock();  // unlock; a failure is said on stderr (the lease ends it anyway)
+    ClusterLock(const ClusterLock&) = delete;
+    ClusterLock& operator=(const ClusterLock&) = delete;
+
+  private:
+    ClusterNode& node_;
+    std::string name_;
 };
 
 }  // namespace deskbox::cluster

@@ -80,6 +80,8 @@ struct ClusterKeys {
     std::string allocation(const std::string& name) const { return allocations() + name; }
     std::string sandboxes() const { return prefix + "sandboxes/"; }
     std::string sandbox(const std::string& id) const { return sandboxes() + id; }
+    std::string locks() const { return prefix + "locks/"; }
+    std::string lock(const std::string& name) const { return locks() + name; }
 };
 
 // [A-Za-z0-9][A-Za-z0-9_.-]{0,62}: a node name is a key segment and a DNS-ish label.

@@ -117,12 +117,19 @@ struct ClusterService::Impl {
     ManagerFacts facts{manager};
     std::unique_ptr<cluster::ClusterNode> node;
     cluster::NodeForwarder forwarder;
+    // For questions every peer answers from its own disk at once (does it hold a snapshot of
+    // this name?): a live node silent this long is taken as unable to say, not waited for
+    // until its lease lapses (the pooled forwarder's limit is an hour, for commands).
+    cluster::NodeForwarder quick_questions;
     cluster::TemplatePuller puller;
 
     Impl(ClusterConfig c, SandboxManager& m)
         : config(std::move(c)),
           manager(m),
           forwarder(cluster::ForwarderOptions{config.node_name, config.secret}),
+          quick_questions(cluster::ForwarderOptions{config.node_name, config.secret,
+                                                    std::chrono::milliseconds(2000),
+                                                    std::chrono::milliseconds(5000)}),
           puller(config.secret, std::chrono::milliseconds(2000)) {}
 
     // The template users built that a create names ("name" or "name:tag"); nullopt for a
@@ -162,20 +169,27 @@ struct ClusterService::Impl {
         return out;
     }
 
-    // Whether a live node (this one included: its record may lag a snapshot just made) holds
-    // named snapshot `name`.
-    bool snapshot_held(const std::string& name) const {
+    bool holds_snapshot(const std::string& name) const {
         try {
             manager.snapshots().inspect(name);
             return true;
         } catch (const std::exception&) {
+            return false;
         }
+    }
+
+    // The live nodes that hold named snapshot `name`, as this node's store (its record may lag
+    // a snapshot just made) and the others' records say.
+    std::vector<std::string> snapshot_holders(const std::string& name) const {
+        std::vector<std::string> holders;
+        if (holds_snapshot(name)) holders.push_back(config.node_name);
         for (const auto& status : node->nodes()) {
-            if (!status.alive || !status.record) continue;
+            if (!status.alive || !status.record || status.name == config.node_name) continue;
             const auto& held = status.record->snapshots;
-            if (std::find(held.begin(), held.end(), name) != held.end()) return true;
+            if (std::find(held.begin(), held.end(), name) != held.end())
+                holders.push_back(status.name);
         }
-        return false;
+        return holders;
     }
 
     // What placement needs of a create. A user template this node lacks but others hold is
@@ -186,7 +200,7 @@ struct ClusterService::Impl {
             // Started where the snapshot is; checked by that node (404 when no node has it).
             cluster::PlacementRequest request;
             request.snapshot = body["snapshot"].get<std::string>();
-            if (!snapshot_held(request.snapshot))
+            if (snapshot_holders(request.snapshot).empty())
                 throw ApiError(404, "not_found",
                                "no node of the cluster holds a snapshot named " + request.snapshot,
                                "snapshot");
@@ -334,6 +348,8 @@ HttpResponse ClusterService::place_and_create(HttpExchange& exchange, const json
         // Placed here by another node, which reserved the slot under this id.
         return make_here(body, *id);
     }
+    if (body.is_object() && body.contains("snapshot") && body["snapshot"].is_string())
+        refuse_ambiguous_snapshot(request, body["snapshot"].get<std::string>());
     // Bad requests are refused here, before a slot is taken anywhere.
     const auto placement = impl_->placement_for(body);
     const std::string id = "sb-" + random::hex(6);
@@ -402,12 +418,19 @@ json ClusterService::list() const {
 std::vector<ClusterService::PeerAnswer> ClusterService::ask_peers(const HttpRequest& request,
                                                                   const std::string& target,
                                                                   http::verb method) const {
+    return ask_peers_via(impl_->forwarder, request, target, method);
+}
+
+std::vector<ClusterService::PeerAnswer> ClusterService::ask_peers_via(
+    cluster::NodeForwarder& forwarder, const HttpRequest& request, const std::string& target,
+    http::verb method) const {
     std::vector<PeerAnswer> out;
     for (const auto& status : impl_->node->nodes()) {
         if (status.name == impl_->config.node_name) continue;
-        PeerAnswer answer{status.name, 0, {}, {}};
+        PeerAnswer answer{status.name, 0, {}, {}, false};
         if (!status.alive) {
             answer.error = "node lost (its record lapsed)";
+            answer.lost = true;
             out.push_back(std::move(answer));
             continue;
         }
@@ -415,7 +438,7 @@ std::vector<ClusterService::PeerAnswer> ClusterService::ask_peers(const HttpRequ
         peer.set(http::field::accept, "application/json");
         if (auto auth = request.find(http::field::authorization); auth != request.end())
             peer.set(http::field::authorization, auth->value());
-        auto response = impl_->forwarder.forward(peer, status.advertise, status.name, {});
+        auto response = forwarder.forward(peer, status.advertise, status.name, {});
         answer.status = response.result_int();
         answer.body = std::move(response.body());
         if (answer.status != 200) answer.error = "answered HTTP " + std::to_string(answer.status);
@@ -440,6 +463,81 @@ std::optional<HttpResponse> ClusterService::answer_from_peers(
         if (answer.status != 404 && unreachable) unreachable->push_back(answer.node);
     }
     return std::nullopt;
+}
+
+ClusterService::SnapshotNameCheck ClusterService::check_snapshot_name(
+    const HttpRequest& request, const std::string& name) const {
+    SnapshotNameCheck check;
+    // First the lock: a node saving the name now has not committed it, so no peer would say it
+    // holds it; and one that saved it and let go has committed it, so its answer says so.
+    const std::string lock = "snapshot-name/" + name;
+    std::string holder;
+    try {
+        holder = impl_->node->try_lock(lock);
+    } catch (const cluster::EtcdError& e) {
+        check.refusal = json_error(503, "cluster_unavailable",
+                                   "cannot make sure no other node saves a snapshot named " + name +
+                                       " at the same time: " + e.what(),
+                                   "", request.version());
+        return check;
+    }
+    if (!holder.empty()) {
+        check.refusal = naming_node(
+            json_error(409, "snapshot_exists",
+                       "node " + holder + " is saving a snapshot named " + name +
+                           " right now (names are unique in the cluster); pick another name",
+                       "name", request.version()),
+            holder);
+        return check;
+    }
+    check.lock = std::make_unique<cluster::ClusterLock>(*impl_->node, lock);
+    for (auto& answer :
+         ask_peers_via(impl_->quick_questions, request, "/v1/snapshots/" + name, http::verb::get)) {
+        if (answer.status == 200) {
+            check.refusal = naming_node(
+                json_error(409, "snapshot_exists",
+                           "a snapshot named " + name + " exists on node " + answer.node +
+                               " (names are unique in the cluster); delete it or pick another "
+                               "name",
+                           "name", request.version()),
+                answer.node);
+            return check;
+        }
+        if (answer.lost) {
+            check.unasked.push_back(answer.node);
+        } else if (answer.status != 404 && !check.refusal) {
+            // Saving now could make a second snapshot of the name; the client may try again.
+            HttpResponse res = json_error(
+                503, "cluster_unavailable",
+                "node " + answer.node + " could not say whether it holds a snapshot named " + name +
+                    " (" + answer.error + "); names are unique in the cluster, so none " +
+                    "is saved until every live node answers: try again",
+                "", request.version());
+            res.set(http::field::retry_after, "2");
+            check.refusal = naming_node(std::move(res), answer.node);
+        }
+    }
+    return check;
+}
+
+void ClusterService::refuse_ambiguous_snapshot(const HttpRequest& request,
+                                               const std::string& name) const {
+    if (impl_->snapshot_holders(name).size() < 2) return;
+    // Records lag a delete by a heartbeat: the nodes themselves say whether both still hold it.
+    std::vector<std::string> holders;
+    if (impl_->holds_snapshot(name)) holders.push_back(node_name());
+    for (const auto& answer :
+         ask_peers_via(impl_->quick_questions, request, "/v1/snapshots/" + name, http::verb::get))
+        if (answer.status == 200) holders.push_back(answer.node);
+    if (holders.size() < 2) return;
+    std::sort(holders.begin(), holders.end());
+    std::string listed;
+    for (const auto& holder : holders) listed += (listed.empty() ? "" : ", ") + holder;
+    throw ApiError(409, "snapshot_ambiguous",
+                   "nodes " + listed + " each hold a snapshot named " + name +
+                       " (saved while one of them was lost); delete the one not wanted through "
+                       "its node (GET /v1/snapshots lists them with their node)",
+                   "snapshot");
 }
 
 void ClusterService::annotate(json& described) const {
@@ -500,6 +598,46 @@ json ClusterService::set_drained(const std::string& name, bool drained) {
         throw ApiError(503, "cluster_unavailable", e.what());
     }
     return node_json(*impl_->node->node(name));
+}
+
+std::unique_ptr<ClusterService::LocalReservation> ClusterService::reserve_here(
+    const std::string& runtime, const std::string& template_name, int count) {
+    std::vector<std::string> ids;
+    std::vector<cluster::SandboxRecord> records;
+    for (int i = 0; i < count; ++i) {
+        ids.push_back("sb-" + random::hex(6));
+        records.push_back(
+            {ids.back(), node_name(), runtime, template_name, "creating", json::object()});
+    }
+    const std::size_t capacity = impl_->manager.options().max_sandboxes;
+    std::size_t promised = 0;
+    bool taken = false;
+    try {
+        taken = impl_->node->reserve_here(records, capacity, &promised);
+    } catch (const cluster::EtcdError& e) {
+        throw ApiError(503, "cluster_unavailable", e.what());
+    }
+    if (!taken) {
+        const std::size_t free = capacity - std::min(capacity, promised);
+        throw ApiError(429, "too_many_sandboxes",
+                       "a fork of " + std::to_string(count) + " needs " + std::to_string(count) +
+                           " free places on node " + node_name() +
+                           " (the copies start where the source runs); it runs at most " +
+                           std::to_string(capacity) + " sandboxes and has " + std::to_string(free) +
+                           " free",
+                       "count");
+    }
+    return std::make_unique<LocalReservation>(*this, std::move(ids));
+}
+
+ClusterService::LocalReservation::~LocalReservation() {
+    if (kept_) return;
+    for (const auto& id : ids_) cluster_.removed_here(id);
+}
+
+void ClusterService::LocalReservation::keep(const std::vector<std::shared_ptr<Sandbox>>& made) {
+    for (const auto& sandbox : made) cluster_.created_here(*sandbox);
+    kept_ = true;
 }
 
 void ClusterService::created_here(const Sandbox& sandbox) {

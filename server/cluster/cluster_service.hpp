@@ -74,6 +74,7 @@ class ClusterService : public OwnerRouting {
         unsigned status = 0;
         std::string body;
         std::string error;
+        bool lost = false;  // its lease lapsed: not asked
     };
     // GETs (or `method`s) `target` (path and query) on every other node of the cluster, as a
     // peer (served there, never passed on), with `request`'s credentials; one answer per node,
@@ -89,9 +90,53 @@ class ClusterService : public OwnerRouting {
         std::initializer_list<unsigned> taken,
         std::vector<std::string>* unreachable = nullptr) const;
 
+    // A snapshot's name is unique in the cluster (a create from it must mean one copy). Before
+    // this node saves one named `name`, it takes the name's cluster lock, then every other node
+    // is asked whether it holds one (GET /v1/snapshots/{name} as a peer, `request`'s
+    // credentials, answered within a few seconds).
+    struct SnapshotNameCheck {
+        // 409 snapshot_exists naming the node that holds it, or 503 cluster_unavailable naming
+        // a live node that did not say (try again); none: go on.
+        std::optional<HttpResponse> refusal;
+        // Lost nodes (their lease lapsed): not asked, and the save goes on (see ARCHITECTURE,
+        // "Named snapshots and forks", In a cluster): the answer warns of them.
+        std::vector<std::string> unasked;
+        // Without a refusal: held until the save is done, so a node saving the same name at
+        // the same moment is refused (409 naming this node) instead of passing the check too.
+        std::unique_ptr<cluster::ClusterLock> lock;
+    };
+    SnapshotNameCheck check_snapshot_name(const HttpRequest& request,
+                                          const std::string& name) const;
+
     // GET /v1/nodes, and drain/undrain.
     nlohmann::json nodes() const;
     nlohmann::json set_drained(const std::string& name, bool drained);
+
+    // Slots of this node promised in etcd for sandboxes about to be made here by this node
+    // itself (a fork's copies: they need the source's saved copy, which is here), under the ids
+    // they will have, so that from the start they are routed to from any node and placement
+    // elsewhere cannot fill the node meanwhile. Given back when destroyed, unless kept.
+    class LocalReservation {
+      public:
+        LocalReservation(ClusterService& cluster, std::vector<std::string> ids)
+            : cluster_(cluster), ids_(std::move(ids)) {}
+        ~LocalReservation();
+        LocalReservation(const LocalReservation&) = delete;
+        LocalReservation& operator=(const LocalReservation&) = delete;
+        const std::vector<std::string>& ids() const { return ids_; }
+        // They were made: their records follow (created_here) and the slots stay theirs.
+        void keep(const std::vector<std::shared_ptr<Sandbox>>& made);
+
+      private:
+        ClusterService& cluster_;
+        std::vector<std::string> ids_;
+        bool kept_ = false;
+    };
+    // `count` slots for sandboxes of `runtime` and `template_name`. Throws ApiError: 429
+    // too_many_sandboxes naming the node's capacity when fewer are free (its own sandboxes and
+    // those placed on it from any node count), 503 cluster_unavailable when etcd cannot say.
+    std::unique_ptr<LocalReservation> reserve_here(const std::string& runtime,
+                                                   const std::string& template_name, int count);
 
     // This node made or removed a sandbox: its record follows at once (else at the next sync).
     void created_here(const Sandbox& sandbox);
@@ -101,7 +146,14 @@ class ClusterService : public OwnerRouting {
     std::string metrics() const;
 
   private:
+    // ask_peers through `forwarder` (its timeouts).
+    std::vector<PeerAnswer> ask_peers_via(cluster::NodeForwarder& forwarder,
+                                          const HttpRequest& request, const std::string& target,
+                                          http::verb method) const;
     HttpResponse place_and_create(HttpExchange& exchange, const nlohmann::json& body);
+    // A create from snapshot `name` that more than one node holds (saved while one was lost):
+    // ApiError 409 snapshot_ambiguous naming them, rather than a start from either.
+    void refuse_ambiguous_snapshot(const HttpRequest& request, const std::string& name) const;
     // Makes the sandbox on this node for a slot reserved under `reserved_id`: 201 with it. A
     // template users built that this node lacks is pulled from a node that holds it first.
     HttpResponse make_here(const nlohmann::json& body, const std::string& reserved_id);

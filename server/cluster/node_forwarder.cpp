@@ -214,7 +214,13 @@ NodeForwarder::NodeForwarder(ForwarderOptions options) : impl_(std::make_unique<
 NodeForwarder::~NodeForwarder() = default;
 
 bool NodeForwarder::needs_relay(const ForwardRequest& request) {
-    return request.find(http::field::upgrade) != request.end() ||
+    // A sandbox's event stream (server-sent events) answers for as long as the client reads:
+    // the pooled path would wait for its end before passing anything on.
+    const std::string_view target(request.target().data(), request.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    const bool event_stream = path.starts_with("/v1/sandboxes/") && path.ends_with("/events") &&
+                              request.method() == http::verb::get;
+    return event_stream || request.find(http::field::upgrade) != request.end() ||
            !pooled_method(request.method()).has_value();
 }
 

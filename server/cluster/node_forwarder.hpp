@@ -42,8 +42,8 @@ class NodeForwarder {
     NodeForwarder(const NodeForwarder&) = delete;
     NodeForwarder& operator=(const NodeForwarder&) = delete;
 
-    // Whether `request` must be relayed (an upgrade, or a method the pooled path does not
-    // carry) rather than forwarded.
+    // Whether `request` must be relayed (an upgrade, a sandbox's event stream, or a method the
+    // pooled path does not carry) rather than forwarded.
     static bool needs_relay(const ForwardRequest& request);
 
     // Sends `request` to the node at `base_url` and returns its answer. An owner that cannot be

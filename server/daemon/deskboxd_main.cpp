@@ -136,9 +136,11 @@ int main(int argc, char** argv) {
     try {
         // Before anything takes descriptors: sandboxes, connections, adopted ones.
         deskbox::streaming::VncServer::reserve_descriptors();
-        // Before the manager and gone after it: every sandbox's last event is recorded.
+        // Before the manager and gone after it: every sandbox's last event is recorded. In a
+        // cluster the ids name this node, so they are unique across the cluster.
         events::EventService events(config.manager.state_dir, config.webhooks,
-                                    config.event_retention);
+                                    config.event_retention,
+                                    config.cluster ? config.cluster->node_name : std::string());
         config.api.events = &events;
         // Made after the manager (it samples the manager's sandboxes): set once it exists, and
         // unset (under the same lock as its use) before it goes.

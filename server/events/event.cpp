@@ -1,6 +1,8 @@
 #include "server/events/event.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <stdexcept>
@@ -9,8 +11,34 @@ namespace deskbox::server::events {
 
 using nlohmann::json;
 
+std::optional<EventId> parse_event_id(std::string_view text) {
+    EventId parsed;
+    if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
+        parsed.node = std::string(text.substr(0, colon));
+        text.remove_prefix(colon + 1);
+        // A node name as --node-name takes it (cluster::valid_node_name).
+        const bool usable = !parsed.node.empty() && parsed.node.size() <= 63 &&
+                            std::isalnum(static_cast<unsigned char>(parsed.node[0])) &&
+                            std::all_of(parsed.node.begin(), parsed.node.end(), [](char c) {
+                                return std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                       c == '_' || c == '-';
+                            });
+        if (!usable) return std::nullopt;
+    }
+    if (text.empty() || text.size() > 20) return std::nullopt;
+    std::uint64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    parsed.sequence = value;
+    return parsed;
+}
+
+std::string Event::public_id() const {
+    return node.empty() ? std::to_string(id) : node + ":" + std::to_string(id);
+}
+
 json Event::to_json() const {
-    return {{"id", id},
+    return {{"id", public_id()},
             {"type", type},
             {"time", time},
             {"sandbox_id", sandbox_id},
@@ -21,7 +49,15 @@ json Event::to_json() const {
 
 Event Event::from_json(const json& j) {
     Event e;
-    e.id = j.at("id").get<std::uint64_t>();
+    const json& id = j.at("id");
+    if (id.is_number_unsigned()) {
+        e.id = id.get<std::uint64_t>();
+    } else {
+        const auto parsed = parse_event_id(id.get<std::string>());
+        if (!parsed) throw std::invalid_argument("not an event id: " + id.dump());
+        e.id = parsed->sequence;
+        e.node = parsed->node;
+    }
     e.type = j.at("type").get<std::string>();
     e.time = j.at("time").get<std::string>();
     e.sandbox_id = j.at("sandbox_id").get<std::string>();

@@ -1,5 +1,7 @@
 // A sandbox's lifecycle event: what webhooks receive, the durable log holds and GET /v1/events
-// streams. `id` is unique and grows with each event (across restarts), so receivers dedup by it.
+// streams. Its id is unique across a cluster and grows with each event of its node (across
+// restarts), so receivers dedup by it: "<node>:<n>" in a cluster (the node that wrote it, whose
+// events only it keeps and streams), "<n>" on a single server; n counts that node's events.
 #pragma once
 
 #include <chrono>
@@ -21,8 +23,19 @@ inline const std::vector<std::string>& event_types() {
     return types;
 }
 
+// An event id taken apart: the node ("" for a single server's, and for the bare numbers logs
+// held before ids named their node) and the node's running number.
+struct EventId {
+    std::string node;
+    std::uint64_t sequence = 0;
+};
+// "<node>:<n>" or "<n>" (a node name as --node-name allows it, n a decimal number); nullopt for
+// anything else.
+std::optional<EventId> parse_event_id(std::string_view text);
+
 struct Event {
-    std::uint64_t id = 0;
+    std::uint64_t id = 0;  // the node's running number: the log's order, cursors, ?after=
+    std::string node;      // the node that wrote it; "" on a single server
     std::string type;
     std::string time;  // RFC 3339, UTC, milliseconds: "2026-12-07T02:31:00.123Z"
     std::string sandbox_id;
@@ -30,9 +43,13 @@ struct Event {
     nlohmann::json metadata = nlohmann::json::object();
     nlohmann::json data = nlohmann::json::object();
 
-    // {id, type, time, sandbox_id, template, metadata, data}
+    // What clients see as the id: "<node>:<id>", or "<id>" without a node.
+    std::string public_id() const;
+    // {id, type, time, sandbox_id, template, metadata, data}, id as public_id().
     nlohmann::json to_json() const;
-    // Throws nlohmann::json::exception on a line that is not an event.
+    // Throws nlohmann::json::exception (or std::invalid_argument for an id) on a line that is
+    // not an event. An id may be a string
+    // as to_json writes it, or a number (logs written before ids named their node): no node.
     static Event from_json(const nlohmann::json& j);
 };
 

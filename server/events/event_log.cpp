@@ -19,18 +19,19 @@ std::system_error file_error(const std::string& what, const std::filesystem::pat
     return std::system_error(errno, std::generic_category(), what + " " + path.string());
 }
 
-// The event on `line`, or nullopt for a line that is not one (skipped, not fatal).
-std::optional<Event> parse_line(const std::string& line) {
+}  // namespace
+
+std::optional<Event> EventLog::parse_line(const std::string& line) const {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return std::nullopt;
     try {
-        return Event::from_json(j);
-    } catch (const nlohmann::json::exception&) {
+        Event event = Event::from_json(j);
+        if (event.node.empty()) event.node = node_;  // written here, before ids named a node
+        return event;
+    } catch (const std::exception&) {  // nlohmann's, or an id that is none
         return std::nullopt;
     }
 }
-
-}  // namespace
 
 EventLog::Subscription& EventLog::Subscription::operator=(Subscription&& other) noexcept {
     if (this != &other) {
@@ -48,8 +49,8 @@ void EventLog::Subscription::reset() {
     log_ = nullptr;
 }
 
-EventLog::EventLog(const std::filesystem::path& dir, std::size_t kept_in_memory)
-    : path_(dir / "events.jsonl"), kept_in_memory_(kept_in_memory) {
+EventLog::EventLog(const std::filesystem::path& dir, std::size_t kept_in_memory, std::string node)
+    : path_(dir / "events.jsonl"), kept_in_memory_(kept_in_memory), node_(std::move(node)) {
     std::filesystem::create_directories(dir);
     fd_.reset(::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
     if (!fd_) throw file_error("cannot open the event log", path_);
@@ -86,6 +87,7 @@ Event EventLog::append(Event event) {
     {
         std::lock_guard lock(mutex_);
         event.id = last_id_ + 1;
+        event.node = node_;
         event.time = event_time_now();
         const std::string line =
             event.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';

@@ -5,6 +5,10 @@
 // in memory for live streams; older ones are read from the file (a sparse index of line offsets
 // finds where to start). Old events go with trim(): the kept tail is written to a new file that
 // replaces the log whole, so a crash leaves either the old log or the trimmed one.
+//
+// A log belongs to one node (`node`, "" on a single server): its events carry that name, and
+// lines without one (a single server's, or a log from before ids named their node, whose ids
+// were bare numbers) are read as that node's.
 #pragma once
 
 #include <chrono>
@@ -28,7 +32,8 @@ namespace deskbox::server::events {
 class EventLog {
   public:
     // Opens (or creates) `dir`/events.jsonl. Throws std::system_error naming the file.
-    explicit EventLog(const std::filesystem::path& dir, std::size_t kept_in_memory = 4096);
+    explicit EventLog(const std::filesystem::path& dir, std::size_t kept_in_memory = 4096,
+                      std::string node = {});
     EventLog(const EventLog&) = delete;
     EventLog& operator=(const EventLog&) = delete;
 
@@ -37,6 +42,7 @@ class EventLog {
     Event append(Event event);
     std::uint64_t last_id() const;
     const std::filesystem::path& path() const { return path_; }
+    const std::string& node() const { return node_; }
     std::uint64_t size_bytes() const;
     // The oldest id the file still holds (last_id() + 1 when it holds none).
     std::uint64_t first_id() const;
@@ -73,6 +79,8 @@ class EventLog {
 
   private:
     void load();  // last id, the sparse index and memory, from the file
+    // The event on one line of the file, or nullopt for a line that is not one (skipped).
+    std::optional<Event> parse_line(const std::string& line) const;
     // Writes the file's bytes from `from` on to a new file and puts it in the log's place.
     void replace_with_tail(std::uint64_t from);
     std::vector<Event> read_file_after(std::uint64_t after, std::size_t max) const;
@@ -82,6 +90,7 @@ class EventLog {
     static constexpr std::uint64_t kIndexEvery = 256;
     std::filesystem::path path_;
     std::size_t kept_in_memory_;
+    const std::string node_;
     // Held shared while the file is read by name, and alone while trim() replaces it: a
     // reader's offsets are always the file's it opens.
     mutable std::shared_mutex file_mutex_;

@@ -6,8 +6,11 @@
 namespace deskbox::server::events {
 
 EventService::EventService(const std::filesystem::path& state_dir,
-                           std::vector<WebhookConfig> webhooks, EventRetention retention)
-    : log_(state_dir / "events"), retention_(retention), webhooks_(std::move(webhooks)) {
+                           std::vector<WebhookConfig> webhooks, EventRetention retention,
+                           std::string node)
+    : log_(state_dir / "events", 4096, std::move(node)),
+      retention_(retention),
+      webhooks_(std::move(webhooks)) {
     for (const auto& webhook : webhooks_)
         senders_.push_back(
             std::make_unique<WebhookSender>(webhook, log_, state_dir / "events" / "webhooks"));

@@ -30,10 +30,11 @@ struct EventRetention {
 
 class EventService {
   public:
-    // Opens the log and the webhooks' cursors; nothing is sent before start_delivery.
+    // Opens the log and the webhooks' cursors; nothing is sent before start_delivery. `node`:
+    // this node's name in a cluster (its events' ids carry it), "" on a single server.
     // Throws std::system_error (the state dir), std::invalid_argument (a webhook).
     EventService(const std::filesystem::path& state_dir, std::vector<WebhookConfig> webhooks,
-                 EventRetention retention = {});
+                 EventRetention retention = {}, std::string node = {});
     EventService(const EventService&) = delete;
     EventService& operator=(const EventService&) = delete;
 

@@ -144,7 +144,7 @@ bool StreamFilter::matches(const Event& event) const {
 }
 
 std::string sse_text(const Event& event) {
-    return "id: " + std::to_string(event.id) + "\nevent: " + event.type + "\ndata: " +
+    return "id: " + event.public_id() + "\nevent: " + event.type + "\ndata: " +
            event.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
 }
 

@@ -2,13 +2,18 @@
 
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/x509_vfy.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 
 #include "server/client/api_client.hpp"
@@ -58,20 +63,39 @@ std::string read_secret(const json& hook, std::size_t i, const std::filesystem::
     return secret;
 }
 
+// A webhook's own CA file: read now, so a missing or unreadable file (or one with no
+// certificate) stops the server at start naming the field, not each delivery later.
+std::filesystem::path read_ca_file(const json& hook, std::size_t i,
+                                   const std::filesystem::path& dir, bool tls) {
+    if (!hook.contains("ca_file")) return {};
+    if (!tls) throw field_error(i, "ca_file", "only for https:// URLs");
+    if (!hook["ca_file"].is_string() || hook["ca_file"].get<std::string>().empty())
+        throw field_error(i, "ca_file", "expected a file name");
+    std::filesystem::path path = hook["ca_file"].get<std::string>();
+    if (path.is_relative()) path = dir / path;
+    const std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(),
+                                                                        X509_STORE_free);
+    if (!store || X509_STORE_load_file(store.get(), path.c_str()) != 1) {
+        ERR_clear_error();
+        throw field_error(i, "ca_file", "cannot read certificates (PEM) from " + path.string());
+    }
+    return path;
+}
+
 WebhookConfig parse_one(const json& hook, std::size_t i, const std::filesystem::path& dir) {
     static const std::set<std::string> kKnown = {
-        "url",           "secret",     "secret_file",      "events",
-        "allow_private", "timeout_ms", "retry_initial_ms", "retry_max_ms"};
+        "url",        "secret",           "secret_file",  "events", "allow_private",
+        "timeout_ms", "retry_initial_ms", "retry_max_ms", "ca_file"};
     if (!hook.is_object()) throw field_error(i, "", "expected an object");
     for (const auto& [key, value] : hook.items())
         if (!kKnown.count(key)) throw field_error(i, key, "unknown field");
     WebhookConfig w;
     if (!hook.contains("url") || !hook["url"].is_string())
-        throw field_error(i, "url", "expected an http:// URL");
+        throw field_error(i, "url", "expected an http:// or https:// URL");
     w.url = hook["url"].get<std::string>();
+    WebhookTarget target;
     try {
-        client::parse_server_url(w.url);
-        if (w.url.rfind("http://", 0) != 0) throw std::invalid_argument("expected http://");
+        target = webhook_target(w.url);
     } catch (const std::invalid_argument& e) {
         throw field_error(i, "url", e.what());
     }
@@ -81,12 +105,12 @@ WebhookConfig parse_one(const json& hook, std::size_t i, const std::filesystem::
         w.allow_private = hook["allow_private"].get<bool>();
     }
     // An address written in the URL is checked here; a name once resolved (check_webhook_url).
-    const auto url = client::parse_server_url(w.url);
-    if (const auto literal = network::parse_ip_address(url.host)) {
+    if (const auto literal = network::parse_ip_address(target.host)) {
         const auto why = refusal_of(*literal, 0, SelfAddress{}, w.allow_private);
         if (!why.empty()) throw field_error(i, "url", why);
     }
     w.secret = read_secret(hook, i, dir);
+    w.ca_file = read_ca_file(hook, i, dir, target.tls);
     if (hook.contains("events")) {
         if (!hook["events"].is_array()) throw field_error(i, "events", "expected a list of types");
         std::string joined;
@@ -140,6 +164,45 @@ bool is_local_address(const ip::address& address) {
 
 }  // namespace
 
+WebhookTarget webhook_target(const std::string& url) {
+    WebhookTarget target;
+    const auto scheme_is = [&](std::string_view scheme) {
+        return url.size() >= scheme.size() &&
+               std::equal(scheme.begin(), scheme.end(), url.begin(), [](char a, char b) {
+                   return a == std::tolower(static_cast<unsigned char>(b));
+               });
+    };
+    std::string plain;
+    if (scheme_is("https://")) {
+        target.tls = true;
+        plain = "http://" + url.substr(8);
+    } else if (scheme_is("http://")) {
+        plain = url;
+    } else {
+        throw std::invalid_argument("expected an http:// or https:// URL");
+    }
+    client::ServerUrl parsed;
+    try {
+        // The client's parser knows http:// only; the scheme decides TLS and the default port.
+        parsed = client::parse_server_url(plain);
+    } catch (const std::invalid_argument& e) {
+        const std::string why = e.what();
+        const auto reason = why.find("\": ");
+        throw std::invalid_argument(reason == std::string::npos ? why : why.substr(reason + 3));
+    }
+    const std::string authority = plain.substr(7, plain.find_first_of("/?#", 7) - 7);
+    const auto colon = authority.rfind(':'), bracket = authority.rfind(']');
+    const bool port_given =
+        colon != std::string::npos && (bracket == std::string::npos || colon > bracket);
+    target.host = parsed.host;
+    target.port = target.tls && !port_given ? "443" : parsed.port;
+    target.path = parsed.base_path.empty() ? "/" : parsed.base_path;
+    const bool ipv6 = target.host.find(':') != std::string::npos;
+    target.host_header = ipv6 ? "[" + target.host + "]" : target.host;
+    if (target.port != (target.tls ? "443" : "80")) target.host_header += ":" + target.port;
+    return target;
+}
+
 std::vector<WebhookConfig> parse_webhooks(const json& list, const std::filesystem::path& dir) {
     if (!list.is_array()) throw std::invalid_argument("webhooks: expected a list of objects");
     std::vector<WebhookConfig> hooks;
@@ -164,7 +227,7 @@ std::string refusal_of(const ip::address& raw, unsigned short port, const SelfAd
 }
 
 void check_webhook_url(const WebhookConfig& webhook, const SelfAddress& self) {
-    const auto url = client::parse_server_url(webhook.url);
+    const auto url = webhook_target(webhook.url);
     boost::asio::io_context io;
     boost::system::error_code ec;
     const auto found = ip::tcp::resolver(io).resolve(url.host, url.port, ec);

@@ -14,8 +14,11 @@
 namespace deskbox::server::events {
 
 struct WebhookConfig {
-    std::string url;              // http://host[:port][/path]
-    std::string secret;           // from "secret" or "secret_file"; never logged, never in argv
+    std::string url;     // http:// or https://host[:port][/path]
+    std::string secret;  // from "secret" or "secret_file"; never logged, never in argv
+    // https only: a PEM file of CA certificates the receiver's certificate may also chain to,
+    // beside the host's trust store (a receiver with a private CA).
+    std::filesystem::path ca_file;
     std::set<std::string> types;  // the event types it wants; empty: all
     // May point at link-local and metadata addresses (169.254.0.0/16, fe80::/10).
     bool allow_private = false;
@@ -25,10 +28,21 @@ struct WebhookConfig {
 };
 
 // The config file's "webhooks": [{url, secret | secret_file, events?, allow_private?,
-// timeout_ms?, retry_initial_ms?, retry_max_ms?}]. A relative secret_file is read from
-// `config_dir`. Throws std::invalid_argument naming webhooks[i].field.
+// timeout_ms?, retry_initial_ms?, retry_max_ms?, ca_file?}]. A relative secret_file or ca_file
+// is read from `config_dir`. Throws std::invalid_argument naming webhooks[i].field.
 std::vector<WebhookConfig> parse_webhooks(const nlohmann::json& list,
                                           const std::filesystem::path& config_dir);
+
+// Where a webhook's URL points. https:// is TLS (port 443 unless given), http:// plain (80).
+struct WebhookTarget {
+    bool tls = false;
+    std::string host;  // without IPv6 brackets: what is resolved, and the certificate's name
+    std::string port;
+    std::string path;         // "/" when the URL has none
+    std::string host_header;  // the Host header: the port only when it is not the scheme's
+};
+// Throws std::invalid_argument saying what is wrong with `url`.
+WebhookTarget webhook_target(const std::string& url);
 
 // What a webhook must not reach: deskboxd's own listening address and port.
 struct SelfAddress {

@@ -5,6 +5,7 @@
 #include <future>
 #include <semaphore>
 #include <set>
+#include <stdexcept>
 
 #include "common/elapsed.hpp"
 #include "server/sandbox/request_reader.hpp"
@@ -117,10 +118,14 @@ json ForkResult::to_json(bool with_tokens) const {
             {"total_ms", total_ms}};
 }
 
-ForkResult SandboxManager::fork(const std::string& id, const ForkRequest& fork_request) {
+ForkResult SandboxManager::fork(const std::string& id, const ForkRequest& fork_request,
+                                const std::vector<std::string>& ids) {
     const auto started = SteadyClock::now();
     auto source = find(id);
     const int count = fork_request.count;
+    if (!ids.empty() && ids.size() != static_cast<std::size_t>(count))
+        throw std::invalid_argument("a fork of " + std::to_string(count) + " given " +
+                                    std::to_string(ids.size()) + " ids");
     {
         std::lock_guard lock(mutex_);
         const std::size_t free = free_places_locked();
@@ -147,13 +152,14 @@ ForkResult SandboxManager::fork(const std::string& id, const ForkRequest& fork_r
     std::counting_semaphore<kParallelStarts> slots(kParallelStarts);
     std::vector<std::future<std::shared_ptr<Sandbox>>> starts;
     for (int i = 0; i < count; ++i)
-        starts.push_back(std::async(std::launch::async, [&] {
+        starts.push_back(std::async(std::launch::async, [&, i] {
             slots.acquire();
             struct Release {
                 std::counting_semaphore<kParallelStarts>& s;
                 ~Release() { s.release(); }
             } release{slots};
-            return create_sandbox(request, {}, pending.copy_dir());
+            return create_sandbox(request, ids.empty() ? std::string() : ids[i],
+                                  pending.copy_dir());
         }));
     std::vector<std::shared_ptr<Sandbox>> made;
     std::exception_ptr failure;

@@ -164,9 +164,12 @@ class SandboxManager {
     // snapshot_exists, no_space).
     snapshots::SnapshotInfo snapshot_sandbox(const std::string& id, const SnapshotRequest& request);
     // Starts `request.count` copies of sandbox `id` from one save of it; the source runs on.
-    // All or none: one that fails takes the others with it. Throws SandboxError
-    // (conflict, too_many_sandboxes when the server has fewer free places than the count).
-    ForkResult fork(const std::string& id, const ForkRequest& request);
+    // All or none: one that fails takes the others with it. `ids`: the copies' ids (a cluster
+    // reserved slots under them; as many as the count), or empty for new ones. Throws
+    // SandboxError (conflict, too_many_sandboxes when the server has fewer free places than
+    // the count).
+    ForkResult fork(const std::string& id, const ForkRequest& request,
+                    const std::vector<std::string>& ids = {});
     // Whether a sandbox was created from `ref` ("name:tag"; "name" means name:latest).
     bool template_in_use(const templates::TemplateRef& ref) const;
 

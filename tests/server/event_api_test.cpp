@@ -1,21 +1,22 @@
 // Lifecycle events through a real deskboxd with real containers: a webhook receiver on
 // loopback gets each event of a sandbox's life in order, signed; while it is down, answers 500
 // or stalls, events wait and then arrive in order, none lost, and sandbox operations go on; a
-// SIGKILLed server resumes delivery after its restart; GET /v1/events streams them and resumes
-// after an id; a link-local webhook is refused at start.
+// SIGKILLed server resumes delivery after its restart; an https webhook delivers only to a
+// certificate it trusts; GET /v1/events streams them and resumes after an id; a link-local
+// webhook is refused at start.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <poll.h>
-#include <sys/socket.h>
 
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <sstream>
 
+#include "server/events/event.hpp"
+#include "server/network/egress_ca.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
+#include "tests/server/event_stream_client.hpp"
 #include "tests/support/webhook_receiver.hpp"
 
 namespace deskbox {
@@ -69,8 +70,17 @@ json verified_event(const ReceivedRequest& r) {
     EXPECT_LT(std::llabs(now - std::stoll(t)), 300);
     EXPECT_EQ(r.header("Content-Type"), "application/json");
     const json event = json::parse(r.body);
-    EXPECT_EQ(r.header("Deskbox-Event-Id"), std::to_string(event["id"].get<std::uint64_t>()));
+    EXPECT_EQ(r.header("Deskbox-Event-Id"), event["id"].get<std::string>());
     return event;
+}
+
+// A single server's event id ("42", a string since ids name their node in a cluster) as the
+// number it counts.
+std::uint64_t sequence_of(const json& event) {
+    EXPECT_TRUE(event["id"].is_string()) << event;
+    const auto id = server::events::parse_event_id(event.value("id", ""));
+    EXPECT_TRUE(id && id->node.empty()) << event;
+    return id ? id->sequence : 0;
 }
 
 // The types of `sandbox`'s events the receiver accepted, each id once (a redelivery is allowed),
@@ -83,7 +93,7 @@ std::vector<std::string> delivered_types(const WebhookReceiver& receiver,
     for (const auto& r : receiver.accepted()) {
         const json event = verified_event(r);
         if (event.is_null()) continue;
-        const auto id = event["id"].get<std::uint64_t>();
+        const auto id = sequence_of(event);
         if (!seen.insert(id).second) continue;
         EXPECT_GT(id, last) << "out of order: " << r.body;
         last = id;
@@ -191,6 +201,47 @@ TEST(Events, AWebhookAnswering500OrStallingIsRetriedAndDelaysNoSandbox) {
               std::string::npos);
 }
 
+// An https webhook with its own CA file: while the receiver shows a certificate of a CA nobody
+// configured, each attempt fails naming the certificate (counted, retried, no sandbox waits);
+// once it shows one of the configured CA, every event arrives in order, signed.
+TEST(Events, AnHttpsWebhookGetsEventsOnlyFromACertificateItsCaFileTrusts) {
+    REQUIRE_TEMPLATE();
+    TempDir dir("deskboxd-events");
+    const auto trusted = network::EgressCa::load_or_create(dir.path() / "receiver-ca");
+    const auto unknown = network::EgressCa::load_or_create(dir.path() / "unknown-ca");
+    auto serving = [](const network::LeafCertificate& leaf) {
+        auto context =
+            std::make_shared<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
+        network::use_leaf_certificate(context->native_handle(), leaf);
+        return context;
+    };
+    WebhookReceiver receiver;
+    receiver.use_tls(serving(*unknown->leaf_for("127.0.0.1")));
+    // Relative to the config file's folder.
+    Server s(
+        {"--config", write_config(dir, receiver, {{"ca_file", "receiver-ca/ca.pem"}}).string()});
+    const std::string id = create(s);
+    ASSERT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+    EXPECT_TRUE(eventually([&] {
+        return s.log().find("the receiver's certificate is not trusted") != std::string::npos;
+    })) << s.log();
+    const std::string label = "{url=\"" + receiver.url("/hook") + "\"} ";
+    const std::string metrics = s.get("/metrics").body;
+    EXPECT_EQ(metrics.find("deskbox_webhook_failed_attempts_total" + label + "0\n"),
+              std::string::npos)
+        << metrics;
+    EXPECT_NE(metrics.find("deskbox_webhook_failed_attempts_total" + label), std::string::npos);
+    EXPECT_TRUE(eventually([&] { return receiver.tls_failures() >= 1; }));
+    EXPECT_TRUE(receiver.accepted().empty());
+
+    receiver.use_tls(serving(*trusted->leaf_for("127.0.0.1")));
+    EXPECT_TRUE(eventually([&] {
+        return joined(delivered_types(receiver, id)) == "created,ready,killed";
+    })) << joined(delivered_types(receiver, id))
+        << "\n"
+        << s.log();
+}
+
 TEST(Events, DeliveryResumesAfterTheServerIsKilledLosingNothing) {
     REQUIRE_TEMPLATE();
     WebhookReceiver receiver;
@@ -211,7 +262,7 @@ TEST(Events, DeliveryResumesAfterTheServerIsKilledLosingNothing) {
         s.kill_hard();
     }
     for (const auto& r : receiver.accepted())
-        last_id_before = std::max(last_id_before, json::parse(r.body)["id"].get<std::uint64_t>());
+        last_id_before = std::max(last_id_before, sequence_of(json::parse(r.body)));
     receiver.start();
     Server s({"--config", config.string()}, state.path() / "state");
     const std::string after = create(s);
@@ -224,8 +275,7 @@ TEST(Events, DeliveryResumesAfterTheServerIsKilledLosingNothing) {
     // Each id at most twice (once more if the cursor was not saved yet), none lost, and the
     // restarted server's ids go on from the last one.
     std::map<std::uint64_t, int> times;
-    for (const auto& r : receiver.accepted())
-        ++times[json::parse(r.body)["id"].get<std::uint64_t>()];
+    for (const auto& r : receiver.accepted()) ++times[sequence_of(json::parse(r.body))];
     for (const auto& [id, n] : times) EXPECT_LE(n, 2) << id;
     EXPECT_EQ(times.size(), 9u);
     EXPECT_EQ(times.rbegin()->first, times.size());
@@ -248,71 +298,6 @@ TEST(Events, ALinkLocalWebhookIsRefusedAtStart) {
     }
 }
 
-// A raw SSE client: one GET on its own connection, events read as they come.
-class EventStreamClient {
-  public:
-    EventStreamClient(int port, const std::string& target, const std::string& headers = {}) {
-        fd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        sockaddr_in at{};
-        at.sin_family = AF_INET;
-        at.sin_port = htons(static_cast<std::uint16_t>(port));
-        at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::connect(fd_.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) != 0)
-            throw std::runtime_error("cannot connect");
-        const std::string request =
-            "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n";
-        if (::send(fd_.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
-            static_cast<ssize_t>(request.size()))
-            throw std::runtime_error("cannot send");
-    }
-    // The response header (read once the first bytes are in).
-    std::string header() {
-        fill_until("\r\n\r\n");
-        const auto end = buffer_.find("\r\n\r\n");
-        if (end == std::string::npos) return buffer_;
-        std::string head = buffer_.substr(0, end);
-        buffer_.erase(0, end + 4);
-        return head;
-    }
-    // The next event's data as JSON, or null if none came within `timeout`.
-    json next(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-        while (true) {
-            if (!fill_until("\n\n", timeout)) return json();
-            const auto end = buffer_.find("\n\n");
-            const std::string block = buffer_.substr(0, end);
-            buffer_.erase(0, end + 2);
-            const auto data = block.find("data: ");
-            if (data == std::string::npos) continue;  // retry:, keep-alive comments
-            const json event =
-                json::parse(block.substr(data + 6, block.find('\n', data) - data - 6));
-            EXPECT_NE(block.find("id: " + std::to_string(event["id"].get<std::uint64_t>()) + "\n"),
-                      std::string::npos)
-                << block;
-            return event;
-        }
-    }
-
-  private:
-    bool fill_until(const std::string& mark,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-        const auto deadline = std::chrono::steady_clock::now() + timeout;
-        while (buffer_.find(mark) == std::string::npos) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0) return false;
-            pollfd p{fd_.get(), POLLIN, 0};
-            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-            char chunk[4096];
-            const ssize_t n = ::recv(fd_.get(), chunk, sizeof chunk, 0);
-            if (n <= 0) return false;
-            buffer_.append(chunk, static_cast<std::size_t>(n));
-        }
-        return true;
-    }
-    UniqueFd fd_;
-    std::string buffer_;
-};
-
 TEST(Events, TheStreamShowsEventsAndResumesAfterAnId) {
     REQUIRE_TEMPLATE();
     Server s;
@@ -327,11 +312,10 @@ TEST(Events, TheStreamShowsEventsAndResumesAfterAnId) {
     ASSERT_EQ(seen[2].value("type", ""), "killed") << seen[2];
     EXPECT_EQ(seen[0].value("type", ""), "created");
     EXPECT_EQ(seen[0].value("sandbox_id", ""), id);
-    const auto created_id = seen[0]["id"].get<std::uint64_t>();
+    const std::string created_id = seen[0]["id"];
 
     // Resumed after the created event: the rest, from the log.
-    EventStreamClient resumed(s.port(), "/v1/events",
-                              "Last-Event-ID: " + std::to_string(created_id) + "\r\n");
+    EventStreamClient resumed(s.port(), "/v1/events", "Last-Event-ID: " + created_id + "\r\n");
     resumed.header();
     EXPECT_EQ(resumed.next().value("type", ""), "ready");
     EventStreamClient filtered(s.port(), "/v1/events?after=0&types=killed");
@@ -360,6 +344,12 @@ TEST(Events, TheStreamShowsEventsAndResumesAfterAnId) {
     auto bad_after = s.get("/v1/events?after=-3");
     EXPECT_EQ(bad_after.status, 400u);
     EXPECT_EQ(bad_after.js()["error"].value("field", ""), "after");
+    // Another node's id is not a number of this log: refused naming that node.
+    auto foreign = s.call(http::verb::get, "/v1/events", {}, {{"Last-Event-ID", "node-x:3"}});
+    EXPECT_EQ(foreign.status, 400u) << foreign.body;
+    EXPECT_EQ(foreign.js()["error"].value("field", ""), "Last-Event-ID");
+    EXPECT_NE(foreign.js()["error"].value("message", "").find("node node-x"), std::string::npos)
+        << foreign.body;
     auto bad_token = s.get("/v1/sandboxes/" + other_id + "/events?token=wrong");
     EXPECT_EQ(bad_token.status, 401u);
 }
@@ -399,7 +389,7 @@ TEST(Events, TheCliPrintsTheStream) {
                   "--count",
                   "1",
                   "--after",
-                  std::to_string(json::parse(second)["id"].get<std::uint64_t>())};
+                  json::parse(second)["id"].get<std::string>()};
     spawn.stdout_file = (out_dir.path() / "out").string();
     auto follower = ChildProcess::spawn(spawn);
     const std::string other = create(s);

@@ -1,7 +1,7 @@
 // The events' parts on their own: the durable log (ids across reopenings, a partial last line
 // cut off, old events read back from the file past what memory keeps), which audit lines become
-// which events, the webhook config's checks, where a webhook may point, and the signature
-// (checked against Python's hmac).
+// which events, the webhook config's checks, where a webhook may point, the signature (checked
+// against Python's hmac), and https delivery against a real TLS receiver on loopback.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -11,6 +11,7 @@
 #include "server/events/event_service.hpp"
 #include "server/events/webhook.hpp"
 #include "server/events/webhook_sender.hpp"
+#include "server/network/egress_ca.hpp"
 #include "tests/support/eventually.hpp"
 #include "tests/support/webhook_receiver.hpp"
 
@@ -45,6 +46,67 @@ TEST(EventLog, IdsGoOnAcrossReopeningsAndAPartialLastLineIsCutOff) {
     EXPECT_EQ(all[2].type, "killed");
     EXPECT_EQ(all[2].template_name, "minimal");
     EXPECT_FALSE(all[2].time.empty());
+}
+
+// A node's ids name it; a log written before they did (bare numbers) loads after the upgrade,
+// its events read as this node's, from memory and from the file alike, and numbering goes on.
+TEST(EventLog, ALogWithBareNumberIdsLoadsAsTheNodesAndItsIdsGoOn) {
+    for (const std::string node : {"node-a", ""}) {
+        SCOPED_TRACE("node '" + node + "'");
+        TempDir dir("event-log");
+        {
+            // Three lines as deskboxd wrote them before ids named a node.
+            std::ofstream old(dir.path() / "events.jsonl");
+            for (int i = 1; i <= 3; ++i)
+                old << R"({"data":{},"id":)" << i
+                    << R"(,"metadata":{},"sandbox_id":"sb-1","template":"minimal",)"
+                    << R"("time":"2026-01-01T00:00:0)" << i << R"(.000Z","type":"created"})"
+                    << "\n";
+        }
+        const std::string prefix = node.empty() ? "" : node + ":";
+        {
+            EventLog log(dir.path(), /*kept_in_memory=*/1, node);  // older ones from the file
+            EXPECT_EQ(log.last_id(), 3u);
+            const auto old = log.read_after(0, 10);
+            ASSERT_EQ(old.size(), 3u);
+            EXPECT_EQ(old[0].public_id(), prefix + "1");
+            EXPECT_EQ(old[0].to_json()["id"], prefix + "1");
+            EXPECT_EQ(old[2].node, node);
+            EXPECT_EQ(log.read_after(1, 1).at(0).public_id(), prefix + "2");
+            const Event next = log.append(event_of("killed"));
+            EXPECT_EQ(next.id, 4u);
+            EXPECT_EQ(next.public_id(), prefix + "4");
+        }
+        std::ifstream in(dir.path() / "events.jsonl");
+        std::string line, last_line;
+        while (std::getline(in, line)) last_line = line;
+        EXPECT_EQ(json::parse(last_line)["id"], prefix + "4") << "written as it is shown";
+        EventLog again(dir.path(), 4096, node);
+        const auto all = again.read_after(0, 10);
+        ASSERT_EQ(all.size(), 4u);
+        for (std::uint64_t i = 0; i < 4; ++i)
+            EXPECT_EQ(all[i].public_id(), prefix + std::to_string(i + 1));
+        EXPECT_EQ(all[3].type, "killed");
+    }
+}
+
+TEST(EventIds, NodeAndNumberOrANumberAlone) {
+    const auto clustered = parse_event_id("node-a.b_c:42");
+    ASSERT_TRUE(clustered);
+    EXPECT_EQ(clustered->node, "node-a.b_c");
+    EXPECT_EQ(clustered->sequence, 42u);
+    const auto bare = parse_event_id("7");
+    ASSERT_TRUE(bare);
+    EXPECT_EQ(bare->node, "");
+    EXPECT_EQ(bare->sequence, 7u);
+    EXPECT_EQ(parse_event_id("18446744073709551615")->sequence, 18446744073709551615ull);
+    for (const char* bad : {"", ":1", "a:", "a:-1", "-1", "a:1x", "a b:1", "-a:1", "a:b:1",
+                            "18446744073709551616", "a:+1"})
+        EXPECT_FALSE(parse_event_id(bad)) << bad;
+    Event e = event_of("ready");
+    e.id = 9;
+    e.node = "node-b";
+    EXPECT_EQ(Event::from_json(e.to_json()).public_id(), "node-b:9");
 }
 
 TEST(EventLog, OldEventsComeFromTheFileAndListenersHearNewOnes) {
@@ -146,10 +208,9 @@ TEST(EventService, AWebhookFarBehindLosesTheOldestAndGetsTheRest) {
     EXPECT_EQ(service.log().first_id(), 8u);
     receiver.set_status(200);
     ASSERT_TRUE(deskbox::test::eventually([&] { return sender.cursor() == 12; }));
-    std::vector<std::uint64_t> ids;
-    for (const auto& r : receiver.accepted())
-        ids.push_back(json::parse(r.body)["id"].get<std::uint64_t>());
-    EXPECT_EQ(ids, (std::vector<std::uint64_t>{8, 9, 10, 11, 12}));
+    std::vector<std::string> ids;
+    for (const auto& r : receiver.accepted()) ids.push_back(json::parse(r.body)["id"]);
+    EXPECT_EQ(ids, (std::vector<std::string>{"8", "9", "10", "11", "12"}));
     EXPECT_EQ(sender.delivered(), 5u);
     EXPECT_EQ(sender.dropped(), 7u);
 }
@@ -218,6 +279,121 @@ TEST(Webhooks, TheConfigIsCheckedNamingTheField) {
               std::string::npos);
     EXPECT_EQ(refused(R"([{"url":"http://169.254.169.254/","secret":"s","allow_private":true}])"),
               "accepted");
+    // https: the same rules, and ca_file only there, read at once.
+    EXPECT_EQ(refused(R"([{"url":"https://hooks.example/in","secret":"s"}])"), "accepted");
+    EXPECT_NE(refused(R"([{"url":"https://169.254.169.254/","secret":"s"}])").find("link-local"),
+              std::string::npos);
+    EXPECT_NE(refused(R"([{"url":"http://x/","secret":"s","ca_file":"ca.pem"}])")
+                  .find("webhooks[0].ca_file: only for https"),
+              std::string::npos);
+    EXPECT_NE(refused(R"([{"url":"https://x/","secret":"s","ca_file":"missing.pem"}])")
+                  .find("webhooks[0].ca_file"),
+              std::string::npos);
+    std::ofstream(dir.path() / "not-a-ca.pem") << "hello\n";
+    EXPECT_NE(refused(R"([{"url":"https://x/","secret":"s","ca_file":"not-a-ca.pem"}])")
+                  .find("webhooks[0].ca_file: cannot read certificates"),
+              std::string::npos);
+    EXPECT_NE(
+        refused(R"([{"url":"https://x/","secret":"s","ca_file":7}])").find("webhooks[0].ca_file"),
+        std::string::npos);
+    const auto ca = network::EgressCa::load_or_create(dir.path() / "ca");
+    const auto with_ca = parse_webhooks(
+        json::parse(R"([{"url":"https://127.0.0.1:9/h","secret":"s","ca_file":"ca/ca.pem"}])"),
+        dir.path());
+    EXPECT_EQ(with_ca.at(0).ca_file, dir.path() / "ca/ca.pem");
+}
+
+TEST(Webhooks, TheUrlSaysTlsPortPathAndHost) {
+    const auto https = webhook_target("HTTPS://hooks.example/in/deskbox");
+    EXPECT_TRUE(https.tls);
+    EXPECT_EQ(https.host, "hooks.example");
+    EXPECT_EQ(https.port, "443");
+    EXPECT_EQ(https.path, "/in/deskbox");
+    EXPECT_EQ(https.host_header, "hooks.example");
+    const auto own_port = webhook_target("https://[::1]:8443");
+    EXPECT_EQ(own_port.host, "::1");
+    EXPECT_EQ(own_port.port, "8443");
+    EXPECT_EQ(own_port.path, "/");
+    EXPECT_EQ(own_port.host_header, "[::1]:8443");
+    const auto plain = webhook_target("http://10.0.0.5/h");
+    EXPECT_FALSE(plain.tls);
+    EXPECT_EQ(plain.port, "80");
+    EXPECT_EQ(webhook_target("https://x:80/").host_header, "x:80");
+    EXPECT_THROW(webhook_target("ftp://x/"), std::invalid_argument);
+    EXPECT_THROW(webhook_target("https://u@x/"), std::invalid_argument);
+    // https to deskboxd's own port is deskboxd itself, as for http.
+    const SelfAddress self{boost::asio::ip::make_address("127.0.0.1"), 443};
+    WebhookConfig own;
+    own.url = "https://127.0.0.1/h";
+    EXPECT_THROW(check_webhook_url(own, self), std::invalid_argument);
+}
+
+// A server context presenting `leaf` (the receiver's side of TLS).
+std::shared_ptr<boost::asio::ssl::context> serving(const network::LeafCertificate& leaf) {
+    auto context =
+        std::make_shared<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
+    network::use_leaf_certificate(context->native_handle(), leaf);
+    return context;
+}
+
+// An https webhook delivers only to a certificate it trusts for the URL's address: one from an
+// unknown CA, then one of its own CA for another name, fail (each a counted, retried attempt
+// naming the certificate, nothing delivered); once the receiver has the right one, every event
+// arrives in order, signed.
+TEST(Webhooks, HttpsDeliversOnlyToACertificateItTrustsForTheAddress) {
+    TempDir dir("webhook-tls");
+    const auto trusted = network::EgressCa::load_or_create(dir.path() / "trusted");
+    const auto unknown = network::EgressCa::load_or_create(dir.path() / "unknown");
+    deskbox::test::WebhookReceiver receiver;
+    receiver.use_tls(serving(*unknown->leaf_for("127.0.0.1")));
+    WebhookConfig hook;
+    hook.url = receiver.url("/hook");
+    ASSERT_EQ(hook.url.rfind("https://127.0.0.1:", 0), 0u) << hook.url;
+    hook.secret = "s";
+    hook.ca_file = trusted->certificate_path();
+    hook.timeout = std::chrono::milliseconds(2000);
+    hook.retry_initial = std::chrono::milliseconds(20);
+    hook.retry_max = std::chrono::milliseconds(100);
+    EventService service(dir.path() / "state", {hook});
+    service.start_delivery({boost::asio::ip::make_address("127.0.0.1"), 1});
+    const auto& sender = *service.senders().front();
+    for (int i = 1; i <= 3; ++i)
+        service.record("sb-" + std::to_string(i), "minimal", json::object(), "create",
+                       json::object());
+
+    ASSERT_TRUE(deskbox::test::eventually([&] { return sender.failed_attempts() >= 2; }));
+    EXPECT_NE(sender.last_failure().find("certificate is not trusted"), std::string::npos)
+        << sender.last_failure();
+    // The receiver sends its CA along: a chain ending in a CA nobody here trusts.
+    EXPECT_NE(sender.last_failure().find("self-signed certificate in certificate chain"),
+              std::string::npos)
+        << sender.last_failure();
+    EXPECT_GE(receiver.tls_failures(), 1);
+
+    // The CA it trusts, for a name that is not the URL's address.
+    receiver.use_tls(serving(*trusted->leaf_for("localhost")));
+    const auto before = sender.failed_attempts();
+    ASSERT_TRUE(deskbox::test::eventually([&] {
+        return sender.failed_attempts() >= before + 2 &&
+               sender.last_failure().find("mismatch") != std::string::npos;
+    })) << sender.last_failure();
+    EXPECT_NE(sender.last_failure().find("IP address mismatch"), std::string::npos)
+        << sender.last_failure();
+    EXPECT_TRUE(receiver.accepted().empty());
+    EXPECT_EQ(sender.delivered(), 0u);
+
+    receiver.use_tls(serving(*trusted->leaf_for("127.0.0.1")));
+    ASSERT_TRUE(deskbox::test::eventually([&] { return sender.delivered() == 3; }))
+        << sender.last_failure();
+    std::vector<std::string> sandboxes;
+    for (const auto& r : receiver.accepted()) {
+        const std::string signature = r.header("Deskbox-Signature");
+        const auto t = std::stoll(signature.substr(2, signature.find(',') - 2));
+        EXPECT_EQ(signature, webhook_signature("s", t, r.body));
+        EXPECT_EQ(r.target, "/hook");
+        sandboxes.push_back(json::parse(r.body)["sandbox_id"]);
+    }
+    EXPECT_EQ(sandboxes, (std::vector<std::string>{"sb-1", "sb-2", "sb-3"}));
 }
 
 TEST(Webhooks, NeverDeskboxdItselfNorLinkLocalUnlessAllowed) {

@@ -1,13 +1,19 @@
 // A webhook receiver for tests and benchmarks: a real HTTP server on a loopback port (Beast),
 // recording each request, answering with a status the test sets, after a delay it sets
-// (a slow receiver), and going down and up again on the same port (refused meanwhile).
+// (a slow receiver), and going down and up again on the same port (refused meanwhile). With
+// use_tls it speaks HTTPS with the certificate of the context it is given (switched at any
+// time: the next connection gets the new one), and counts handshakes that failed.
 #pragma once
 
 #include <poll.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+
+#include <memory>
 
 #include <atomic>
 #include <chrono>
@@ -42,7 +48,18 @@ class WebhookReceiver {
 
     unsigned short port() const { return port_; }
     std::string url(const std::string& path = "/hook") const {
-        return "http://127.0.0.1:" + std::to_string(port_) + path;
+        std::lock_guard lock(mutex_);
+        return (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_) + path;
+    }
+    // HTTPS from the next connection on, with `context`'s certificate; null: plain HTTP again.
+    void use_tls(std::shared_ptr<boost::asio::ssl::context> context) {
+        std::lock_guard lock(mutex_);
+        tls_ = std::move(context);
+    }
+    // TLS handshakes that failed (a client that did not trust the certificate).
+    int tls_failures() const {
+        std::lock_guard lock(mutex_);
+        return tls_failures_;
     }
     void set_status(unsigned status) { status_ = status; }
     void set_delay(std::chrono::milliseconds delay) { delay_ = delay; }
@@ -92,10 +109,28 @@ class WebhookReceiver {
             boost::system::error_code ec;
             boost::asio::ip::tcp::socket socket(io_);
             acceptor_->accept(socket, ec);
-            if (!ec) answer(socket);
+            if (ec) continue;
+            std::shared_ptr<boost::asio::ssl::context> tls;
+            {
+                std::lock_guard lock(mutex_);
+                tls = tls_;
+            }
+            if (!tls) {
+                answer(socket);
+                continue;
+            }
+            boost::asio::ssl::stream<boost::asio::ip::tcp::socket&> secured(socket, *tls);
+            secured.handshake(boost::asio::ssl::stream_base::server, ec);
+            if (ec) {
+                std::lock_guard lock(mutex_);
+                ++tls_failures_;
+                continue;
+            }
+            answer(secured);
         }
     }
-    void answer(boost::asio::ip::tcp::socket& socket) {
+    template <typename Stream>
+    void answer(Stream& socket) {
         namespace http = boost::beast::http;
         boost::beast::flat_buffer buffer;
         http::request<http::string_body> request;
@@ -134,6 +169,8 @@ class WebhookReceiver {
     std::condition_variable wake_;
     bool stopping_ = false;
     std::vector<ReceivedRequest> received_;
+    std::shared_ptr<boost::asio::ssl::context> tls_;
+    int tls_failures_ = 0;
     std::thread thread_;
 };
 

@@ -5,7 +5,7 @@
     for event in events(types=["killed", "error"]):        # from now on, until you break
         print(event.id, event.type, event.sandbox_id, event.data)
 
-    for event in events(after=120):                          # resume after an id you saw
+    for event in events(after="node-a:120"):                 # resume after an id you saw
         ...
 
 A dropped connection is reopened after the last id seen (``reconnect``), so no event is missed
@@ -19,7 +19,7 @@ import json
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, Optional
+from typing import Any, Dict, Iterable, Iterator, Optional, Union
 
 from ._http import _Connection, resolve_api_key, resolve_server
 from .errors import ConnectionFailedError, error_from_response
@@ -28,10 +28,11 @@ from .errors import ConnectionFailedError, error_from_response
 @dataclass
 class Event:
     """One lifecycle event: ``created``, ``ready``, ``paused``, ``resumed``, ``timeout``,
-    ``killed``, ``error`` (``data["reason"]``) or ``snapshot_created``. ``id`` grows with each
-    event and is the dedup key."""
+    ``killed``, ``error`` (``data["reason"]``) or ``snapshot_created``. ``id`` is the dedup key,
+    unique across a cluster: ``"<node>:<n>"`` in a cluster, ``"<n>"`` on a single server, where
+    n grows by one with each event of that node."""
 
-    id: int
+    id: str
     type: str
     time: str
     sandbox_id: str
@@ -42,7 +43,7 @@ class Event:
 
 def events(
     *,
-    after: Optional[int] = None,
+    after: Optional[Union[int, str]] = None,
     types: Optional[Iterable[str]] = None,
     sandbox_id: Optional[str] = None,
     token: Optional[str] = None,
@@ -51,8 +52,10 @@ def events(
     reconnect: bool = True,
     read_timeout: Optional[float] = 60.0,
 ) -> Iterator[Event]:
-    """Yields events as they happen (after ``after`` when given, else from now on). The server
-    sends a comment every 15 s, so ``read_timeout`` (seconds) only expires on a dead link."""
+    """Yields events as they happen (after ``after`` when given: an event's id, or a number of
+    the node's log, 0 for everything it kept; else from now on). In a cluster each node streams
+    its own events, and only that node resumes after its ids. The server sends a comment every
+    15 s, so ``read_timeout`` (seconds) only expires on a dead link."""
     base = resolve_server(server)
     parsed = urllib.parse.urlsplit(base)
     if parsed.scheme != "http" or not parsed.hostname:
@@ -110,6 +113,6 @@ def _read_events(resp: Any) -> Iterator[Event]:
         elif text == "" and data:
             j = json.loads(data)
             data = ""
-            yield Event(id=j["id"], type=j["type"], time=j["time"], sandbox_id=j["sandbox_id"],
+            yield Event(id=str(j["id"]), type=j["type"], time=j["time"], sandbox_id=j["sandbox_id"],
                         template=j["template"], metadata=j.get("metadata") or {},
                         data=j.get("data") or {})

@@ -11,8 +11,12 @@ import type { ConnectionOptions } from "./http.js";
 export type EventType = "created" | "ready" | "paused" | "resumed" | "timeout" | "killed" | "error" | "snapshot_created";
 
 export interface DeskboxEvent {
-  /** Grows by one per event on a server: resume after it with `after`, deduplicate by it. */
-  id: number;
+  /**
+   * Unique across a cluster: "<node>:<n>" in a cluster, "<n>" on a single server (n grows by one
+   * with each event of that node). Resume after it with `after` (on the node that wrote it),
+   * deduplicate by it.
+   */
+  id: string;
   type: EventType;
   /** RFC 3339, UTC, milliseconds. */
   time: string;
@@ -24,8 +28,8 @@ export interface DeskboxEvent {
 }
 
 export interface EventOptions extends ConnectionOptions {
-  /** Start after this event id (0: everything the server kept); default: from now on. */
-  after?: number;
+  /** Start after this event id, or a number of the node's log (0: everything it kept); default: from now on. */
+  after?: string | number;
   types?: EventType[];
   /** One sandbox's events; with `token` (its view or control token) no API key is needed. */
   sandboxId?: string;
@@ -56,7 +60,11 @@ export function parseEventBlocks(text: string): { events: DeskboxEvent[]; rest: 
       .filter((line) => line.startsWith("data:"))
       .map((line) => line.slice(line.startsWith("data: ") ? 6 : 5))
       .join("\n");
-    if (data) events.push(JSON.parse(data) as DeskboxEvent);  // comments (keep-alives) have none
+    if (data) {  // comments (keep-alives) have none
+      const event = JSON.parse(data) as DeskboxEvent;
+      event.id = String(event.id);  // a server from before ids named their node sends a number
+      events.push(event);
+    }
   }
   return { events, rest: text };
 }

@@ -52,8 +52,9 @@ describe("events", () => {
   });
 
   test("blocks are parsed whole, comments skipped, a cut block kept", () => {
-    const { events: parsed, rest } = parseEventBlocks(': keep-alive\n\nid: 4\nevent: ready\ndata: {"id":4,"type":"ready"}\n\nid: 5\nda');
-    assert.deepEqual(parsed.map((e) => e.id), [4]);
+    const { events: parsed, rest } = parseEventBlocks(': keep-alive\n\nid: node-a:4\nevent: ready\ndata: {"id":"node-a:4","type":"ready"}\n\nid: 3\nevent: killed\ndata: {"id":3,"type":"killed"}\n\nid: 5\nda');
+    // The second is a server from before ids named their node: its number becomes a string.
+    assert.deepEqual(parsed.map((e) => e.id), ["node-a:4", "3"]);
     assert.equal(rest, "id: 5\nda");
   });
 });

@@ -1,6 +1,5 @@
 #include "server/api/routes/events.hpp"
 
-#include "common/parse_integer.hpp"
 #include "server/api/http_util.hpp"
 #include "server/events/event_service.hpp"
 #include "server/events/event_stream.hpp"
@@ -12,10 +11,21 @@ namespace deskbox::server::routes {
 
 namespace {
 
-std::uint64_t event_id(const std::string& text, const std::string& field) {
-    const auto id = parse_integer(text);
-    if (!id || *id < 0) throw bad_request(field, "expected an event id (a non-negative integer)");
-    return static_cast<std::uint64_t>(*id);
+// Where a stream resumes: after event `text` of this node's log. A bare number is this node's
+// (the form ids had before they named their node). Each node keeps and streams only its own
+// events, so another node's id is refused naming it rather than read as a number of this log.
+std::uint64_t event_id(const std::string& text, const std::string& field,
+                       const events::EventLog& log) {
+    const auto id = events::parse_event_id(text);
+    if (!id)
+        throw bad_request(
+            field, "expected an event id (\"<node>:<number>\" or a number), got '" + text + "'");
+    if (!id->node.empty() && id->node != log.node())
+        throw bad_request(
+            field, "event " + text + " is node " + id->node + "'s; " +
+                       (log.node().empty() ? std::string("this server") : "node " + log.node()) +
+                       " streams only its own events: ask node " + id->node);
+    return id->sequence;
 }
 
 // `sandbox_id` empty: every sandbox's events (an API key); else that one's (its ?token= too).
@@ -41,9 +51,9 @@ HttpResponse stream(RouteContext& context, const std::string& sandbox_id) {
     std::uint64_t after = log.last_id();
     const auto last_seen = context.request().find("Last-Event-ID");
     if (last_seen != context.request().end())
-        after = event_id(std::string(last_seen->value()), "Last-Event-ID");
+        after = event_id(std::string(last_seen->value()), "Last-Event-ID", log);
     if (auto it = context.query.find("after"); it != context.query.end())
-        after = event_id(it->second, "after");
+        after = event_id(it->second, "after", log);
     if (!context.exchange.stream) {  // in-process callers (tests): the events so far as the body
         HttpResponse res{http::status::ok, 11};
         res.set(http::field::content_type, "text/event-stream");

@@ -11,13 +11,6 @@ using nlohmann::json;
 
 namespace {
 
-// A fork's copies live on this node only: a cluster could not route to them.
-void refuse_in_cluster(RouteContext& context, const char* what) {
-    if (context.api.options.cluster)
-        throw ApiError(400, "unsupported",
-                       std::string(what) + " is not available in a cluster yet; use a single node");
-}
-
 json described(const snapshots::SnapshotInfo& info, const ClusterService* cluster) {
     json j = info.to_json();
     if (cluster) j["node"] = cluster->node_name();
@@ -43,11 +36,30 @@ HttpResponse here_or_holder(RouteContext& context, http::verb method, Here here)
 
 }  // namespace
 
+// In a cluster a name is unique across the nodes: under the name's cluster lock the others are
+// asked before the save; see ARCHITECTURE, "Named snapshots and forks".
 HttpResponse create_snapshot(RouteContext& context) {
     allow_only(context.query, {});
     const auto request = parse_snapshot_request(parse_body(context.request()));
+    const auto* cluster = context.api.options.cluster;
+    if (!cluster) {
+        auto info = context.api.manager.snapshot_sandbox(context.sandbox->id(), request);
+        return json_response(201, info.to_json());
+    }
+    auto check = cluster->check_snapshot_name(context.request(), request.name);
+    if (check.refusal) return std::move(*check.refusal);
     auto info = context.api.manager.snapshot_sandbox(context.sandbox->id(), request);
-    return json_response(201, info.to_json());
+    json answer = described(info, cluster);
+    if (!check.unasked.empty()) {
+        json warnings = json::array();
+        for (const auto& node : check.unasked)
+            warnings.push_back("node " + node + " is lost and could not be asked whether it " +
+                               "holds a snapshot named " + request.name +
+                               "; if it does when it returns, a create from the name is 409 " +
+                               "snapshot_ambiguous until one is deleted");
+        answer["warnings"] = warnings;
+    }
+    return json_response(201, answer);
 }
 
 // In a cluster each node keeps the snapshots it made: the list covers every node (each entry
@@ -98,14 +110,25 @@ HttpResponse delete_snapshot(RouteContext& context) {
     });
 }
 
+// In a cluster the request reached the source's node (routed as every sandbox route is): the
+// copies start here, from the save of the source made here, each on a slot of this node
+// promised in etcd first, as a placed create's is; the answer names their node.
 HttpResponse fork_sandbox(RouteContext& context) {
     allow_only(context.query, {});
-    refuse_in_cluster(context, "fork");
     const auto request = parse_fork_request(parse_body(context.request(), true),
                                             context.api.manager.options().max_timeout);
-    return json_response(
-        201,
-        context.api.manager.fork(context.sandbox->id(), request).to_json(/*with_tokens=*/true));
+    auto* cluster = context.api.options.cluster;
+    if (!cluster)
+        return json_response(
+            201,
+            context.api.manager.fork(context.sandbox->id(), request).to_json(/*with_tokens=*/true));
+    const auto& source = context.sandbox->config();
+    auto reserved = cluster->reserve_here(source.runtime_name, source.template_name, request.count);
+    auto forked = context.api.manager.fork(context.sandbox->id(), request, reserved->ids());
+    reserved->keep(forked.sandboxes);
+    json answer = forked.to_json(/*with_tokens=*/true);
+    for (auto& copy : answer["sandboxes"]) cluster->annotate(copy);
+    return json_response(201, answer);
 }
 
 }  // namespace deskbox::server::routes

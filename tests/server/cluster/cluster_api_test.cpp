@@ -8,14 +8,18 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <thread>
 
+#include "common/temp_dir.hpp"
 #include "tests/server/deskboxd_fixture.hpp"
+#include "tests/server/event_stream_client.hpp"
 #include "tests/server/ws_client.hpp"
 #include "tests/support/etcd_cluster.hpp"
+#include "tests/support/webhook_receiver.hpp"
 
 namespace deskbox {
 namespace {
@@ -49,6 +53,9 @@ class ClusterApiTest : public ::testing::Test {
                 "--default-network", "false"};
     }
 
+    // What a fixture adds to every node's flags.
+    virtual std::vector<std::string> extra_flags() const { return {}; }
+
     // Starts node i, on the state dir of its previous incarnation if it had one.
     void start_node(int i) {
         std::filesystem::path state;
@@ -56,7 +63,9 @@ class ClusterApiTest : public ::testing::Test {
             state = nodes_[i]->state();
             retired_.push_back(std::move(nodes_[i]));  // its temp dir holds that state
         }
-        nodes_[i] = std::make_unique<Server>(node_flags(i), state);
+        auto flags = node_flags(i);
+        for (auto& flag : extra_flags()) flags.push_back(std::move(flag));
+        nodes_[i] = std::make_unique<Server>(flags, state);
         ASSERT_GT(nodes_[i]->port(), 0) << nodes_[i]->log();
     }
     Server& node(int i) { return *nodes_.at(i); }
@@ -232,6 +241,154 @@ TEST_F(ClusterApiTest, ASnapshotStartsASandboxThroughAnyNode) {
     EXPECT_EQ(node(0).del("/v1/sandboxes/" + id).status, 200u);
 }
 
+// A snapshot's name is unique in the cluster: a name one node holds is 409 on every other,
+// naming the holder; two saves of one name at once keep one; a live node that cannot say stops
+// the save (503), a lost one does not (a warning), and a name two nodes ended up holding that
+// way is refused for creates (409 snapshot_ambiguous) rather than started from either.
+TEST_F(ClusterApiTest, ASnapshotNameIsTakenOnceInTheCluster) {
+    std::map<int, std::string> sandbox_of;  // node index -> its sandbox
+    for (int i = 0; i < kNodes; ++i) {
+        json s = create_on(0);
+        sandbox_of[index_of(s["node"])] = s.value("id", "");
+    }
+    ASSERT_EQ(sandbox_of.size(), std::size_t(kNodes)) << "one sandbox on each node";
+    auto snapshot = [&](int through, int owner, const std::string& name) {
+        return node(through).post("/v1/sandboxes/" + sandbox_of[owner] + "/snapshots",
+                                  {{"name", name}});
+    };
+    auto listed = [&](const std::string& name) {
+        std::vector<std::string> holders;
+        for (const auto& s : node(0).get("/v1/snapshots").js().value("snapshots", json::array()))
+            if (s.value("name", "") == name) holders.push_back(s.value("node", ""));
+        return holders;
+    };
+
+    auto first = snapshot(1, 0, "taken");
+    ASSERT_EQ(first.status, 201u) << first.body;
+    EXPECT_EQ(first.js()["node"], node_name(0));
+    EXPECT_FALSE(first.js().contains("warnings")) << first.body;
+    for (int through = 0; through < kNodes; ++through) {
+        auto again = snapshot(through, 1 + through % 2, "taken");
+        EXPECT_EQ(again.status, 409u) << again.body;
+        EXPECT_EQ(again.js()["error"]["code"], "snapshot_exists") << again.body;
+        EXPECT_EQ(again.js()["error"]["node"], node_name(0)) << again.body;
+        EXPECT_NE(again.js()["error"].value("message", "").find("on node " + node_name(0)),
+                  std::string::npos)
+            << again.body;
+    }
+    EXPECT_EQ(listed("taken"), std::vector<std::string>{node_name(0)});
+
+    // Two saves of one name at once: the name's cluster lock lets one through, the other is
+    // refused (it is being saved, or it exists, on the first one's node).
+    Answer on_b, on_c;
+    {
+        std::thread b([&] { on_b = snapshot(0, 1, "race"); });
+        std::thread c([&] { on_c = snapshot(0, 2, "race"); });
+        b.join();
+        c.join();
+    }
+    EXPECT_EQ((std::multiset<unsigned>{on_b.status, on_c.status}),
+              (std::multiset<unsigned>{201u, 409u}))
+        << on_b.body << "\n"
+        << on_c.body;
+    const Answer& kept = on_b.status == 201u ? on_b : on_c;
+    const Answer& refused = on_b.status == 201u ? on_c : on_b;
+    EXPECT_EQ(listed("race"), std::vector<std::string>{kept.js().value("node", "?")});
+    EXPECT_EQ(refused.js()["error"]["code"], "snapshot_exists") << refused.body;
+    EXPECT_EQ(refused.js()["error"]["node"], kept.js()["node"]) << refused.body;
+
+    // Node c holds "both"; frozen, it cannot say whether it does: nothing is saved.
+    ASSERT_EQ(snapshot(2, 2, "both").status, 201u);
+    ASSERT_EQ(::kill(node(2).pid(), SIGSTOP), 0);
+    auto silent = snapshot(0, 0, "both");
+    const bool lost = eventually([&] { return node_status(0, node_name(2))["state"] == "lost"; },
+                                 std::chrono::seconds(4 * kLeaseSeconds));
+    // Lost (its lease lapsed), it is not asked: saved, with a warning naming it.
+    auto warned = lost ? snapshot(0, 0, "both") : Answer{};
+    ::kill(node(2).pid(), SIGCONT);
+    EXPECT_EQ(silent.status, 503u) << silent.body;
+    EXPECT_EQ(silent.js()["error"]["code"], "cluster_unavailable") << silent.body;
+    EXPECT_EQ(silent.js()["error"]["node"], node_name(2)) << silent.body;
+    ASSERT_TRUE(lost);
+    ASSERT_EQ(warned.status, 201u) << warned.body;
+    ASSERT_EQ(warned.js()["warnings"].size(), 1u) << warned.body;
+    EXPECT_NE(warned.js()["warnings"][0].get<std::string>().find("node " + node_name(2)),
+              std::string::npos)
+        << warned.body;
+    // Back, with its own "both": once the nodes' records say so (a heartbeat after each
+    // save), a create from the name is refused, naming both.
+    for (int holder : {0, 2})
+        ASSERT_TRUE(eventually(
+            [&] {
+                const json held = node_status(1, node_name(holder))["snapshots"];
+                return held.is_array() && std::find(held.begin(), held.end(), "both") != held.end();
+            },
+            std::chrono::seconds(4 * kLeaseSeconds)))
+            << node(holder).log();
+    auto ambiguous = node(1).post("/v1/sandboxes", {{"snapshot", "both"}});
+    EXPECT_EQ(ambiguous.status, 409u) << ambiguous.body;
+    EXPECT_EQ(ambiguous.js()["error"]["code"], "snapshot_ambiguous") << ambiguous.body;
+    EXPECT_NE(ambiguous.js()["error"].value("message", "").find(node_name(0) + ", " + node_name(2)),
+              std::string::npos)
+        << ambiguous.body;
+    // Deleting one through its node makes the name one snapshot's again.
+    ASSERT_EQ(node(2).del("/v1/snapshots/both").status, 200u);
+    auto started = node(1).post("/v1/sandboxes", {{"snapshot", "both"}});
+    EXPECT_EQ(started.status, 201u) << started.body;
+    EXPECT_EQ(started.js()["node"], node_name(0)) << started.body;
+}
+
+// A fork through any node is made on the source's node (the copies start from its save there),
+// each copy on a slot of that node promised in the cluster first: the answer names their node,
+// every node reaches them at once, and a node without room for the count refuses it (429)
+// naming itself and its free places.
+TEST_F(ClusterApiTest, AForkThroughAnyNodeMakesTheCopiesOnTheSourcesNode) {
+    json source = create_on(0);
+    const std::string id = source["id"];
+    const int owner = index_of(source["node"]);
+    const int stranger = (owner + 1) % kNodes, third = (owner + 2) % kNodes;
+    run(node(owner), id, "echo kept > /home/user/state");
+
+    auto forked = node(stranger).post("/v1/sandboxes/" + id + "/fork", {{"count", 1}});
+    ASSERT_EQ(forked.status, 201u) << forked.body << node(owner).log();
+    const json copies = forked.js()["sandboxes"];
+    ASSERT_EQ(copies.size(), 1u) << forked.body;
+    EXPECT_EQ(copies[0]["node"], node_name(owner)) << forked.body;
+    EXPECT_TRUE(copies[0].contains("control_token")) << forked.body;
+    const std::string copy = copies[0]["id"];
+    EXPECT_NE(copy, id);
+    // Routed from every node at once: its record was there before the answer.
+    for (int asked : {third, stranger, owner}) {
+        EXPECT_EQ(run(node(asked), copy, "cat /home/user/state"), "kept\n") << node_name(asked);
+        EXPECT_EQ(node(asked).get("/v1/sandboxes/" + copy).js()["node"], node_name(owner));
+    }
+    EXPECT_EQ(node_status(third, node_name(owner))["sandboxes"], 2);
+
+    // The owner is full (two of two): a fork is refused, and nothing is left promised.
+    auto full = node(third).post("/v1/sandboxes/" + id + "/fork", {{"count", 1}});
+    EXPECT_EQ(full.status, 429u) << full.body;
+    EXPECT_EQ(full.js()["error"]["code"], "too_many_sandboxes") << full.body;
+    EXPECT_EQ(full.js()["error"]["field"], "count") << full.body;
+    EXPECT_NE(full.js()["error"].value("message", "").find("node " + node_name(owner)),
+              std::string::npos)
+        << full.body;
+    EXPECT_NE(full.js()["error"].value("message", "").find("has 0 free"), std::string::npos)
+        << full.body;
+    EXPECT_EQ(node_status(third, node_name(owner))["sandboxes"], 2);
+
+    // The copy killed through another node frees its slot; two copies still do not fit.
+    ASSERT_EQ(node(stranger).del("/v1/sandboxes/" + copy).status, 200u);
+    ASSERT_TRUE(
+        eventually([&] { return node_status(third, node_name(owner))["sandboxes"] == 1; }, 2s));
+    auto two = node(third).post("/v1/sandboxes/" + id + "/fork", {{"count", 2}});
+    EXPECT_EQ(two.status, 429u) << two.body;
+    EXPECT_NE(two.js()["error"].value("message", "").find("has 1 free"), std::string::npos)
+        << two.body;
+    auto again = node(third).post("/v1/sandboxes/" + id + "/fork", {{"count", 1}});
+    ASSERT_EQ(again.status, 201u) << again.body;
+    EXPECT_EQ(again.js()["sandboxes"][0]["node"], node_name(owner));
+}
+
 TEST_F(ClusterApiTest, ConcurrentCreatesOnEveryNodeNeverExceedCapacity) {
     constexpr int kCreates = 20;
     std::vector<Answer> answers(kCreates);
@@ -401,6 +558,93 @@ TEST_F(ClusterApiTest, AnEtcdMemberDyingChangesNothingForClients) {
         EXPECT_EQ(node_status(i, node_name(i))["state"], "up") << node(i).log();
     etcd_->restart(0);
     etcd_->wait_healthy();
+}
+
+// Every node posts its lifecycle events to one receiver (a webhook in each node's config).
+class ClusterApiWebhookTest : public ClusterApiTest {
+  protected:
+    void SetUp() override {
+        const json hook = {{"url", receiver_.url()},
+                           {"secret", "cluster-hook-secret"},
+                           {"timeout_ms", 2000},
+                           {"retry_initial_ms", 50},
+                           {"retry_max_ms", 400}};
+        std::ofstream(config_) << json{{"webhooks", json::array({hook})}}.dump();
+        ClusterApiTest::SetUp();
+    }
+    std::vector<std::string> extra_flags() const override { return {"--config", config_.string()}; }
+
+    WebhookReceiver receiver_;
+    TempDir dir_{"cluster-webhook"};
+    std::filesystem::path config_ = dir_.path() / "deskboxd.json";
+};
+
+// Event ids name the node that wrote them: a receiver all nodes post to gets ids unique across
+// the cluster (the same running numbers on every node would collide), each node's own events in
+// order. A node's stream resumes after its ids and refuses another node's, naming that node; a
+// sandbox's stream through a node that does not run it is relayed to the one that does.
+TEST_F(ClusterApiWebhookTest, EventIdsAreUniqueAcrossNodesAndResumeOnTheirNode) {
+    std::map<std::string, json> sandbox_on;  // node -> its sandbox
+    for (int i = 0; i < kNodes; ++i) {
+        json s = create_on(0);
+        sandbox_on[s.value("node", "")] = s;
+    }
+    ASSERT_EQ(sandbox_on.size(), std::size_t(kNodes)) << "one sandbox on each node";
+    std::set<std::string> ids;
+    ASSERT_TRUE(eventually(
+        [&] {
+            ids.clear();
+            for (const auto& r : receiver_.accepted()) ids.insert(json::parse(r.body)["id"]);
+            return ids.size() >= std::size_t(2 * kNodes);  // created and ready of each
+        },
+        30s))
+        << ids.size();
+    std::map<std::string, std::vector<std::uint64_t>> numbers;  // node -> its events' numbers
+    for (const auto& r : receiver_.accepted()) {
+        const json event = json::parse(r.body);
+        const std::string id = event["id"];
+        EXPECT_EQ(r.header("Deskbox-Event-Id"), id);
+        const auto colon = id.find(':');
+        ASSERT_NE(colon, std::string::npos) << id;
+        const std::string writer = id.substr(0, colon);
+        ASSERT_TRUE(sandbox_on.count(writer)) << id;
+        EXPECT_EQ(event["sandbox_id"], sandbox_on[writer]["id"]) << "a node sends its own";
+        numbers[writer].push_back(std::stoull(id.substr(colon + 1)));
+    }
+    EXPECT_EQ(ids.size(), std::size_t(2 * kNodes));
+    for (const auto& [writer, seen] : numbers)
+        EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end())) << writer;
+
+    for (int i = 0; i < kNodes; ++i) {
+        SCOPED_TRACE(node_name(i));
+        const json& mine = sandbox_on[node_name(i)];
+        EventStreamClient all(node(i).port(), "/v1/events?after=0");
+        EXPECT_NE(all.header().find("200 OK"), std::string::npos);
+        const json created = all.next(), ready = all.next();
+        EXPECT_EQ(created.value("id", ""), node_name(i) + ":1") << created;
+        EXPECT_EQ(created.value("sandbox_id", ""), mine["id"]);
+        EXPECT_EQ(ready.value("type", ""), "ready") << ready;
+        // Resumed on its node, after its own id.
+        EventStreamClient resumed(node(i).port(), "/v1/events",
+                                  "Last-Event-ID: " + created.value("id", "") + "\r\n");
+        resumed.header();
+        EXPECT_EQ(resumed.next().value("id", ""), ready.value("id", ""));
+        // Another node has no such place in its log: refused, naming the node to ask.
+        const int other = (i + 1) % kNodes;
+        auto refused = node(other).get("/v1/events?after=" + created.value("id", ""));
+        EXPECT_EQ(refused.status, 400u) << refused.body;
+        EXPECT_EQ(refused.js()["error"].value("field", ""), "after");
+        EXPECT_NE(refused.js()["error"].value("message", "").find("ask node " + node_name(i)),
+                  std::string::npos)
+            << refused.body;
+        // The sandbox's own stream, with its token, through a node that does not run it.
+        EventStreamClient relayed(
+            node(other).port(),
+            "/v1/sandboxes/" + mine["id"].get<std::string>() +
+                "/events?after=0&token=" + mine["view_token"].get<std::string>());
+        EXPECT_NE(relayed.header().find("200 OK"), std::string::npos);
+        EXPECT_EQ(relayed.next(5s).value("id", ""), created.value("id", ""));
+    }
 }
 
 }  // namespace

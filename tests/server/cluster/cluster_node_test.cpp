@@ -180,6 +180,35 @@ TEST(ClusterNode, ANodeThatStopsRenewingIsLostAndComesBackWithItsSandboxes) {
     EXPECT_EQ(b2.registrations(), 1u);
 }
 
+// A lock is one node's at a time, given back by its holder only, and dropped with the holder's
+// lease when the holder crashes.
+TEST(ClusterNode, ALockIsOneNodesAndGoesWithItsLease) {
+    test::EtcdCluster etcd(1);
+    FakeLocal la(10), lb(10);
+    ClusterNode a(options_for(etcd, "a", 2s), la);
+    auto b = std::make_unique<ClusterNode>(options_for(etcd, "b", 2s), lb);
+    EXPECT_EQ(a.try_lock("snapshot-name/x"), "");
+    EXPECT_EQ(b->try_lock("snapshot-name/x"), "a");
+    EXPECT_EQ(a.try_lock("snapshot-name/x"), "a") << "a second taker on the holder too";
+    EXPECT_EQ(b->try_lock("snapshot-name/y"), "") << "another name is another lock";
+    b->unlock("snapshot-name/x");  // not b's: left alone
+    EXPECT_EQ(b->try_lock("snapshot-name/x"), "a");
+    ASSERT_EQ(a.try_lock("snapshot-name/z"), "");
+    {
+        ClusterLock held(a, "snapshot-name/z");
+        EXPECT_EQ(b->try_lock("snapshot-name/z"), "a");
+    }
+    EXPECT_EQ(b->try_lock("snapshot-name/z"), "") << "given back when the ClusterLock went";
+    a.unlock("snapshot-name/x");
+    EXPECT_EQ(b->try_lock("snapshot-name/x"), "");
+    // b crashes holding x and y: its lease lapses, and the locks with it.
+    b->stop(false);
+    b.reset();
+    EXPECT_EQ(a.try_lock("snapshot-name/x"), "b");
+    EXPECT_TRUE(eventually([&] { return a.try_lock("snapshot-name/x").empty(); }, 10s));
+    EXPECT_EQ(a.try_lock("snapshot-name/y"), "");
+}
+
 TEST(ClusterNode, ARestartForgetsSandboxesItNoLongerRunsAndRecordsTheOnesItAdopted) {
     test::EtcdCluster etcd(1);
     FakeLocal la(10);
