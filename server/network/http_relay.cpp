@@ -64,7 +64,25 @@ BasicHttpRelay<Stream>::BasicHttpRelay(Stream client, Stream upstream, Inspect i
       limiter_(std::move(limit_out)),
       progress_(std::move(progress)),
       limit_timer_(client_.get_executor()),
-      half_closed_(client_.get_executor()) {}
+      half_closed_(client_.get_executor()),
+      up_splice_(client_.get_executor()),
+      down_splice_(client_.get_executor()) {}
+
+template <class Stream>
+std::error_code BasicHttpRelay<Stream>::splice_bodies() {
+    if constexpr (kTls) {
+        return std::make_error_code(std::errc::operation_not_supported);  // bytes pass OpenSSL
+    } else {
+        UniqueFd up_read, up_write, down_read, down_write;
+        int err = make_splice_pipe(up_read, up_write);
+        if (err == 0) err = make_splice_pipe(down_read, down_write);
+        if (err != 0) return {err, std::generic_category()};
+        up_splice_.attach(client_, upstream_, std::move(up_read), std::move(up_write), limiter_);
+        down_splice_.attach(upstream_, client_, std::move(down_read), std::move(down_write));
+        spliced_ = true;
+        return {};
+    }
+}
 
 template <class Stream>
 void BasicHttpRelay<Stream>::start() {
@@ -158,6 +176,22 @@ void BasicHttpRelay<Stream>::read_body() {
 template <class Stream>
 void BasicHttpRelay<Stream>::sized_body() {
     if (sized_left_ == 0) return read_head();
+    if (spliced_) {
+        SpliceDirection::Events events;
+        events.moved = [this](std::uint64_t n) {
+            result_.out += n;
+            half_closed_.moved();
+            if (progress_) progress_(n, 0);
+        };
+        events.ended = [this] {
+            sized_left_ = 0;
+            read_head();
+        };
+        events.failed = [this](const std::string& error) {
+            finish(true, "a request body: " + error);
+        };
+        return up_splice_.start(this->shared_from_this(), std::move(events), sized_left_);
+    }
     const std::size_t want = std::min<std::uint64_t>(sized_left_, body_buf_.size());
     client_.async_read_some(
         net::buffer(body_buf_.data(), want),
@@ -216,6 +250,18 @@ void BasicHttpRelay<Stream>::raw_up() {
 
 template <class Stream>
 void BasicHttpRelay<Stream>::pump_down() {
+    if (finished_) return;
+    if (spliced_) {
+        SpliceDirection::Events events;
+        events.moved = [this](std::uint64_t n) {
+            result_.in += n;
+            half_closed_.moved();
+            if (progress_) progress_(0, n);
+        };
+        events.ended = [this] { direction_done(false); };
+        events.failed = [this](const std::string& error) { finish(true, error); };
+        return down_splice_.start(this->shared_from_this(), std::move(events));
+    }
     upstream_.async_read_some(
         net::buffer(down_buf_),
         [self = this->shared_from_this()](boost::system::error_code ec, std::size_t n) {
@@ -255,6 +301,8 @@ void BasicHttpRelay<Stream>::finish(bool reset, const std::string& error) {
     finished_ = true;
     limit_timer_.cancel();
     half_closed_.cancel();
+    up_splice_.stop();
+    down_splice_.stop();
     if (reset) {
         reset_socket(lowest(client_));
         reset_socket(lowest(upstream_));

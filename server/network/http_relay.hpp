@@ -62,6 +62,10 @@ class BasicHttpRelay : public std::enable_shared_from_this<BasicHttpRelay<Stream
     static std::string serialize(const RequestHead& head) { return serialize_request_head(head); }
 
     void close_half_closed_after(std::chrono::milliseconds idle) { half_closed_.set_idle(idle); }
+    // Plain TCP: sized request bodies and every response go socket to socket with splice(2)
+    // (two pipes, four fds: the egress fd budget counts six a connection). Call before start;
+    // an error (out of fds) leaves the relay copying through its buffers.
+    std::error_code splice_bodies();
     void start();
     void abort();  // on the relay's strand: resets both and finishes
     // On the relay's strand: cuts the connection for `reason` (a policy change).
@@ -96,6 +100,8 @@ class BasicHttpRelay : public std::enable_shared_from_this<BasicHttpRelay<Stream
     std::array<char, 256 * 1024> body_buf_{}, down_buf_{};
     std::string out_;  // what is being written upstream
     std::size_t out_cleared_ = 0;
+    SpliceDirection up_splice_, down_splice_;
+    bool spliced_ = false;
     bool up_done_ = false, down_done_ = false, finished_ = false;
     Result result_;
 };

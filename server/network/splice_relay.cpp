@@ -15,8 +15,9 @@ namespace {
 constexpr std::size_t kPipeSize = 1 << 20;  // 1 MiB per direction when the system allows it
 constexpr std::size_t kChunk = 1 << 20;
 
-// 0, or the errno of pipe2 (EMFILE, ENFILE: out of fds).
-int make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
+}  // namespace
+
+int make_splice_pipe(UniqueFd& read_end, UniqueFd& write_end) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return errno;
     read_end.reset(fds[0]);
@@ -24,8 +25,6 @@ int make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
     ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(kPipeSize));  // best effort (pipe-max-size)
     return 0;
 }
-
-}  // namespace
 
 void reset_socket(boost::asio::ip::tcp::socket& socket) {
     if (!socket.is_open()) return;
@@ -41,8 +40,8 @@ std::shared_ptr<SpliceRelay> SpliceRelay::create(boost::asio::ip::tcp::socket& a
                                                  Progress progress) {
     error.clear();
     Pipes pipes;
-    int err = make_pipe(pipes.ab_read, pipes.ab_write);
-    if (err == 0) err = make_pipe(pipes.ba_read, pipes.ba_write);
+    int err = make_splice_pipe(pipes.ab_read, pipes.ab_write);
+    if (err == 0) err = make_splice_pipe(pipes.ba_read, pipes.ba_write);
     if (err != 0) {
         error = std::error_code(err, std::generic_category());
         return nullptr;  // the pipes made so far close here; the sockets stay the caller's
@@ -62,31 +61,40 @@ SpliceRelay::SpliceRelay(Token, boost::asio::ip::tcp::socket a, boost::asio::ip:
                          Progress progress)
     : a_(std::move(a)),
       b_(std::move(b)),
-      limit_timer_(a_.get_executor()),
       half_closed_(a_.get_executor()),
+      ab_(a_.get_executor()),
+      ba_(a_.get_executor()),
       done_(std::move(done)),
       progress_(std::move(progress)) {
-    ab_.from = &a_;
-    ab_.to = &b_;
-    ab_.limiter = std::move(limit_a_to_b);
-    ba_.from = &b_;
-    ba_.to = &a_;
-    ab_.pipe_read = std::move(pipes.ab_read);
-    ab_.pipe_write = std::move(pipes.ab_write);
-    ba_.pipe_read = std::move(pipes.ba_read);
-    ba_.pipe_write = std::move(pipes.ba_write);
-    boost::system::error_code ignored;
-    a_.non_blocking(true, ignored);
-    b_.non_blocking(true, ignored);
+    ab_.attach(a_, b_, std::move(pipes.ab_read), std::move(pipes.ab_write),
+               std::move(limit_a_to_b));
+    ba_.attach(b_, a_, std::move(pipes.ba_read), std::move(pipes.ba_write));
 }
 
 SpliceRelay::~SpliceRelay() = default;
 
 void SpliceRelay::start() {
     boost::asio::post(a_.get_executor(), [self = shared_from_this()] {
-        self->pump(self->ab_);
-        self->pump(self->ba_);
+        if (self->finished_) return;  // aborted before it began
+        self->start_direction(self->ab_, true);
+        self->start_direction(self->ba_, false);
     });
+}
+
+void SpliceRelay::start_direction(SpliceDirection& d, bool a_to_b) {
+    SpliceDirection::Events events;
+    events.moved = [this, a_to_b](std::uint64_t n) {
+        half_closed_.moved();
+        if (progress_) progress_(a_to_b ? n : 0, a_to_b ? 0 : n);
+    };
+    // A source's clean end passes on as a half-close; both ended: done.
+    events.ended = [this, a_to_b] {
+        ::shutdown((a_to_b ? b_ : a_).native_handle(), SHUT_WR);
+        (a_to_b ? ab_done_ : ba_done_) = true;
+        maybe_finish();
+    };
+    events.failed = [this](const std::string& error) { finish(true, error); };
+    d.start(shared_from_this(), std::move(events));
 }
 
 void SpliceRelay::close() {
@@ -98,93 +106,125 @@ void SpliceRelay::abort() {
     finish(true, "closed by deskboxd");
 }
 
-void SpliceRelay::pump(Direction& d) {
-    d.waiting = false;
-    if (finished_ || d.done) return;
-    auto self = shared_from_this();
-    const int from = d.from->native_handle(), to = d.to->native_handle();
+void SpliceDirection::attach(boost::asio::ip::tcp::socket& from, boost::asio::ip::tcp::socket& to,
+                             UniqueFd pipe_read, UniqueFd pipe_write,
+                             std::shared_ptr<RateLimiter> limiter) {
+    from_ = &from;
+    to_ = &to;
+    pipe_read_ = std::move(pipe_read);
+    pipe_write_ = std::move(pipe_write);
+    limiter_ = std::move(limiter);
+    boost::system::error_code ignored;
+    from.non_blocking(true, ignored);
+    to.non_blocking(true, ignored);
+}
+
+void SpliceDirection::start(std::shared_ptr<void> keep, Events events,
+                            std::optional<std::uint64_t> budget) {
+    events_ = std::move(events);
+    left_ = budget;
+    eof_ = false;
+    active_ = true;
+    pump(std::move(keep));
+}
+
+void SpliceDirection::stop() {
+    active_ = false;
+    limit_timer_.cancel();
+    events_ = {};
+}
+
+void SpliceDirection::fail(const std::string& error) {
+    active_ = false;
+    auto events = std::move(events_);
+    if (events.failed) events.failed(error);
+}
+
+// `keep` holds the owner (whose members the sockets and this are) while a handler waits.
+void SpliceDirection::pump(std::shared_ptr<void> keep) {
+    if (!active_) return;
+    const int from = from_->native_handle(), to = to_->native_handle();
     std::uint64_t moved_out = 0;
+    auto report = [&] {
+        if (moved_out && events_.moved) events_.moved(std::exchange(moved_out, 0));
+    };
     while (true) {
-        if (d.in_pipe > 0) {
-            ssize_t n = ::splice(d.pipe_read.get(), nullptr, to, nullptr, d.in_pipe,
+        if (in_pipe_ > 0) {
+            ssize_t n = ::splice(pipe_read_.get(), nullptr, to, nullptr, in_pipe_,
                                  SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
-                half_closed_.moved();
-                d.in_pipe -= static_cast<std::size_t>(n);
-                d.total += static_cast<std::uint64_t>(n);
+                in_pipe_ -= static_cast<std::size_t>(n);
+                total_ += static_cast<std::uint64_t>(n);
                 moved_out += static_cast<std::uint64_t>(n);
                 continue;
             }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && errno == EAGAIN) {
-                d.waiting = true;
-                d.to->async_wait(boost::asio::socket_base::wait_write,
-                                 [self, &d](boost::system::error_code ec) {
-                                     if (ec) return self->fail(ec.message());
-                                     self->pump(d);
-                                 });
-                break;
+                report();
+                to_->async_wait(boost::asio::socket_base::wait_write,
+                                [this, keep](boost::system::error_code ec) {
+                                    if (!active_) return;
+                                    if (ec) return fail("sending: " + ec.message());
+                                    pump(keep);
+                                });
+                return;
             }
-            fail(std::string("sending: ") + std::strerror(n < 0 ? errno : EPIPE));
+            const int err = n < 0 ? errno : EPIPE;
+            report();
+            return fail(std::string("sending: ") + std::strerror(err));
+        }
+        if (eof_ || (left_ && *left_ == 0)) {
+            report();
+            active_ = false;
+            auto events = std::move(events_);  // the call may start this direction again
+            if (events.ended) events.ended();
             return;
         }
-        if (d.eof) {
-            ::shutdown(to, SHUT_WR);
-            d.done = true;
-            break;
-        }
         std::size_t want = kChunk;
-        if (d.limiter) {
-            want = static_cast<std::size_t>(d.limiter->take(kChunk));
+        if (left_) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, *left_));
+        if (limiter_) {
+            want = static_cast<std::size_t>(limiter_->take(want));
             if (want == 0) {
-                d.waiting = true;
-                limit_timer_.expires_after(d.limiter->wait_for(16 * 1024));
-                limit_timer_.async_wait([self, &d](boost::system::error_code ec) {
-                    if (!ec) self->pump(d);
+                report();
+                limit_timer_.expires_after(limiter_->wait_for(16 * 1024));
+                limit_timer_.async_wait([this, keep](boost::system::error_code ec) {
+                    if (!ec) pump(keep);
                 });
-                break;
+                return;
             }
         }
-        ssize_t n = ::splice(from, nullptr, d.pipe_write.get(), nullptr, want,
+        ssize_t n = ::splice(from, nullptr, pipe_write_.get(), nullptr, want,
                              SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (d.limiter) d.limiter->refund(want - static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+        if (limiter_) limiter_->refund(want - static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
         if (n > 0) {
-            d.in_pipe += static_cast<std::size_t>(n);
+            in_pipe_ += static_cast<std::size_t>(n);
+            if (left_) *left_ -= static_cast<std::uint64_t>(n);
             continue;
         }
         if (n == 0) {
-            d.eof = true;
+            eof_ = true;
             continue;
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN) {
-            d.waiting = true;
-            d.from->async_wait(boost::asio::socket_base::wait_read,
-                               [self, &d](boost::system::error_code ec) {
-                                   if (ec) return self->fail(ec.message());
-                                   self->pump(d);
-                               });
-            break;
+            report();
+            from_->async_wait(boost::asio::socket_base::wait_read,
+                              [this, keep](boost::system::error_code ec) {
+                                  if (!active_) return;
+                                  if (ec) return fail("receiving: " + ec.message());
+                                  pump(keep);
+                              });
+            return;
         }
-        fail(std::string("receiving: ") + std::strerror(errno));
-        return;
+        const int err = errno;
+        report();
+        return fail(std::string("receiving: ") + std::strerror(err));
     }
-    if (moved_out && progress_) {
-        if (&d == &ab_)
-            progress_(moved_out, 0);
-        else
-            progress_(0, moved_out);
-    }
-    maybe_finish();
-}
-
-void SpliceRelay::fail(const std::string& error) {
-    finish(true, error);
 }
 
 void SpliceRelay::maybe_finish() {
-    if (ab_.done && ba_.done) return finish(false, {});
-    if (ab_.done || ba_.done)
+    if (ab_done_ && ba_done_) return finish(false, {});
+    if (ab_done_ || ba_done_)
         half_closed_.start(
             [self = shared_from_this()](const std::string& reason) { self->finish(true, reason); });
 }
@@ -219,7 +259,8 @@ void SpliceRelay::finish(bool reset, const std::string& error) {
     if (finished_) return;
     finished_ = true;
     boost::system::error_code ignored;
-    limit_timer_.cancel();
+    ab_.stop();
+    ba_.stop();
     half_closed_.cancel();
     if (reset) {
         reset_socket(a_);
@@ -229,8 +270,8 @@ void SpliceRelay::finish(bool reset, const std::string& error) {
         b_.close(ignored);
     }
     Result r;
-    r.a_to_b = ab_.total;
-    r.b_to_a = ba_.total;
+    r.a_to_b = ab_.total();
+    r.b_to_a = ba_.total();
     r.reset = reset;
     r.error = error;
     if (done_) {

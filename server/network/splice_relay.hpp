@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -42,6 +43,51 @@ class HalfClosedWatch {
     std::chrono::steady_clock::time_point last_moved_ = std::chrono::steady_clock::now();
     Expired expired_;
     bool started_ = false;
+};
+
+// A pipe for splice(2), non-blocking, as large as the system allows (1 MiB): 0, or pipe2's
+// errno (EMFILE, ENFILE: out of fds).
+int make_splice_pipe(UniqueFd& read_end, UniqueFd& write_end);
+
+// One direction of a relay: bytes from one socket into a pipe of its own and on to another
+// socket with splice(2), never through user space; optionally at most `budget` bytes (an HTTP
+// body) and under a rate limit. A member of its owner (SpliceRelay, HttpRelay), on the owner's
+// strand; its handlers hold the owner through `keep`. It never closes or shuts down a socket:
+// the owner does, told by the events.
+class SpliceDirection {
+  public:
+    struct Events {
+        std::function<void(std::uint64_t)> moved;        // bytes delivered, since the last call
+        std::function<void()> ended;                     // the source's end, or the budget's
+        std::function<void(const std::string&)> failed;  // "receiving: ...", "sending: ..."
+    };
+    explicit SpliceDirection(const boost::asio::any_io_executor& executor)
+        : limit_timer_(executor) {}
+    // Sockets must outlive it (members of the same owner); they are set non-blocking.
+    void attach(boost::asio::ip::tcp::socket& from, boost::asio::ip::tcp::socket& to,
+                UniqueFd pipe_read, UniqueFd pipe_write,
+                std::shared_ptr<RateLimiter> limiter = nullptr);
+    // Moves until the source ends or `budget` bytes went through (nullopt: no budget).
+    void start(std::shared_ptr<void> keep, Events events,
+               std::optional<std::uint64_t> budget = std::nullopt);
+    void stop();  // no more events (the owner is finishing)
+    std::uint64_t total() const { return total_; }
+    bool active() const { return active_; }
+
+  private:
+    void pump(std::shared_ptr<void> keep);
+    void fail(const std::string& error);
+
+    boost::asio::ip::tcp::socket* from_ = nullptr;
+    boost::asio::ip::tcp::socket* to_ = nullptr;
+    UniqueFd pipe_read_, pipe_write_;
+    std::shared_ptr<RateLimiter> limiter_;
+    boost::asio::steady_timer limit_timer_;
+    Events events_;
+    std::optional<std::uint64_t> left_;  // of the budget, counted as read from the source
+    std::size_t in_pipe_ = 0;
+    std::uint64_t total_ = 0;
+    bool eof_ = false, active_ = false;
 };
 
 class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
@@ -86,24 +132,14 @@ class SpliceRelay : public std::enable_shared_from_this<SpliceRelay> {
                 Done done, std::shared_ptr<RateLimiter> limit_a_to_b, Progress progress);
 
   private:
-    struct Direction {
-        boost::asio::ip::tcp::socket* from;
-        boost::asio::ip::tcp::socket* to;
-        UniqueFd pipe_read, pipe_write;
-        std::size_t in_pipe = 0;
-        std::uint64_t total = 0;
-        bool eof = false, done = false, waiting = false;
-        std::shared_ptr<RateLimiter> limiter;
-    };
-    void pump(Direction& d);
-    void fail(const std::string& error);
+    void start_direction(SpliceDirection& d, bool a_to_b);
     void maybe_finish();
     void finish(bool reset, const std::string& error);
 
     boost::asio::ip::tcp::socket a_, b_;
-    boost::asio::steady_timer limit_timer_;
     HalfClosedWatch half_closed_;
-    Direction ab_, ba_;
+    SpliceDirection ab_, ba_;
+    bool ab_done_ = false, ba_done_ = false;
     Done done_;
     Progress progress_;
     bool finished_ = false;

@@ -125,7 +125,8 @@ void TcpEgressConnection::start() {
         }
         self->ctx_->stats.opened();
         self->counted_open_ = true;
-        auto early = self->ctx_->policy()->decide_by_address(self->destination_.address(),
+        self->decided_under_ = self->ctx_->policy();
+        auto early = self->decided_under_->decide_by_address(self->destination_.address(),
                                                              self->ctx_->core.host_view());
         if (early && !early->allowed) return self->block(early->reason);
         if (early && !self->may_need_rules()) {
@@ -154,31 +155,40 @@ void TcpEgressConnection::close() {
 
 void TcpEgressConnection::recheck_policy() {
     net::post(client_.get_executor(), [self = shared_from_this()] {
-        // Not relayed yet: its decision, still to come, reads the new policy.
+        // Not relayed yet: a decision still to come reads the new policy, and one made under
+        // the old is checked again as its relay starts (relay_started).
         if (self->closed_ || (!self->relay_ && !self->http_relay_ && !self->tls_relay_)) return;
-        const auto policy = self->ctx_->policy();
-        const HostView& host = self->ctx_->core.host_view();
-        std::optional<Verdict> v;
-        if (self->decided_) {
-            v = policy->decide(*self->decided_, host);
-        } else if (!(v = policy->decide_by_address(self->destination_.address(), host))) {
-            // The address decided before; a name decides now.
-            Destination d;
-            d.address = self->destination_.address();
-            d.port = self->destination_.port();
-            d.protocol = self->protocol_;
-            d.name = self->name_;
-            d.name_resolves_to_address =
-                d.name && self->ctx_->dns_memory.resolves_to(*d.name, d.address);
-            d.learned_from_dns = !d.name && self->ctx_->dns_memory.name_of(d.address);
-            v = policy->decide(d, host);
-        }
-        if (v->allowed) return;
-        self->cut_ = "the sandbox's network policy changed: " + v->reason;
-        if (self->http_relay_) self->http_relay_->cut(*self->cut_);
-        if (self->tls_relay_) self->tls_relay_->cut(*self->cut_);
-        if (self->relay_) self->relay_->abort();
+        self->enforce_policy();
     });
+}
+
+void TcpEgressConnection::relay_started() {
+    if (ctx_->policy() != decided_under_) enforce_policy();
+}
+
+void TcpEgressConnection::enforce_policy() {
+    const auto policy = ctx_->policy();
+    decided_under_ = policy;
+    const HostView& host = ctx_->core.host_view();
+    std::optional<Verdict> v;
+    if (decided_) {
+        v = policy->decide(*decided_, host);
+    } else if (!(v = policy->decide_by_address(destination_.address(), host))) {
+        // The address decided before; a name decides now.
+        Destination d;
+        d.address = destination_.address();
+        d.port = destination_.port();
+        d.protocol = protocol_;
+        d.name = name_;
+        d.name_resolves_to_address = d.name && ctx_->dns_memory.resolves_to(*d.name, d.address);
+        d.learned_from_dns = !d.name && ctx_->dns_memory.name_of(d.address);
+        v = policy->decide(d, host);
+    }
+    if (v->allowed) return;
+    cut_ = "the sandbox's network policy changed: " + v->reason;
+    if (http_relay_) http_relay_->cut(*cut_);
+    if (tls_relay_) tls_relay_->cut(*cut_);
+    if (relay_) relay_->abort();
 }
 
 void TcpEgressConnection::wait_for_first_bytes() {
@@ -281,7 +291,8 @@ void TcpEgressConnection::decide(const SniffResult& r) {
 }
 
 void TcpEgressConnection::decide_now(Destination d, const SniffResult&) {
-    Verdict v = ctx_->policy()->decide(d, ctx_->core.host_view());
+    decided_under_ = ctx_->policy();
+    Verdict v = decided_under_->decide(d, ctx_->core.host_view());
     if (!v.allowed) return block(v.reason);
     reason_ = v.reason;
     decided_ = d;
@@ -393,7 +404,10 @@ void TcpEgressConnection::relay() {
             if (auto learned = ctx_->dns_memory.name_of(destination_.address())) label_ = *learned;
     }
     boost::system::error_code ignored;
+    // A relay passes on writes as they come: Nagle on either of its sockets would hold a small
+    // one (a TLS session ticket, a response's last record) for the peer's delayed ACK (40 ms).
     upstream_.set_option(tcp::no_delay(true), ignored);
+    client_.set_option(tcp::no_delay(true), ignored);
     upstream_.set_option(net::socket_base::keep_alive(true), ignored);
     if (relays_http()) return relay_http();
     if (terminates_tls()) return relay_tls();
@@ -417,6 +431,7 @@ void TcpEgressConnection::relay() {
     ctx_->stats.connection(label_, true, reason_);
     relay_->close_half_closed_after(ctx_->core.options().half_closed_idle);
     relay_->start();
+    relay_started();
 }
 
 void TcpEgressConnection::relayed(std::uint64_t out, std::uint64_t in, const std::string& ended,
@@ -457,7 +472,10 @@ void TcpEgressConnection::relay_http() {
         [ctx = ctx_](std::uint64_t out, std::uint64_t in) { ctx->stats.bytes_live(out, in); });
     ctx_->stats.connection(label_, true, reason_);
     http_relay_->close_half_closed_after(ctx_->core.options().half_closed_idle);
+    // Out of fds for its pipes, it copies through its buffers instead: slower, still correct.
+    (void)http_relay_->splice_bodies();
     http_relay_->start();
+    relay_started();
 }
 
 // Every request on the connection, not only the first: its Host (and an absolute-form target)

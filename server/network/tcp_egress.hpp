@@ -60,6 +60,10 @@ class TcpEgressConnection : public Closeable,
     void not_connected(const std::string& error);
     std::string proxy_target() const;
     void relay();
+    // A policy changed between this connection's decision and its relay's start: the change's
+    // recheck found nothing relayed, so the relay checks again as it starts.
+    void relay_started();
+    void enforce_policy();  // cuts what the policy in force forbids
     // Plain HTTP under a policy that names domains: carried request by request, each checked.
     bool relays_http() const;
     void relay_http();
@@ -97,6 +101,7 @@ class TcpEgressConnection : public Closeable,
     std::optional<std::string> name_;
     // What the policy decided on (unset when the address alone decided), for a live change.
     std::optional<Destination> decided_;
+    std::shared_ptr<const NetworkPolicy> decided_under_;  // the policy the decision read
     std::optional<std::string> cut_;  // why a live policy change cut the relayed connection
     std::set<std::string> injected_;  // header names the rules set on some request
     WireProtocol protocol_ = WireProtocol::other;

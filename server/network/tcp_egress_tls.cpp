@@ -27,10 +27,6 @@ void TcpEgressConnection::relay_tls() {
     } catch (const std::exception& e) {
         return block(std::string("no certificate for the name: ") + e.what());
     }
-    // Handshake flights and the answers are written in pieces: without this Nagle holds the
-    // last piece for the sandbox's delayed ACK (40 ms a connection).
-    boost::system::error_code ignored;
-    client_.set_option(net::ip::tcp::no_delay(true), ignored);
     tls_client_.emplace(std::move(client_), *sandbox_tls_);
     auto self = shared_from_this();
     // Both handshakes together get the connect timeout: a sandbox that opens TLS and stalls
@@ -91,6 +87,7 @@ void TcpEgressConnection::tls_to_server() {
             self->ctx_->stats.connection(self->label_, true, self->reason_);
             self->tls_relay_->close_half_closed_after(self->ctx_->core.options().half_closed_idle);
             self->tls_relay_->start();
+            self->relay_started();
         });
 }
 

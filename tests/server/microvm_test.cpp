@@ -649,7 +649,7 @@ TEST_F(MicrovmRuntimeTest, ItsInitInstallsTheEgressCaBeforeTheGuestRuns) {
                            "/usr/local/share/ca-certificates/deskbox-egress.crt"),
               "root 644\nroot 644\n");
     EXPECT_NE(guest_output(*client, "cat /etc/firefox/policies/policies.json")
-                  .find("\"/opt/deskbox/egress-ca.pem\""),
+                  .find("\"/usr/local/share/deskbox/egress-ca-1.pem\""),
               std::string::npos);
     const std::string env = guest_output(*client, "env");
     for (const char* line : {"NODE_EXTRA_CA_CERTS=/opt/deskbox/egress-ca.pem\n",

@@ -60,7 +60,9 @@ TEST_F(NetworkChange, TakingADomainOutCutsItsOpenDownloadsAndRefusesNewOnes) {
         return run(s, id, "cat " + file + " 2>/dev/null").find("exit=") != std::string::npos;
     };
     EXPECT_TRUE(eventually([&] { return ended("/tmp/http.out") && ended("/tmp/tls.out"); }, 15s))
-        << run(s, id, "cat /tmp/http.out /tmp/tls.out");
+        << run(s, id, "cat /tmp/http.out /tmp/tls.out") << "\n"
+        << file_text(s.state() / "audit" / (id + ".jsonl")) << "\n"
+        << s.get("/v1/sandboxes/" + id).js()["network"]["egress"].dump();
     for (const char* file : {"/tmp/http.out", "/tmp/tls.out"}) {
         const std::string result = run(s, id, std::string("cat ") + file);
         EXPECT_EQ(result.find("67108864"), std::string::npos) << file << ": " << result;

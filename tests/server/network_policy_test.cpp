@@ -600,7 +600,7 @@ TEST(NetworkPolicyParseTest, ErrorsNameTheOffendingField) {
         {R"({"allow": ["*.*.example.org"]})", "network.allow[0]", "is not a domain"},
         {R"({"allow": ["*.org"]})", "network.allow[0]", "at least two labels"},
         {R"({"allow": [], "allowed": []})", "network.allowed",
-         "unknown field (allow, deny, rules)"},
+         "unknown field (allow, deny, rules, proxy)"},
         {R"({"mode": "internet"})", "network.mode", "unknown field"},
     };
     for (const auto& c : cases) {

@@ -382,6 +382,9 @@ struct TestInternet::Impl {
         acceptor.async_accept([this, &acceptor, local, &context](beast::error_code ec,
                                                                  tcp::socket socket) {
             if (ec) return;
+            // A TLS server writes in pieces (session tickets, then records): without this its
+            // Nagle holds a piece for the client's delayed ACK, 40 ms a connection.
+            socket.set_option(tcp::no_delay(true), ec);
             auto stream = std::make_shared<ssl::stream<tcp::socket>>(std::move(socket), context);
             stream->async_handshake(
                 ssl::stream_base::server, [this, stream, local](beast::error_code ec) {
