@@ -327,9 +327,8 @@ void TcpEgressConnection::refuse(RefusedReason why, const std::string& reason) {
 
 void TcpEgressConnection::connect() {
     auto self = shared_from_this();
-    const UpstreamProxy* chosen = ctx_->core.options().egress_proxy_for(*ctx_->policy());
-    const std::optional<UpstreamProxy> proxy =
-        chosen ? std::optional<UpstreamProxy>(*chosen) : std::nullopt;
+    // Points into the core's options, which outlive every connection: nothing copied.
+    const UpstreamProxy* proxy = ctx_->core.options().egress_proxy_for(*ctx_->policy());
     const tcp::endpoint first_hop = proxy ? proxy->endpoint : destination_;
     boost::system::error_code ec;
     upstream_.open(first_hop.protocol(), ec);

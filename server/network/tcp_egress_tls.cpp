@@ -44,15 +44,8 @@ void TcpEgressConnection::relay_tls() {
             if (ec) {
                 // The sandbox did not accept our certificate (it does not trust the CA) or left.
                 self->timer_.cancel();
-                self->reason_ = "the sandbox's TLS handshake failed: " + ec.message();
-                self->ctx_->stats.connection(self->label_, true, self->reason_);
-                nlohmann::json detail = self->describe();
-                detail["decision"] = "allowed";
-                detail["error"] = self->reason_;
-                self->ctx_->audit("egress", detail);
                 reset_socket(self->tls_client_->next_layer());
-                reset_socket(self->upstream_);
-                return;
+                return self->not_connected("the sandbox's TLS handshake failed: " + ec.message());
             }
             self->tls_to_server();
         });
