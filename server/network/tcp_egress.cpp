@@ -175,12 +175,7 @@ void TcpEgressConnection::enforce_policy() {
         v = policy->decide(*decided_, host);
     } else if (!(v = policy->decide_by_address(destination_.address(), host))) {
         // The address decided before; a name decides now.
-        Destination d;
-        d.address = destination_.address();
-        d.port = destination_.port();
-        d.protocol = protocol_;
-        d.name = name_;
-        d.name_resolves_to_address = d.name && ctx_->dns_memory.resolves_to(*d.name, d.address);
+        Destination d = destination_named(protocol_, name_);
         d.learned_from_dns = !d.name && ctx_->dns_memory.name_of(d.address);
         v = policy->decide(d, host);
     }
@@ -260,16 +255,10 @@ void TcpEgressConnection::decide(const SniffResult& r) {
     name_ = r.name;
     if (r.malformed)
         return block(std::string("malformed ") + protocol_name(r.protocol) + " (" + r.detail + ")");
-    Destination d;
-    d.address = destination_.address();
-    d.port = destination_.port();
-    d.protocol = r.protocol;
-    d.name = r.name;
+    Destination d = destination_named(r.protocol, r.name);
     if (r.name) {
         label_ = *r.name;
-        if (ctx_->dns_memory.resolves_to(*r.name, d.address)) {
-            d.name_resolves_to_address = true;
-        } else if (ctx_->policy()->name_verdict(*r.name).allowed) {
+        if (!d.name_resolves_to_address && ctx_->policy()->name_verdict(*r.name).allowed) {
             // Not from this sandbox's own DNS answers (its cache, --resolve, a hosts file):
             // ask the upstream what the name is.
             auto self = shared_from_this();
@@ -515,15 +504,21 @@ std::optional<std::string> TcpEgressConnection::apply_rules(const std::string& n
     return std::nullopt;
 }
 
-std::optional<std::string> TcpEgressConnection::check_request_host(const SniffResult& r) const {
-    if (r.name && name_ && *r.name == *name_) return std::nullopt;
+Destination TcpEgressConnection::destination_named(WireProtocol protocol,
+                                                   const std::optional<std::string>& name) const {
     Destination d;
     d.address = destination_.address();
     d.port = destination_.port();
-    d.protocol = WireProtocol::http;
-    d.name = r.name;
-    d.name_resolves_to_address = r.name && ctx_->dns_memory.resolves_to(*r.name, d.address);
-    Verdict v = ctx_->policy()->decide(d, ctx_->core.host_view());
+    d.protocol = protocol;
+    d.name = name;
+    d.name_resolves_to_address = name && ctx_->dns_memory.resolves_to(*name, d.address);
+    return d;
+}
+
+std::optional<std::string> TcpEgressConnection::check_request_host(const SniffResult& r) const {
+    if (r.name && name_ && *r.name == *name_) return std::nullopt;
+    Verdict v = ctx_->policy()->decide(destination_named(WireProtocol::http, r.name),
+                                       ctx_->core.host_view());
     if (v.allowed) return std::nullopt;
     return "Host " +
            (r.name              ? *r.name

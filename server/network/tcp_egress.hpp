@@ -79,6 +79,10 @@ class TcpEgressConnection : public Closeable,
     void refuse_over_tls(const std::string& reason);
     std::optional<std::string> inspect_tls_request(HttpRelay::RequestHead& head);
     std::optional<std::string> check_request_host(const SniffResult& request) const;
+    // Where the connection goes as the policy sees it, for `name` sent in `protocol` (whether
+    // the name resolves to the address is this sandbox's DNS memory's answer).
+    Destination destination_named(WireProtocol protocol,
+                                  const std::optional<std::string>& name) const;
     // Sets the credential rules' headers for a request to `name`; a reason cuts it.
     std::optional<std::string> apply_rules(const std::string& name, HttpRelay::RequestHead& head);
     bool may_need_rules() const;

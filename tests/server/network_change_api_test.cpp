@@ -153,6 +153,59 @@ TEST_F(NetworkChange, HttpsRulesAddTheSecretTheSandboxNeverSees) {
     EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
 }
 
+// Issue 31's browser case: Firefox ESR of `desktop`, told nothing but what every sandbox gets,
+// opens an HTTPS page whose TLS ends at the proxy without a certificate warning, and its own
+// request arrives at the server with the rule's header.
+TEST_F(NetworkChange, FirefoxLoadsAnInjectedHttpsPageWithoutAWarning) {
+    if (!template_built("desktop"))
+        GTEST_SKIP() << "template 'desktop' not built: run images/build.py desktop";
+    Server s(server_flags({"--egress-trust-ca", internet_->ca_file()}));
+    ASSERT_EQ(s.post("/v1/secrets", {{"name", "api"}, {"value", "Bearer firefox-5d2"}}).status,
+              201u);
+    json rules = json::array(
+        {{{"domain", "api.deskbox.test"}, {"headers", {{"Authorization", "secret:api"}}}}});
+    auto created =
+        s.post("/v1/sandboxes", {{"template", "desktop"},
+                                 {"network", {{"allow", {"api.deskbox.test"}}, {"rules", rules}}}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    const std::string id = created.js().value("id", "");
+    const std::string base = "/v1/sandboxes/" + id;
+    auto window_titled = [&](const std::string& wanted) {
+        return eventually(
+            [&] { return s.get(base + "/windows").body.find(wanted) != std::string::npos; }, 180s);
+    };
+    start(s, id, "firefox-esr https://api.deskbox.test/page");
+    EXPECT_TRUE(window_titled("deskbox test page at " + internet_->web_address()))
+        << s.get(base + "/windows").body;
+
+    // The same window's address bar: a page that lists the headers the server received.
+    auto typed =
+        s.post(base + "/actions",
+               {{"actions",
+                 {{{"type", "key"}, {"keys", "ctrl+l"}},
+                  {{"type", "wait"}, {"duration_ms", 300}},
+                  {{"type", "type"}, {"text", "https://api.deskbox.test/headers/firefox\n"}}}}});
+    EXPECT_EQ(typed.status, 200u) << typed.body;
+    auto firefox_request_with_the_secret = [&] {
+        for (const auto& line : internet_->requests_seen())
+            if (line.find("target=/headers/firefox") != std::string::npos &&
+                line.find("sni=api.deskbox.test") != std::string::npos &&
+                line.find("Authorization: Bearer firefox-5d2") != std::string::npos &&
+                line.find("Firefox/") != std::string::npos)
+                return true;
+        return false;
+    };
+    EXPECT_TRUE(eventually(firefox_request_with_the_secret, 60s))
+        << s.get(base + "/windows").body << "\n"
+        << file_text(s.state() / "audit" / (id + ".jsonl"));
+    EXPECT_EQ(s.get(base + "/windows").body.find("Security Risk"), std::string::npos);
+    EXPECT_EQ(s.del(base).status, 200u);
+    // Firefox's connections end with the sandbox, and their audit lines are written then.
+    const std::string audit = file_text(s.state() / "audit" / (id + ".jsonl"));
+    EXPECT_NE(audit.find("\"tls\":\"terminated\""), std::string::npos) << audit;
+    EXPECT_EQ(audit.find("firefox-5d2"), std::string::npos) << audit;
+}
+
 TEST_F(NetworkChange, BadChangesAreClearErrorsAndChangeNothing) {
     Server s(server_flags());
     auto created =
