@@ -31,12 +31,11 @@
 
 #include "bench/support/bench_deskboxd.hpp"
 #include "bench/support/percentiles.hpp"
+#include "bench/support/sandbox_processes.hpp"
 #include "common/child_process.hpp"
 #include "common/parse_integer.hpp"
 #include "common/temp_dir.hpp"
 #include "server/client/api_client.hpp"
-#include "server/runtime/container/cgroups.hpp"
-#include "server/runtime/container/runtime.hpp"
 
 namespace {
 
@@ -166,13 +165,7 @@ struct Sandbox {
 };
 
 std::vector<pid_t> sandbox_pids(const Daemon& d, const std::string& id) {
-    std::vector<pid_t> pids;
-    auto parent = runtime::ContainerRuntime::cgroup_parent_for(d.state());
-    for (const auto& dir : runtime::existing_cgroup_dirs("/" + parent + "/" + id))
-        for (pid_t p : runtime::cgroup_procs(dir)) pids.push_back(p);
-    std::sort(pids.begin(), pids.end());
-    pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-    return pids;
+    return bench::sandbox_pids(d.state(), id);
 }
 
 // CPU used by `pids` while `during` runs, in % of one core.
@@ -181,21 +174,6 @@ double measure_cpu_percent(const std::vector<pid_t>& pids, const std::function<v
     auto t0 = Clock::now();
     during();
     return (cpu_seconds(pids) - before) / (ms_since(t0) / 1000.0) * 100.0;
-}
-
-// A process's real uid and gid as the host sees them (/proc/PID/status).
-std::pair<unsigned, unsigned> host_ids_of(pid_t pid) {
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    unsigned uid = 0, gid = 0;
-    for (std::string line; std::getline(status, line);) {
-        std::istringstream fields(line);
-        std::string key;
-        fields >> key;
-        if (key == "Uid:") fields >> uid;
-        if (key == "Gid:") fields >> gid;
-    }
-    if (uid == 0) throw std::runtime_error("cannot read the ids of process " + std::to_string(pid));
-    return {uid, gid};
 }
 
 }  // namespace
@@ -329,7 +307,7 @@ int main(int argc, char** argv) try {
     SpawnOptions x11vnc;
     // As the sandbox's user, by its host ids (under a user namespace guest 1000 is another host
     // id): the X server lets only the segment's owner attach MIT-SHM.
-    const auto [uid, gid] = host_ids_of(agent);
+    const auto [uid, gid] = bench::host_ids_of(agent);
     x11vnc.argv = {"nsenter",
                    "-t",
                    target,
