@@ -1,13 +1,14 @@
 // Live streams of a real sandbox, next to x11vnc on the same desktop in the same run:
 //   - glass to glass: an action is POSTed -> the first viewer packet showing its effect, for
 //     the jpeg and h264 WebSocket streams, p50/p95;
-//   - a window moving ~30 times a second at 1280x800: frames per second a viewer receives and
+//   - a window moving --fps times a second (30) at --resolution (1280x800): frames per second a
+//   viewer receives and
 //     the CPU it costs (deskboxd + the sandbox's agent, % of one core), for jpeg, h264, our VNC
 //     server, and x11vnc attached to the sandbox's X display (run in the sandbox's network and
 //     IPC namespaces with nsenter, so it can use MIT-SHM like it would inside);
 //   - ten h264 viewers on one sandbox: frames each and CPU.
 //
-//   stream_bench [--seconds N] [--latency-samples N]
+//   stream_bench [--seconds N] [--latency-samples N] [--resolution WxH] [--fps N (<= 60)]
 // Needs root, runc, the minimal template, x11vnc and nsenter. The VNC frame counter is this
 // program itself run as `stream_bench --count-vnc HOST PORT PASSWORD SECONDS`.
 #include <rfb/rfbclient.h>
@@ -181,9 +182,15 @@ double measure_cpu_percent(const std::vector<pid_t>& pids, const std::function<v
 int main(int argc, char** argv) try {
     if (argc == 6 && std::string(argv[1]) == "--count-vnc")
         return count_vnc(argv[2], std::stoi(argv[3]), argv[4], std::stoi(argv[5]));
-    int seconds = 10, samples = 40;
+    int seconds = 10, samples = 40, fps = 30, width = 1280, height = 800;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string flag = argv[i];
+        if (flag == "--resolution") {
+            if (std::sscanf(argv[i + 1], "%dx%d", &width, &height) != 2 || width < 320 ||
+                height < 200 || width > 3840 || height > 2160)
+                throw std::invalid_argument("--resolution needs WxH (320x200..3840x2160)");
+            continue;
+        }
         auto v = parse_integer(argv[i + 1]);
         if (!v || *v < 1 || *v > 10000)
             throw std::invalid_argument(flag + " needs a positive number");
@@ -191,6 +198,8 @@ int main(int argc, char** argv) try {
             seconds = static_cast<int>(*v);
         else if (flag == "--latency-samples")
             samples = static_cast<int>(*v);
+        else if (flag == "--fps" && *v <= 60)
+            fps = static_cast<int>(*v);
         else
             throw std::invalid_argument("unknown flag " + flag);
     }
@@ -199,12 +208,14 @@ int main(int argc, char** argv) try {
     options.server = "http://127.0.0.1:" + std::to_string(daemon.port());
     client::ApiClient api(options);
     json created =
-        api.post_json("/v1/sandboxes", {{"template", "minimal"}, {"resolution", {1280, 800}}});
+        api.post_json("/v1/sandboxes", {{"template", "minimal"}, {"resolution", {width, height}}});
     Sandbox sb{created["id"], created["view_token"], created["control_token"],
                created["vnc"]["password"], created["vnc"]["port"]};
     const std::string base = "/v1/sandboxes/" + sb.id;
     auto stream = [&](const std::string& codec) {
-        return "/v1/sandboxes/" + sb.id + "/stream?codec=" + codec + "&token=" + sb.view_token;
+        return "/v1/sandboxes/" + sb.id + "/stream?codec=" + codec + "&token=" + sb.view_token +
+               "&fps=" + std::to_string(fps) + "&width=" + std::to_string(width) +
+               "&height=" + std::to_string(height);
     };
     std::this_thread::sleep_for(std::chrono::seconds(2));  // the autostarted terminal settles
 
@@ -231,20 +242,28 @@ int main(int argc, char** argv) try {
     }
 
     // ---- a moving window ----
+    // One xdotool runs the whole sweep (a move, then a sleep of one frame interval, 50 times),
+    // so the mover costs one process per sweep rather than one per move. --sync waits for each
+    // move to land: xdotool's own sleep does not flush Xlib's queue, so the moves would go out
+    // together.
+    std::string sweep;
+    for (int x = 0; x <= 600; x += 12)
+        sweep += " windowmove --sync $w " + std::to_string(x) + " 100 sleep " +
+                 std::to_string(1.0 / fps).substr(0, 6);
     api.post_json(base + "/commands",
                   {{"cmd",
                     "xterm -T mover -geometry 70x22+0+100 -e sh -c 'ls -la /usr/bin; sleep 1d' & "
                     "w=$(xdotool search --sync --name mover | head -1); "
-                    "while :; do for x in $(seq 0 12 600); do xdotool windowmove $w $x 100; sleep "
-                    "0.03; done; done"},
+                    "while :; do xdotool" +
+                        sweep + "; done"},
                    {"background", true}});
     std::this_thread::sleep_for(std::chrono::seconds(3));
     std::vector<pid_t> ours = sandbox_pids(daemon, sb.id);
     ours.push_back(daemon.pid());
     std::printf(
-        "moving window, 1280x800, %d s each (CPU: deskboxd + the sandbox's processes, incl. the "
-        "mover)\n",
-        seconds);
+        "moving window at %d Hz, %dx%d, %d s each, streams asked for %d fps (CPU: deskboxd + the "
+        "sandbox's processes, incl. the mover)\n",
+        fps, width, height, seconds, fps);
     double idle_cpu = measure_cpu_percent(
         ours, [&] { std::this_thread::sleep_for(std::chrono::seconds(seconds)); });
     std::printf("  no viewer                 CPU %5.1f %% (baseline: capture + the mover itself)\n",
