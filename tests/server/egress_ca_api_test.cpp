@@ -108,12 +108,12 @@ class EgressCa : public ::testing::Test {
         // The system bundle alone, without the variables that name it.
         out["curl_bundle"] = exec(
             s, id, "env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS https://localhost:" + p + "/");
-        // Python's default context (OpenSSL's default paths). By address: a sandbox without a
-        // network has no /etc/hosts, and Python asks the resolver for "localhost".
+        // Python's default context (OpenSSL's default paths); "localhost" comes from the
+        // /etc/hosts every sandbox gets, with a network or without.
         out["python"] = exec(s, id,
                              "env -u SSL_CERT_FILE -u REQUESTS_CA_BUNDLE python3 -c 'import "
                              "urllib.request; print(urllib.request.urlopen(\"https://"
-                             "127.0.0.1:" +
+                             "localhost:" +
                                  p + "/\").read().decode())'");
         return out;
     }

@@ -174,6 +174,11 @@ TEST_F(NetworkApi, DefaultIsTheInternetAndFalseOrTheFlagGiveLoopbackOnly) {
     std::string off = create(s, {{"network", false}});
     EXPECT_EQ(run(s, off, "ls /sys/class/net"), "lo\n");
     EXPECT_NE(curl(s, off, "http://" + internet_->web_address() + "/").exit_code, 0);
+    // Loopback only, yet its names resolve: localhost and its own host name, from /etc/hosts.
+    EXPECT_EQ(run(s, off,
+                  "python3 -c 'import socket; print(socket.gethostbyname(\"localhost\"),"
+                  " socket.gethostbyname(socket.gethostname()))'"),
+              "127.0.0.1 127.0.1.1\n");
 
     Server closed(server_flags({"--default-network", "false"}));
     std::string quiet = create(closed, json::object());

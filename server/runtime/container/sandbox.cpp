@@ -218,16 +218,17 @@ std::vector<fs::path> ContainerSandbox::mount_volumes() {
 
 void ContainerSandbox::write_bundle() {
     BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path(), {}, {}, mount_volumes()};
-    if (!spec_.attachment.resolv_conf.empty()) {
-        // The server's DNS for this sandbox, and the sandbox's own name without asking it.
+    // The sandbox's own name and localhost without asking DNS, with a network or without one
+    // (a program serving on localhost inside an offline sandbox must still find it).
+    layout.hosts = paths_.dir / "hosts";
+    const std::string name = spec_.hostname.empty() ? "deskbox" : spec_.hostname;
+    write_file_atomic(layout.hosts,
+                      "127.0.0.1\tlocalhost\n127.0.1.1\t" + name +
+                          "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+                      0644);
+    if (!spec_.attachment.resolv_conf.empty()) {  // the server's DNS for this sandbox
         layout.resolv_conf = paths_.dir / "resolv.conf";
-        layout.hosts = paths_.dir / "hosts";
-        const std::string name = spec_.hostname.empty() ? "deskbox" : spec_.hostname;
         write_file_atomic(layout.resolv_conf, spec_.attachment.resolv_conf, 0644);
-        write_file_atomic(layout.hosts,
-                          "127.0.0.1\tlocalhost\n127.0.1.1\t" + name +
-                              "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-                          0644);
     }
     write_oci_config(make_oci_config(spec_, layout), paths_.bundle);
 }
