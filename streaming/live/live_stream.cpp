@@ -289,7 +289,11 @@ class H264Codec : public LiveEncoder::Codec {
         last_pts_ = pts;
         std::uint64_t captured = now_us();
         std::vector<StreamPacketPtr> out;
-        for (auto& unit : encoder_->encode(snap.frame->view(), pts, keyframe)) {
+        // What changed since the previous frame it encoded (every update is encoded or has no
+        // change), so the encoder converts only that to YUV.
+        std::optional<std::span<const Rect>> changed;
+        if (!update.changes.full) changed = std::span<const Rect>(update.changes.rects);
+        for (auto& unit : encoder_->encode(snap.frame->view(), pts, keyframe, changed)) {
             auto message =
                 frame_packet(PacketKind::h264, unit.keyframe, 0, 0, w, h, w, h, captured,
                              std::string_view(reinterpret_cast<const char*>(unit.annexb.data()),

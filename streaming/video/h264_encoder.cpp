@@ -148,6 +148,11 @@ struct H264Encoder::State {
     std::optional<std::int64_t> last_pts;
     std::optional<std::int64_t> last_keyframe_pts;
     bool codec_confirmed = false;  // codec was read from the stream's SPS
+    bool converted_once = false;   // the YUV frame holds a whole converted frame
+
+    // BGRX to the YUV frame within `rect`, widened to even edges (4:2:0 shares a chroma
+    // sample between 2x2 pixels) and kept inside the output.
+    void convert(const ImageView& bgrx, const Rect& rect);
 
     // The constructor's steps, in order.
     void choose_sizes(const Options& o);
@@ -316,12 +321,29 @@ void H264Encoder::State::create_scaler() {
     sws_setColorspaceDetails(scaler.get(), bt601, 1, bt601, 0, 0, 1 << 16, 1 << 16);
 }
 
+void H264Encoder::State::convert(const ImageView& bgrx, const Rect& rect) {
+    const int x0 = std::max(0, rect.x) & ~1;
+    const int y0 = std::max(0, rect.y) & ~1;
+    const int x1 = std::min(output_width, (rect.right() + 1) & ~1);
+    const int y1 = std::min(output_height, (rect.bottom() + 1) & ~1);
+    if (x1 <= x0 || y1 <= y0) return;
+    AVFrame* f = frame.get();
+    // libyuv's "ARGB" is B, G, R, A in memory: our BGRX; X is ignored.
+    libyuv::ARGBToI420(bgrx.data + static_cast<std::size_t>(y0) * bgrx.stride +
+                           static_cast<std::size_t>(x0) * kBytesPerPixel,
+                       static_cast<int>(bgrx.stride), f->data[0] + y0 * f->linesize[0] + x0,
+                       f->linesize[0], f->data[1] + y0 / 2 * f->linesize[1] + x0 / 2,
+                       f->linesize[1], f->data[2] + y0 / 2 * f->linesize[2] + x0 / 2,
+                       f->linesize[2], x1 - x0, y1 - y0);
+}
+
 H264Encoder::~H264Encoder() = default;
 H264Encoder::H264Encoder(H264Encoder&&) noexcept = default;
 H264Encoder& H264Encoder::operator=(H264Encoder&&) noexcept = default;
 
 std::vector<EncodedPacket> H264Encoder::encode(const ImageView& bgrx, std::int64_t pts_ms,
-                                               bool force_keyframe) {
+                                               bool force_keyframe,
+                                               std::optional<std::span<const Rect>> changed) {
     State& s = *state_;
     const Options& o = s.options;
     if (bgrx.empty())
@@ -351,10 +373,11 @@ std::vector<EncodedPacket> H264Encoder::encode(const ImageView& bgrx, std::int64
     if (s.scaler) {
         sws_scale(s.scaler.get(), source, source_stride, 0, s.source_height, frame->data,
                   frame->linesize);
-    } else {  // libyuv's "ARGB" is B, G, R, A in memory: our BGRX; X is ignored
-        libyuv::ARGBToI420(bgrx.data, source_stride[0], frame->data[0], frame->linesize[0],
-                           frame->data[1], frame->linesize[1], frame->data[2], frame->linesize[2],
-                           s.output_width, s.output_height);
+    } else if (changed && s.converted_once) {
+        for (const Rect& rect : *changed) s.convert(bgrx, rect);
+    } else {
+        s.convert(bgrx, Rect{0, 0, s.output_width, s.output_height});
+        s.converted_once = true;
     }
     frame->pts = pts_ms;
     frame->pict_type = keyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "streaming/live/live_stream.hpp"
+#include "tests/streaming/video/h264_test_decoder.hpp"
 #include "tests/streaming/video/test_frames.hpp"
 
 namespace deskbox::streaming {
@@ -267,6 +268,49 @@ TEST_F(LiveStreamTest, H264StartsWithAnIdrCarryingItsParameterSets) {
     auto more = viewer.packets(2);
     ASSERT_GE(more.size(), 2u);
     EXPECT_FALSE(more[1]->keyframe);
+}
+
+// The H.264 encoder converts only the mirror's damage (H264Encoder's `changed`): after many
+// patches, some merged while the encoder waited for its frame slot, the decoded picture is
+// still the mirror's whole frame.
+TEST_F(LiveStreamTest, H264PicturesFollowEveryPatchOfTheMirror) {
+    LiveEncoder encoder(mirror_, {StreamCodec::h264, 0, 0, 60, 90});
+    Collector viewer;
+    auto subscription = encoder.subscribe(viewer.callbacks());
+    viewer.packets(1);
+    for (int i = 0; i < 24; ++i) {
+        paint(3 + i * 11, 7 + i * 5, 17 + i % 5, 9 + i % 3, static_cast<std::uint8_t>(i * 10), 40,
+              static_cast<std::uint8_t>(250 - i * 9));
+        if (i % 3 == 0) std::this_thread::sleep_for(20ms);
+    }
+    // Every packet until the encoder has been quiet a while (it encodes what it merged within a
+    // frame interval of the last patch).
+    std::size_t count = 0;
+    for (auto end = std::chrono::steady_clock::now() + 10s;
+         std::chrono::steady_clock::now() < end;) {
+        std::this_thread::sleep_for(300ms);
+        const std::size_t now = viewer.packets(0).size();
+        if (now == count) break;
+        count = now;
+    }
+    H264TestDecoder decoder;
+    std::vector<H264TestDecoder::Picture> pictures;
+    for (const auto& packet : viewer.packets(0)) {
+        const std::string& m = packet->message;
+        std::vector<std::uint8_t> annexb(m.begin() + kPacketHeaderSize, m.end());
+        for (auto& picture : decoder.decode(annexb)) pictures.push_back(std::move(picture));
+    }
+    ASSERT_FALSE(pictures.empty());
+    const ImageView shown = pictures.back().view();
+    EXPECT_GT(test::psnr(shown, test::view_of(frame_, kWidth, kHeight), kWidth, kHeight), 30.0);
+    // Every patch's centre has its colour (a patch not converted would keep the old one).
+    for (int i = 0; i < 24; ++i) {
+        const int x = 3 + i * 11 + (17 + i % 5) / 2, y = 7 + i * 5 + (9 + i % 3) / 2;
+        const std::uint8_t* want = &frame_[(static_cast<std::size_t>(y) * kWidth + x) * 4];
+        const std::uint8_t* got = shown.row(y) + static_cast<std::size_t>(x) * 4;
+        for (int c = 0; c < 3; ++c)
+            EXPECT_NEAR(got[c], want[c], 40) << "patch " << i << " channel " << c;
+    }
 }
 
 TEST_F(LiveStreamTest, ThePointerIsReportedAndTheEndOfTheMirrorToo) {
