@@ -281,12 +281,13 @@ TEST_F(ViewerBrowserTest, TheDashboardThumbnailsDraw) {
     json state;
     EXPECT_TRUE(eventually(
         [&] {
+            // Before the page's script has run there is no window.deskboxDashboard yet.
             state = dt.evaluate(
-                "JSON.stringify({drawn: window.deskboxDashboard.thumbnailsDrawn,"
-                " errors: window.deskboxDashboard.lastThumbnailError, width: " +
-                thumbnail + " ? " + thumbnail + ".naturalWidth : 0})");
-            json parsed = json::parse(state.get<std::string>());
-            return parsed["drawn"].get<int>() > 0 && parsed["width"].get<int>() > 0;
+                "window.deskboxDashboard ? {drawn: window.deskboxDashboard.thumbnailsDrawn,"
+                " error: window.deskboxDashboard.lastThumbnailError, width: " +
+                thumbnail + " ? " + thumbnail + ".naturalWidth : 0} : null");
+            return state.is_object() && state["drawn"].get<int>() > 0 &&
+                   state["width"].get<int>() > 0;
         },
         30s))
         << state.dump();
