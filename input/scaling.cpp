@@ -60,6 +60,11 @@ Point CoordinateScaler::to_api(Point p, const std::string& field) const {
             scale_axis(p.y, screen_.height, api_.height)};
 }
 
+Point CoordinateScaler::to_api_unchecked(Point p) const {
+    return {scale_axis(p.x, screen_.width, api_.width),
+            scale_axis(p.y, screen_.height, api_.height)};
+}
+
 Action CoordinateScaler::to_screen(const Action& action, const std::string& field_prefix,
                                    Dialect dialect) const {
     Action scaled = action;

@@ -21,6 +21,9 @@ class CoordinateScaler {
     Point to_screen(Point p, const std::string& field = "coordinate") const;
     // Throws ActionError if `p` is not on the real screen.
     Point to_api(Point p, const std::string& field = "coordinate") const;
+    // A point that may lie past the screen's edges (a window's corner) in API pixels: mapped as
+    // to_api maps points on it, unchecked.
+    Point to_api_unchecked(Point p) const;
 
     // Every coordinate in the action mapped to the screen (validating against the API size).
     // Errors name the coordinate as `dialect` wrote it (see coordinate_field).

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "common/atomic_file.hpp"
+#include "common/version.hpp"
 
 namespace deskbox::cli {
 
@@ -236,7 +237,7 @@ int run_cli(const std::vector<std::string>& args, const Environment& environment
             };
             if (token == "--help" || token == "-h") throw ShowHelp{main_usage()};
             if (token == "--version") {
-                out << "deskbox 0.1\n";
+                out << "deskbox " << kDeskboxVersion << "\n";
                 return kExitOk;
             }
             if (auto server = value_of("--server")) {

@@ -160,6 +160,11 @@ class BodyReservation {
     std::size_t bytes_ = 0;
 };
 
+// How long a connection may sit idle between requests before the server closes it; every
+// answer that keeps the connection says so (Keep-Alive: timeout=120).
+constexpr auto kIdleConnectionTimeout = std::chrono::seconds(120);
+const std::string kKeepAliveHeader = "timeout=" + std::to_string(kIdleConnectionTimeout.count());
+
 // One keep-alive connection: read a request, answer it, repeat.
 class Session : public std::enable_shared_from_this<Session> {
   public:
@@ -194,7 +199,7 @@ class Session : public std::enable_shared_from_this<Session> {
         parser_.emplace();
         parser_->body_limit(options_.max_body_bytes);
         parser_->header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
-        stream_.expires_after(std::chrono::seconds(120));
+        stream_.expires_after(kIdleConnectionTimeout);
         table_.set_idle(table_id_, true);
         http::async_read_header(stream_, buffer_, *parser_,
                                 beast::bind_front_handler(&Session::on_header, shared_from_this()));
@@ -309,6 +314,9 @@ class Session : public std::enable_shared_from_this<Session> {
         if (exchange.taken) return;  // a WebSocket owns the stream now
         res.version(request.version());
         res.keep_alive(request.keep_alive());
+        // Says how long an idle connection stays open, so a client's pool retires it first
+        // rather than sending its next request into a connection being closed.
+        if (res.keep_alive()) res.set("Keep-Alive", kKeepAliveHeader);
         res.set(http::field::server, "deskboxd");
         if (!res.has_content_length() && !res.chunked()) res.prepare_payload();
         net::post(stream_.get_executor(),

@@ -6,6 +6,7 @@
 
 #include "common/base64.hpp"
 #include "common/random.hpp"
+#include "common/version.hpp"
 #include "server/http/api_error.hpp"
 #include "server/http/json_body.hpp"
 #include "server/mcp/mcp_messages.hpp"
@@ -150,7 +151,8 @@ HttpResponse McpServer::initialize(const McpMessage& message, const McpAccess& a
         {"capabilities",
          {{"tools", {{"listChanged", false}}},
           {"resources", {{"subscribe", false}, {"listChanged", false}}}}},
-        {"serverInfo", {{"name", "deskbox"}, {"title", "deskbox desktops"}, {"version", "0.1.0"}}},
+        {"serverInfo",
+         {{"name", "deskbox"}, {"title", "deskbox desktops"}, {"version", kDeskboxVersion}}},
         {"instructions",
          "Linux desktops for computer use. create_sandbox starts one (or the session already "
          "has one); computer drives its mouse and keyboard and answers with a screenshot."}};

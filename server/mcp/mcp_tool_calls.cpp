@@ -99,7 +99,8 @@ json screenshot(ToolContext& context, const json& arguments) {
     const auto format = reader.string("format");
     reader.finish();
     auto sandbox = context.target_id(sandbox_id.value_or(""));
-    streaming::EncodeOptions options;
+    // At the API resolution, as the computer tool's coordinates are.
+    streaming::EncodeOptions options = sandbox->screen().api_sized();
     if (format) {
         try {
             options.format = streaming::parse_image_format(*format);
@@ -235,9 +236,12 @@ json kill_sandbox(ToolContext& context, const json& arguments) {
     auto sandbox = context.target_id(sandbox_id.value_or(""));
     const std::string id = sandbox->id();
     sandbox.reset();
-    context.manager.kill(id);
+    json killed = context.manager.kill(id);
     if (context.session.sandbox == id) context.session.sandbox.clear();
-    return {{"content", json::array({text_content("killed sandbox " + id)})}, {"isError", false}};
+    // The sandbox object, as create_sandbox and the REST lifecycle routes answer it.
+    return {{"content", json::array({text_content("killed sandbox " + id)})},
+            {"structuredContent", killed},
+            {"isError", false}};
 }
 
 json snapshot_sandbox(ToolContext& context, const json& arguments) {

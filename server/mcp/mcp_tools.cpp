@@ -88,7 +88,9 @@ const json& mcp_tools() {
                {"required", {"tool_uses"}}}}});
         list.push_back({{"name", "screenshot"},
                         {"title", "Screenshot"},
-                        {"description", "The sandbox's screen now."},
+                        {"description",
+                         "The sandbox's screen now, at the size the computer tool's coordinates "
+                         "are in (the sandbox's api_resolution, if it has one)."},
                         {"inputSchema",
                          {{"type", "object"},
                           {"properties",
@@ -169,7 +171,9 @@ const json& mcp_tools() {
         list.push_back(
             {{"name", "kill_sandbox"},
              {"title", "Kill a sandbox"},
-             {"description", "Ends the sandbox and removes everything it had."},
+             {"description",
+              "Ends the sandbox and removes everything it had; structuredContent is the sandbox "
+              "as it ended (state killed)."},
              {"inputSchema",
               {{"type", "object"}, {"properties", {{"sandbox_id", sandbox_id_schema()}}}}}});
         list.push_back(

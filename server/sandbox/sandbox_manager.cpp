@@ -561,7 +561,7 @@ std::vector<std::shared_ptr<Sandbox>> SandboxManager::list() const {
     return out;
 }
 
-void SandboxManager::kill(const std::string& id) {
+nlohmann::json SandboxManager::kill(const std::string& id) {
     std::shared_ptr<Sandbox> sandbox;
     {
         std::lock_guard lock(mutex_);
@@ -574,10 +574,12 @@ void SandboxManager::kill(const std::string& id) {
     }
     sandbox->audit("kill", nlohmann::json::object());
     sandbox->kill();
+    nlohmann::json described = sandbox->describe(false);
     sandbox.reset();
     // Its frames and encoders were freed on whichever threads ran them; give the pages
     // back, or a burst of sandboxes leaves the server holding their peak for good.
     ::malloc_trim(0);
+    return described;
 }
 
 void SandboxManager::set_timeout(const std::string& id, const nlohmann::json& body) {

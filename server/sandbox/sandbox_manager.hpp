@@ -130,7 +130,9 @@ class SandboxManager {
     Placement placement_of(const nlohmann::json& request) const;
     std::shared_ptr<Sandbox> find(const std::string& id) const;  // throws SandboxError (not_found)
     std::vector<std::shared_ptr<Sandbox>> list() const;
-    void kill(const std::string& id);  // throws SandboxError (not_found)
+    // Ends it and answers what it was, as every lifecycle answer does: the sandbox object
+    // (describe, without tokens) with state "killed". Throws SandboxError (not_found).
+    nlohmann::json kill(const std::string& id);
     void set_timeout(const std::string& id, const nlohmann::json& body);
     // PATCH .../network: Sandbox::change_network with the secrets its rules name checked.
     nlohmann::json change_network(Sandbox& sandbox, const NetworkChange& change);
@@ -234,7 +236,7 @@ class SandboxManager {
     // Every secret the policy's credential rules name exists, else SandboxError (invalid,
     // secret_not_found) naming `field`.
     void check_policy_references(const network::NetworkPolicy& policy,
-                       const std::string& field = "network.rules") const;
+                                 const std::string& field = "network.rules") const;
     // The mounts of config.volumes for sandbox `id` (SandboxError naming volumes[i]:
     // not_found unknown, conflict a second writer, invalid a runtime that cannot mount them).
     std::vector<volumes::VolumeLease> acquire_volumes(const SandboxConfig& config,

@@ -58,6 +58,48 @@
       window.open("/view/" + encodeURIComponent(id) + "?token=" + encodeURIComponent(sandbox.control_token), "_blank");
   }
 
+  // A sandbox's thumbnail, fetched rather than set as the image's URL: the screenshot route
+  // answers Cache-Control: no-store and takes no cache-busting parameter (unknown ones are
+  // refused), so an <img> given the same URL again may show its stale copy. One fetch at a time
+  // per image; the blob URL it replaces is revoked. Counts what drew for tests and people.
+  const thumbnailsInFlight = new WeakSet();
+  window.deskboxDashboard = { thumbnailsDrawn: 0, thumbnailErrors: 0, lastThumbnailError: "" };
+
+  async function refreshThumbnail(id, img) {
+    if (thumbnailsInFlight.has(img)) return;
+    thumbnailsInFlight.add(img);
+    try {
+      const res = await fetch(withKey("/v1/sandboxes/" + encodeURIComponent(id) +
+                                      "/screenshot?format=jpeg&quality=60&width=240"),
+                              { cache: "no-store" });
+      if (!res.ok) {
+        let message = "HTTP " + res.status;
+        try {
+          message = (await res.json()).error.message || message;
+        } catch (e) {
+          // not the API's error shape: the status says enough
+        }
+        throw new Error(message);
+      }
+      const url = URL.createObjectURL(await res.blob());
+      await new Promise((resolve, reject) => {
+        img.onload = resolve;
+        img.onerror = () => reject(new Error("the screenshot did not decode"));
+        const old = img.src;
+        img.src = url;
+        if (old.startsWith("blob:")) URL.revokeObjectURL(old);
+      });
+      img.title = "";
+      window.deskboxDashboard.thumbnailsDrawn++;
+    } catch (e) {
+      img.title = "no screenshot: " + e.message;
+      window.deskboxDashboard.thumbnailErrors++;
+      window.deskboxDashboard.lastThumbnailError = e.message;
+    } finally {
+      thumbnailsInFlight.delete(img);
+    }
+  }
+
   function render(list) {
     const seen = new Set();
     for (const s of list) {
@@ -92,9 +134,7 @@
       cells[7].textContent = used.cpu_seconds === undefined ? "–" : used.cpu_seconds.toFixed(1) + " s";
       cells[8].textContent = s.created_at || "";
       cells[9].textContent = s.expires_at || "";
-      if (s.state === "running")
-        cells[0].firstChild.src = withKey("/v1/sandboxes/" + encodeURIComponent(s.id) +
-                                          "/screenshot?format=jpeg&quality=60&width=240&t=" + Date.now());
+      if (s.state === "running") refreshThumbnail(s.id, cells[0].firstChild);
     }
     for (const [id, row] of rows) {
       if (!seen.has(id)) {

@@ -193,6 +193,10 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
     assert.match(textOf(listed), new RegExp(`${id}\\t\\w+\\tminimal\\t\\(current\\)`));
     const killed = await client.callTool({ name: 'kill_sandbox', arguments: {} });
     assert.equal(killed.isError, false, textOf(killed));
+    // The sandbox object as it ended, as DELETE /v1/sandboxes/{id} answers it.
+    assert.equal(killed.structuredContent.id, id);
+    assert.equal(killed.structuredContent.state, 'killed');
+    assert.equal(killed.structuredContent.template, 'minimal');
     assert.equal((await rest('GET', `/v1/sandboxes/${id}`)).status, 404);
     const none = await client.callTool({ name: 'screenshot', arguments: {} });
     assert.equal(none.isError, true);

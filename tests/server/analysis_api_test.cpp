@@ -294,11 +294,15 @@ TEST(AnalysisApi, ScaledSandboxesAnswerInTheClientsPixels) {
     ASSERT_FALSE(d.base.empty());
     ASSERT_TRUE(
         s.post(d.base + "/wait", {{"until", "stable"}, {"stable_ms", 500}}).js()["matched"]);
-    // At the API size, as an agent asks for it.
-    cv::Mat screen = decode_png(s.get(d.base + "/screenshot?width=1024&height=640").body);
+    // Unsized, a screenshot is at the API size: the pixels every coordinate is in.
+    cv::Mat screen = decode_png(s.get(d.base + "/screenshot").body);
     ASSERT_EQ(screen.cols, 1024);
-    // The terminal's corner as the client sees it (windows answers in screen pixels).
-    const int x = d.terminal.x * 1024 / 1280, y = d.terminal.y * 640 / 800;
+    ASSERT_EQ(screen.rows, 640);
+    EXPECT_EQ(decode_png(s.get(d.base + "/screenshot?width=1024&height=640").body).cols, 1024);
+    // windows answers in API pixels too: the terminal's box, scaled from the 1280x800 screen,
+    // is where the screenshot shows it.
+    const int x = d.terminal.x, y = d.terminal.y;
+    EXPECT_LE(d.terminal.x + d.terminal.width, 1024 + 1);
     const cv::Rect cut(x, y - 14, 80, 50);
     auto found = s.post(d.base + "/locate", {{"image", png_base64(screen(cut).clone())}});
     ASSERT_EQ(found.status, 200u) << found.body;
@@ -314,6 +318,11 @@ TEST(AnalysisApi, ScaledSandboxesAnswerInTheClientsPixels) {
     ASSERT_EQ(moved.status, 200u) << moved.body;
     EXPECT_EQ(moved.js()["results"][0]["target"]["center"],
               json::array({cut.x + cut.width / 2, cut.y + cut.height / 2}));
+    // GET /cursor answers in the pixels the move was given in (not the screen's 1280x800).
+    ASSERT_EQ(d.act({{"type", "move"}, {"x", 1000}, {"y", 600}}).status, 200u);
+    EXPECT_EQ(s.get(d.base + "/cursor").js(), json({{"x", 1000}, {"y", 600}}));
+    auto reported = d.act({{"type", "cursor_position"}});
+    EXPECT_EQ(reported.js()["results"][0], json({{"x", 1000}, {"y", 600}})) << reported.body;
 }
 
 TEST(AnalysisApi, BadRequestsGetA400NamingTheField) {

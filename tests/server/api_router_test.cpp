@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/version.hpp"
 #include "server/api/api_router.hpp"
 #include "server/api/api_routes.hpp"
 #include "server/api/auth.hpp"
@@ -188,7 +189,13 @@ TEST_F(RouterTest, CreateInspectListDelete) {
 
     auto killed = call(http::verb::delete_, "/v1/sandboxes/" + id);
     ASSERT_EQ(killed.result_int(), 200u) << killed.body();
-    EXPECT_EQ(json::parse(killed.body()), (json{{"id", id}, {"state", "killed"}}));
+    // Like pause, resume and inspect: the sandbox object (as it ended), without tokens.
+    const json ended = json::parse(killed.body());
+    EXPECT_EQ(ended["id"], id);
+    EXPECT_EQ(ended["state"], "killed");
+    EXPECT_EQ(ended["template"], described["template"]);
+    EXPECT_EQ(ended["created_at"], described["created_at"]);
+    EXPECT_FALSE(ended.contains("control_token")) << ended;
     EXPECT_TRUE(manager_->list().empty());
     for (auto method : {http::verb::get, http::verb::delete_}) {
         auto gone = call(method, "/v1/sandboxes/" + id);
@@ -711,6 +718,35 @@ TEST_F(HostileHttp, BodyBytesInFlightAreCappedServerWide) {
     res = answer(*third);
     ASSERT_TRUE(res);
     EXPECT_EQ(res->body().find("server_busy"), std::string::npos) << res->body();
+}
+
+// One version: the OpenAPI document says the one the server (MCP, CLI) reports.
+TEST_F(HostileRouter, TheOpenApiDocumentCarriesTheServersVersion) {
+    key_ = "k-version";
+    use_options({{key_}, {}});
+    auto res = call(http::verb::get, "/v1/openapi.json");
+    ASSERT_EQ(res.result_int(), 200u);
+    EXPECT_EQ(json::parse(res.body())["info"]["version"], kDeskboxVersion);
+}
+
+// A connection kept alive says how long it may idle before the server closes it; one that
+// closes says nothing of the kind.
+TEST_F(HostileHttp, KeptConnectionsSayHowLongTheyMayIdle) {
+    key_ = "k-keep-alive";
+    use_options({{key_}, {}});
+    serve({});
+    for (const bool keep : {true, false}) {
+        auto open = send_header(http::verb::get, "/healthz", 0,
+                                keep ? Headers{} : Headers{{"Connection", "close"}});
+        auto res = answer(*open);
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->result_int(), 200u);
+        EXPECT_EQ(res->keep_alive(), keep);
+        if (keep)
+            EXPECT_EQ((*res)["Keep-Alive"], "timeout=120");
+        else
+            EXPECT_EQ(res->find("Keep-Alive"), res->end());
+    }
 }
 
 }  // namespace

@@ -384,7 +384,9 @@ TEST_F(StreamTest, RecordingsPlayAndCarryTheActions) {
     EXPECT_NE(events.body.find("echo frame 4"), std::string::npos);
     EXPECT_NE(s().get("/v1/recordings").body.find(id), std::string::npos);
     EXPECT_EQ(s().get("/v1/recordings/../etc").status, 404u);
-    EXPECT_EQ(s().del("/v1/recordings/" + id).status, 200u);
+    auto deleted = s().del("/v1/recordings/" + id);
+    EXPECT_EQ(deleted.status, 200u);
+    EXPECT_EQ(deleted.js(), json({{"deleted", id}}));
     EXPECT_EQ(s().get("/v1/recordings/" + id).status, 404u);
 }
 

@@ -269,5 +269,48 @@ TEST_F(ViewerBrowserTest, TheDashboardListsTheSandbox) {
         << today.dump();
 }
 
+// Each running sandbox's thumbnail draws: the image decoded (naturalWidth) and shows the
+// desktop (more than a few colours in its pixels), with no screenshot refused on the way.
+TEST_F(ViewerBrowserTest, TheDashboardThumbnailsDraw) {
+    std::string url = "http://127.0.0.1:" + std::to_string(server_->port()) + "/";
+    Browser browser(url);
+    auto socket = browser.page();
+    ASSERT_TRUE(socket && socket->connected());
+    DevTools dt(*socket);
+    const std::string thumbnail = "document.querySelector('#sandboxes tbody img')";
+    json state;
+    EXPECT_TRUE(eventually(
+        [&] {
+            // Before the page's script has run there is no window.deskboxDashboard yet.
+            state = dt.evaluate(
+                "window.deskboxDashboard ? {drawn: window.deskboxDashboard.thumbnailsDrawn,"
+                " error: window.deskboxDashboard.lastThumbnailError, width: " +
+                thumbnail + " ? " + thumbnail + ".naturalWidth : 0} : null");
+            return state.is_object() && state["drawn"].get<int>() > 0 &&
+                   state["width"].get<int>() > 0;
+        },
+        30s))
+        << state.dump();
+    EXPECT_EQ(dt.evaluate(thumbnail + ".naturalWidth"), 240);  // the width the dashboard asks
+    const std::string count_colours =
+        "(() => { const img = " + thumbnail +
+        "; const c = document.createElement('canvas'); c.width = img.naturalWidth;"
+        " c.height = img.naturalHeight; const g = c.getContext('2d'); g.drawImage(img, 0, 0);"
+        " const d = g.getImageData(0, 0, c.width, c.height).data; const seen = new Set();"
+        " for (let i = 0; i < d.length; i += 4 * 7) seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]);"
+        " return seen.size; })()";
+    json distinct = dt.evaluate(count_colours);
+    EXPECT_TRUE(distinct.is_number() && distinct.get<int>() > 3) << distinct.dump();
+    EXPECT_EQ(dt.evaluate("window.deskboxDashboard.thumbnailErrors"), 0)
+        << dt.evaluate("window.deskboxDashboard.lastThumbnailError").dump();
+    // It keeps refreshing (every 2 s) without the cache-buster the route would refuse.
+    const int drawn = dt.evaluate("window.deskboxDashboard.thumbnailsDrawn").get<int>();
+    EXPECT_TRUE(eventually(
+        [&] { return dt.evaluate("window.deskboxDashboard.thumbnailsDrawn").get<int>() > drawn; },
+        30s));
+    EXPECT_EQ(dt.evaluate("window.deskboxDashboard.thumbnailErrors"), 0)
+        << dt.evaluate("window.deskboxDashboard.lastThumbnailError").dump();
+}
+
 }  // namespace
 }  // namespace deskbox

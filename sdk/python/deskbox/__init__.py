@@ -68,7 +68,7 @@ from .vision import (
     WaitTimeoutError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Event",

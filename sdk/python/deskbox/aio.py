@@ -127,9 +127,9 @@ class AsyncSandbox:
         """See `Sandbox.info`."""
         return await asyncio.to_thread(self.sync.info)
 
-    async def kill(self) -> None:
+    async def kill(self) -> Optional[SandboxInfo]:
         """See `Sandbox.kill`."""
-        await asyncio.to_thread(self.sync.kill)
+        return await asyncio.to_thread(self.sync.kill)
 
     async def pause(self, snapshot: bool = False) -> SandboxInfo:
         """See `Sandbox.pause`."""

@@ -492,12 +492,13 @@ class Sandbox:
                  "to": None if to is None else str(to), "step": step}
         return self._http.json("GET", self._prefix + "/metrics", query=query)
 
-    def kill(self) -> None:
-        """Kills the sandbox; a sandbox that is already gone is fine."""
+    def kill(self) -> Optional[SandboxInfo]:
+        """Kills the sandbox and returns it as it ended (state ``"killed"``), as pause and resume
+        return it; None if it was already gone."""
         try:
-            self._http.json("DELETE", self._prefix)
+            return SandboxInfo.from_json(self._http.json("DELETE", self._prefix))
         except NotFoundError:
-            pass
+            return None
         finally:
             self._http.close()
 
@@ -608,12 +609,12 @@ class Sandbox:
         return self._info.resolution
 
     def cursor(self) -> Point:
-        """The mouse pointer's position ``(x, y)``."""
+        """The mouse pointer's position ``(x, y)``, in API pixels like every coordinate."""
         j = self._http.json("GET", self._path("/cursor"))
         return int(j["x"]), int(j["y"])
 
     def windows(self) -> List[Window]:
-        """The desktop's top-level application windows."""
+        """The desktop's top-level application windows (boxes in API pixels)."""
         j = self._http.json("GET", self._path("/windows"))
         return [Window.from_json(w) for w in j.get("windows", [])]
 

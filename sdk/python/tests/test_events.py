@@ -40,7 +40,10 @@ class EventsTest(unittest.TestCase):
         assert server is not None
         sb = Sandbox.create(template=TEMPLATE, runtime=RUNTIME, server=server.url, network=False,
                             metadata={"customer": "acme"})
-        sb.kill()
+        ended = sb.kill()  # the sandbox as it ended, as pause and resume answer it
+        assert ended is not None
+        self.assertEqual((ended.id, ended.state, ended.metadata),
+                         (sb.id, "killed", {"customer": "acme"}))
         life = first(3, events(after=0, server=server.url, read_timeout=20), sb.id)
         self.assertEqual([e.type for e in life], ["created", "ready", "killed"])
         self.assertEqual({e.sandbox_id for e in life}, {sb.id})

@@ -489,7 +489,7 @@ class KillTest(unittest.TestCase):
             Sandbox.connect(sandbox_id, server=server.url)
         with self.assertRaises(NotFoundError):
             sb.cursor()
-        sb.kill()  # killing again is fine
+        self.assertIsNone(sb.kill())  # killing again is fine: nothing to answer
 
 
 class AuthTest(unittest.TestCase):

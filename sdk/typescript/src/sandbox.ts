@@ -618,7 +618,7 @@ export class Sandbox {
     return this.waitFor("gone", { ...options, ...what });
   }
 
-  /** Where the mouse pointer is. */
+  /** Where the mouse pointer is, in API pixels like every coordinate. */
   async cursor(): Promise<Point> {
     const raw = await this.http.json("GET", this.path("/cursor"));
     return { x: raw.x, y: raw.y };
@@ -715,9 +715,10 @@ export class Sandbox {
     return parseInfo(await this.http.json("POST", this.path("/timeout"), { json: { timeout_s: seconds } }));
   }
 
-  /** Ends the sandbox; nothing of it stays on the host. */
-  async kill(): Promise<void> {
-    await this.http.json("DELETE", this.path(), { timeoutMs: 120_000 });
+  /** Ends the sandbox (nothing of it stays on the host) and answers it as it ended. */
+  async kill(): Promise<SandboxInfo> {
+    // Like pause and resume, the sandbox as it ends (state "killed").
+    return parseInfo(await this.http.json("DELETE", this.path(), { timeoutMs: 120_000 }));
   }
 
   /** `await using sbx = await Sandbox.create()` kills it at the end of the block. */

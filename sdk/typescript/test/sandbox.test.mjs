@@ -275,9 +275,11 @@ describe("Sandbox on a real deskboxd", () => {
     });
   });
 
-  test("kill (through Symbol.asyncDispose) removes the sandbox; disposing twice is fine", async () => {
+  test("kill answers the sandbox as it ended and removes it; disposing after is fine", async () => {
     assert.equal(typeof Symbol.asyncDispose, "symbol");
-    await sbx[Symbol.asyncDispose]();
+    const ended = await sbx.kill();  // the Sandbox object, as pause and resume answer it
+    assert.equal(ended.id, sbx.id);
+    assert.equal(ended.state, "killed");
     assert.deepEqual(await Sandbox.list(opts), []);
     await assert.rejects(sbx.info(), NotFoundError);
     await assert.rejects(sbx.kill(), NotFoundError);

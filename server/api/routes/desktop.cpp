@@ -5,6 +5,7 @@
 #include "server/api/http_util.hpp"
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/request_reader.hpp"
+#include "server/sandbox/sandbox_screen.hpp"
 
 namespace deskbox::server::routes {
 
@@ -17,14 +18,42 @@ std::string parse_clipboard_body(const json& body) {
     return text;
 }
 
+namespace {
+
+// A window's box from the agent (screen pixels, possibly reaching past the screen's edges) in
+// API pixels: its corners mapped, so the box covers what it covers in a screenshot.
+void window_to_api(json& window, const input::CoordinateScaler& scaler) {
+    const int x = window.at("x").get<int>(), y = window.at("y").get<int>();
+    const auto top_left = scaler.to_api_unchecked({x, y});
+    const auto bottom_right = scaler.to_api_unchecked(
+        {x + window.at("width").get<int>() - 1, y + window.at("height").get<int>() - 1});
+    window["x"] = top_left.x;
+    window["y"] = top_left.y;
+    window["width"] = bottom_right.x - top_left.x + 1;
+    window["height"] = bottom_right.y - top_left.y + 1;
+}
+
+}  // namespace
+
+// Like every position the API answers, in API pixels (the sandbox's api_resolution, if set).
 HttpResponse list_windows(RouteContext& context) {
     allow_only(context.query, {});
-    return json_response(200, context.agent().windows());
+    json answer = context.agent().windows();
+    if (const auto scaler = context.screen().scaler(); scaler && !scaler->identity())
+        for (json& window : answer.at("windows")) window_to_api(window, *scaler);
+    return json_response(200, answer);
 }
 
 HttpResponse cursor_position(RouteContext& context) {
     allow_only(context.query, {});
-    return json_response(200, context.agent().cursor());
+    json answer = context.agent().cursor();
+    if (const auto scaler = context.screen().scaler(); scaler && !scaler->identity()) {
+        const auto p =
+            scaler->to_api_unchecked({answer.at("x").get<int>(), answer.at("y").get<int>()});
+        answer["x"] = p.x;
+        answer["y"] = p.y;
+    }
+    return json_response(200, answer);
 }
 
 HttpResponse read_clipboard(RouteContext& context) {

@@ -98,7 +98,8 @@ HttpResponse delete_recording(RouteContext& context) {
             throw ApiError(409, "conflict", "recording " + files.id + " is running; stop it first");
     fs::remove(files.video);
     fs::remove(files.events);
-    return json_response(200, {{"id", files.id}, {"deleted", true}});
+    // As every DELETE of a named thing answers: {"deleted": its name}.
+    return json_response(200, {{"deleted", files.id}});
 }
 
 }  // namespace deskbox::server::routes

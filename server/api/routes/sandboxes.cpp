@@ -58,9 +58,9 @@ HttpResponse inspect_sandbox(RouteContext& context) {
 HttpResponse kill_sandbox(RouteContext& context) {
     const std::string id = context.sandbox->id();
     context.sandbox.reset();  // the manager's kill ends it; this request holds it no longer
-    context.api.manager.kill(id);
+    json killed = context.api.manager.kill(id);
     if (auto* cluster = context.api.options.cluster) cluster->removed_here(id);
-    return json_response(200, {{"id", id}, {"state", "killed"}});
+    return json_response(200, killed);
 }
 
 }  // namespace deskbox::server::routes

@@ -24,7 +24,13 @@ streaming::EncodeOptions parse_screenshot_query(const Query& query) {
 }
 
 HttpResponse screenshot(RouteContext& context) {
-    const auto options = parse_screenshot_query(context.query);
+    auto options = parse_screenshot_query(context.query);
+    // Unsized, at the API resolution: the pixels of every coordinate the API takes and answers.
+    if (!options.width && !options.height) {
+        const auto api = context.screen().api_sized();
+        options.width = api.width;
+        options.height = api.height;
+    }
     ScopedTimer timer(context.api.metrics.screenshot_seconds);
     auto image = context.screen().screenshot(options);
     HttpResponse res{http::status::ok, 11};
