@@ -40,6 +40,12 @@ EncodedImage EncodedImageCache::encode(const FrameSnapshot& snapshot,
     EncodedImage image = encode_image(snapshot, options);
     std::lock_guard lock(mutex_);
     if (std::none_of(entries_.begin(), entries_.end(), matches)) {
+        // Versions only grow: images of older frames can never be asked for again, so they go
+        // now rather than when pushed out (an idle sandbox keeps one image, not `capacity`).
+        std::erase_if(entries_, [&](const Entry& e) {
+            return e.generation < snapshot.generation ||
+                   (e.generation == snapshot.generation && e.frame_version < frame_version);
+        });
         entries_.push_front(
             Entry{frame_version, snapshot.generation, cursor_version, options, image});
         if (entries_.size() > capacity_) entries_.pop_back();
@@ -49,7 +55,9 @@ EncodedImage EncodedImageCache::encode(const FrameSnapshot& snapshot,
 
 EncodedImageCache::Stats EncodedImageCache::stats() const {
     std::lock_guard lock(mutex_);
-    return stats_;
+    Stats stats = stats_;
+    stats.entries = entries_.size();
+    return stats;
 }
 
 }  // namespace deskbox::streaming

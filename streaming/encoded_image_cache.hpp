@@ -20,8 +20,9 @@ namespace deskbox::streaming {
 
 class EncodedImageCache {
   public:
-    // `capacity` distinct (frame, options) pairs are kept: a client alternating a full
-    // screenshot and a thumbnail, or PNG and JPEG, hits both.
+    // Up to `capacity` images of the newest frame are kept (one per options and cursor): a
+    // client alternating a full screenshot and a thumbnail, or PNG and JPEG, hits both. Images
+    // of older frames are dropped as soon as a newer frame is encoded.
     explicit EncodedImageCache(std::size_t capacity = 4);
 
     // encode_image(snapshot, options), or the copy kept from an earlier call with the same
@@ -31,6 +32,7 @@ class EncodedImageCache {
     struct Stats {
         std::uint64_t hits = 0;
         std::uint64_t misses = 0;
+        std::size_t entries = 0;  // images kept now
     };
     Stats stats() const;
 

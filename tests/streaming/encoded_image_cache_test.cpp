@@ -46,6 +46,7 @@ TEST(EncodedImageCache, AnUnchangedFrameIsEncodedOnceAndAnyDamageEncodesAgain) {
     EXPECT_NE(changed.bytes, first.bytes);
     EXPECT_EQ(pixel_of(changed, 10, 20), cv::Vec3b(0, 255, 0));
     EXPECT_EQ(pixel_of(changed, 11, 20), cv::Vec3b(0, 0, 255));
+    EXPECT_EQ(cache.stats().entries, 1u) << "the older frame's image can never be asked again";
 
     // Damage that writes the same pixels again still counts as a change: the cache never
     // judges pixels, only the mirror's version.
