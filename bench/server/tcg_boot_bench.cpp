@@ -21,6 +21,7 @@
 // other timer.
 //
 //   tcg_boot_bench [--boots N] [--bound S] [--template NAME] [--only minimal|deskbox]
+// Exit status 3 if a boot of the runtime's command line stalled.
 // Needs qemu-system-x86_64 and the image: sudo images/build.py minimal &&
 // sudo images/build_microvm.py minimal.
 #include <poll.h>
@@ -30,7 +31,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
