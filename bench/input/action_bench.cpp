@@ -2,12 +2,15 @@
 // call once per action. Both drive the same Xvfb; an independent recording window decides
 // when an action has arrived and whether typed text is exact.
 //
-//   action_bench [--clicks N] [--xdotool-clicks N] [--chars N]
+//   action_bench [--clicks N] [--xdotool-clicks N] [--chars N] [--strings N]
+// --strings N also types a corpus of N mixed strings (20..60 characters, seeded), each as its
+// own action, counting the exact ones (what an agent's form filling looks like).
 // Exit status 2 if our typed text was not exact.
 #include <X11/Xlib.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,11 +60,12 @@ std::string utf8(char32_t cp) {
 
 // `count` characters. Mixed: mostly ASCII (letters, digits, symbols, spaces) with Latin
 // accents and CJK ideographs, as in multilingual form input. Seeded: the same text every run.
-std::string sample_text(int count, bool ascii_only, int* distinct_unmapped) {
+std::string sample_text(int count, bool ascii_only, int* distinct_unmapped,
+                        std::uint32_t seed = 20240601) {
     const std::u32string ascii =
         U"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:!?@#$%&*()-_=+'\"/";
     const std::u32string accents = U"éèêëàâäçñöüßøåæœíóúÉÀÇÑÖÜ";
-    std::mt19937 rng(20240601);
+    std::mt19937 rng(seed);
     std::string text;
     std::vector<char32_t> unmapped;
     for (int i = 0; i < count; ++i) {
@@ -155,6 +159,7 @@ int main(int argc, char** argv) {
     const int clicks = arg(argc, argv, "--clicks", 500);
     const int xdotool_clicks = arg(argc, argv, "--xdotool-clicks", 100);
     const int chars = arg(argc, argv, "--chars", 1000);
+    const int strings = arg(argc, argv, "--strings", 0);
     input::XTestInjectorOptions injector_options;
     injector_options.spare_reuse_interval = std::chrono::milliseconds(arg(
         argc, argv, "--reuse-ms", static_cast<int>(injector_options.spare_reuse_interval.count())));
@@ -259,6 +264,30 @@ int main(int argc, char** argv) {
         print_typing_row("xdotool type --delay 0", theirs, text);
         std::printf("  %-36s %7.1fx\n", "ratio ours / xdotool (chars/s)",
                     mine.chars_per_s / theirs.chars_per_s);
+    }
+
+    // ---- a corpus of separate strings: how many arrive exact, and at what rate -------------
+    if (strings > 0) {
+        std::mt19937 lengths(99);
+        int exact = 0, total_chars = 0;
+        double seconds = 0;
+        for (int i = 0; i < strings; ++i) {
+            int distinct = 0;
+            const std::string text = sample_text(20 + static_cast<int>(lengths() % 41), false,
+                                                 &distinct, 1000 + static_cast<std::uint32_t>(i));
+            const TypingResult r = measure_typing(window, text, [&] {
+                injector.execute(input::Type{text});
+                return true;
+            });
+            exact += r.exact ? 1 : 0;
+            total_chars += utf8_length(text);
+            seconds += utf8_length(text) / r.chars_per_s;
+        }
+        all_exact = all_exact && exact == strings;
+        std::printf("\ntyping a corpus of %d mixed strings (%d chars), each its own action\n",
+                    strings, total_chars);
+        std::printf("  %-36s %8.0f chars/s   exact: %d/%d\n", "ours: XTestInjector::execute(Type)",
+                    total_chars / seconds, exact, strings);
     }
     return all_exact ? 0 : 2;
 }

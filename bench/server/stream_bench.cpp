@@ -177,6 +177,29 @@ double measure_cpu_percent(const std::vector<pid_t>& pids, const std::function<v
     return (cpu_seconds(pids) - before) / (ms_since(t0) / 1000.0) * 100.0;
 }
 
+// True once a socket in `pid`'s network namespace listens on TCP `port` (IPv4 or IPv6), read
+// from /proc/PID/net/tcp{,6}; false if none does within `timeout`.
+bool wait_for_listener(pid_t pid, int port, std::chrono::seconds timeout) {
+    char wanted[8];
+    std::snprintf(wanted, sizeof wanted, ":%04X", port);
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+        for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+            std::ifstream in("/proc/" + std::to_string(pid) + table);
+            std::string line;
+            std::getline(in, line);  // header
+            while (std::getline(in, line)) {
+                std::istringstream fields(line);
+                std::string slot, local, remote, state;
+                fields >> slot >> local >> remote >> state;
+                if (state == "0A" && local.size() > 5 && local.ends_with(wanted)) return true;
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -349,8 +372,14 @@ int main(int argc, char** argv) try {
     x11vnc.stdout_to_null = true;
     x11vnc.stderr_to_null = true;
     ChildProcess x11 = ChildProcess::spawn(x11vnc);
-    std::this_thread::sleep_for(std::chrono::seconds(3));
-    {
+    // Until it listens: a fixed 3 s sleep here was too short on a loaded host, and the row said
+    // "could not connect" for an x11vnc still starting.
+    if (!wait_for_listener(agent, 5977, std::chrono::seconds(60))) {
+        std::printf(
+            "  x11vnc   1 viewer         x11vnc did not listen on port 5977 within 60 s "
+            "(%s)\n",
+            x11.running() ? "still running" : "it exited");
+    } else {
         std::vector<pid_t> theirs = sandbox_pids(daemon, sb.id);
         // x11vnc is not in the sandbox's cgroup; its own process joins the account.
         auto found = run_process({"pgrep", "-x", "x11vnc"});

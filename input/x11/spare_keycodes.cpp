@@ -120,7 +120,8 @@ void SpareKeycodes::throw_no_room(Keysym keysym) const {
                              " spare keycodes are held down by this action");
 }
 
-SpareRemap SpareKeycodes::map(const std::vector<Keysym>& wanted, bool whole_key) {
+SpareRemap SpareKeycodes::map(const std::vector<Keysym>& wanted, bool whole_key,
+                              std::size_t at_least) {
     std::vector<bool> needed(keys_.size() * 2, false);
     std::vector<Keysym> missing;
     for (Keysym keysym : wanted) {
@@ -139,13 +140,24 @@ SpareRemap SpareKeycodes::map(const std::vector<Keysym>& wanted, bool whole_key)
         const Key& key = keys_[position / 2];
         return whole_key ? std::max(key.last_use[0], key.last_use[1]) : key.last_use[position % 2];
     };
-    std::stable_sort(free.begin(), free.end(),
-                     [&](std::size_t a, std::size_t b) { return age(a) < age(b); });
+    const auto reusable_at = [&](std::size_t position) {
+        const Key& key = keys_[position / 2];
+        return whole_key ? std::max(key.reusable_at[0], key.reusable_at[1])
+                         : key.reusable_at[position % 2];
+    };
+    const Clock::time_point now = now_();
+    // Reusable now (least recently used first), then the soonest reusable.
+    std::stable_sort(free.begin(), free.end(), [&](std::size_t a, std::size_t b) {
+        const bool a_ready = reusable_at(a) <= now, b_ready = reusable_at(b) <= now;
+        if (a_ready != b_ready) return a_ready;
+        return a_ready ? age(a) < age(b) : reusable_at(a) < reusable_at(b);
+    });
 
     Clock::time_point ready{};
     std::vector<std::size_t> changed;
     for (std::size_t i = 0; i < missing.size(); ++i) {
         const std::size_t position = free[i];
+        if (i >= std::max<std::size_t>(at_least, 1) && reusable_at(position) > now) break;
         Key& key = keys_[position / 2];
         if (whole_key) {
             ready = std::max({ready, key.reusable_at[0], key.reusable_at[1]});

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -88,12 +89,17 @@ class SpareKeycodes {
     // Where `keysym` is mapped now, if it is.
     std::optional<SparePlace> find(Keysym keysym, bool whole_key) const;
 
-    // Gives every keysym of `wanted` (distinct, at most capacity()) a place: those mapped
-    // already keep theirs, the others take the least recently used places not needed and not
-    // held down. Contiguous keycodes come in one run, so a client refreshes its keymap once per
-    // batch instead of once per key. Throws std::runtime_error (naming the first keysym that
-    // found no place) when too many keys are held down or there are no spare keycodes.
-    SpareRemap map(const std::vector<Keysym>& wanted, bool whole_key);
+    // Gives keysyms of `wanted` (distinct, at most capacity(), in the order they will be typed)
+    // a place: those mapped already keep theirs, the others take places not needed and not held
+    // down, those reusable now first (least recently used first), then those reusable soonest.
+    // The first `at_least` missing keysyms are always mapped (waiting if they must); the rest
+    // only while a place is reusable now, so typing goes on with what is ready instead of
+    // waiting for the last place of a batch. Contiguous keycodes come in one run, so a client
+    // refreshes its keymap once per batch instead of once per key. Throws std::runtime_error
+    // (naming the first keysym that found no place) when too many keys are held down or there
+    // are no spare keycodes.
+    SpareRemap map(const std::vector<Keysym>& wanted, bool whole_key,
+                   std::size_t at_least = std::numeric_limits<std::size_t>::max());
 
     // Empties every key we mapped (the injector is going away), like any remap once clients
     // have read the last events using them.

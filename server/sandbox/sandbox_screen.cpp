@@ -61,7 +61,7 @@ streaming::EncodedImage SandboxScreen::screenshot(const streaming::EncodeOptions
     sync(settle_ms);
     auto snapshot = mirror_.snapshot();
     try {
-        return streaming::encode_image(snapshot, options);
+        return encoded_.encode(snapshot, options);
     } catch (const std::invalid_argument& e) {
         throw SandboxError(SandboxFault::invalid, "bad_request", e.what());
     }

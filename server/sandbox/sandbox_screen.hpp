@@ -13,6 +13,7 @@
 #include "input/scaling.hpp"
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/screen_request.hpp"
+#include "streaming/encoded_image_cache.hpp"
 #include "streaming/frame_mirror.hpp"
 #include "streaming/image_encoder.hpp"
 
@@ -81,6 +82,8 @@ class SandboxScreen {
 
     AgentClient& agent_;
     streaming::FrameMirror mirror_;
+    // Screenshots of a frame that did not change since the last one are not encoded again.
+    streaming::EncodedImageCache encoded_;
     mutable std::mutex mutex_;  // the sizes: set by the sandbox, read by requests
     input::Size size_;
     std::optional<input::CoordinateScaler> scaler_;

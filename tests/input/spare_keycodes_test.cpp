@@ -174,6 +174,33 @@ TEST_F(SpareKeycodesTest, ReusingALevelWaitsUntilTheModelledClientHasReadItsLast
     EXPECT_FALSE(spares_.map({kE, kN, kSun, kSmile}, false).wait_until.has_value());
 }
 
+TEST_F(SpareKeycodesTest, APartialBatchMapsWhatIsReusableNowAndWaitsOnlyForItsMinimum) {
+    spares_.set_usable_levels(1);
+    map_now({kE, kN, kSun, kBook});
+    const Clock::time_point start = clock_.now;
+    // Read by the model at start + 1, 2, 3, 4 ms: reusable 100 ms after each.
+    for (Keysym keysym : {kE, kN, kSun, kBook}) type(keysym);
+    clock_.now = start + 101ms + 500us;  // only kE's place is reusable
+
+    // At least one: kWord takes kE's place at once; kSmile would have to wait, so it waits
+    // for a later batch.
+    const SpareRemap ready_now = spares_.map({kWord, kSmile, kA + 100}, false, 1);
+    EXPECT_FALSE(ready_now.wait_until.has_value());
+    keyboard_.apply(ready_now);
+    EXPECT_EQ(spares_.find(kWord, false)->keycode, 10);
+    EXPECT_FALSE(spares_.find(kSmile, false).has_value());
+
+    // At least two: the soonest reusable places, kN's and kSun's, after the later of them.
+    const SpareRemap waits = spares_.map({kWord, kSmile, kA + 100}, false, 2);
+    ASSERT_TRUE(waits.wait_until.has_value());
+    EXPECT_EQ(*waits.wait_until, start + 3ms + 100ms);
+    keyboard_.apply(waits);
+    EXPECT_EQ(spares_.find(kSmile, false)->keycode, 11);
+    EXPECT_EQ(spares_.find(kA + 100, false)->keycode, 12);
+    EXPECT_EQ(spares_.find(kWord, false)->keycode, 10) << "needed by the batch: kept";
+    EXPECT_EQ(spares_.find(kBook, false)->keycode, 15);
+}
+
 TEST_F(SpareKeycodesTest, AnIdleClientModelStartsAgainFromNow) {
     spares_.set_usable_levels(1);
     map_now({kE, kN, kSun, kBook});

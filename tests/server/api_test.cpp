@@ -589,6 +589,66 @@ TEST(Api, DesktopTemplateRunsFirefox) {
     EXPECT_EQ(s.del(base).status, 200u);
 }
 
+// Screenshots of an unchanged screen are served without encoding again (EncodedImageCache):
+// a screen that changed must show the change, in each direction, never the image kept.
+TEST(Api, ScreenshotsShowEveryChangeThoughUnchangedFramesAreNotEncodedAgain) {
+    REQUIRE_TEMPLATE();
+    Server s({"--max-sandboxes", "1"});
+    auto created = s.post("/v1/sandboxes", {{"template", "minimal"}, {"resolution", {1024, 768}}});
+    ASSERT_EQ(created.status, 201u) << created.body << s.log();
+    const std::string base = "/v1/sandboxes/" + created.js()["id"].get<std::string>();
+    const auto screenshot = [&] {
+        auto shot = s.get(base + "/screenshot?format=png");
+        EXPECT_EQ(shot.status, 200u) << shot.body;
+        return cv::imdecode(std::vector<uchar>(shot.body.begin(), shot.body.end()),
+                            cv::IMREAD_COLOR);
+    };
+    const auto same = [](const cv::Mat& a, const cv::Mat& b) {
+        return !a.empty() && !b.empty() && cv::norm(a, b, cv::NORM_INF) == 0;
+    };
+
+    // A red window at a place the window list tells, open until /tmp/redbox.done exists.
+    const auto open_red_window = [&] {
+        auto started =
+            s.post(base + "/commands",
+                   {{"cmd",
+                     "rm -f /tmp/redbox.done; xterm -T redbox -bg '#ff0000' -geometry 30x8+200+150 "
+                     "-e sh -c 'while [ ! -e /tmp/redbox.done ]; do sleep 0.1; done'"},
+                    {"background", true}});
+        ASSERT_EQ(started.status, 200u) << started.body;
+    };
+    open_red_window();
+    json box;
+    ASSERT_TRUE(eventually([&] {
+        const json windows = s.get(base + "/windows").js();
+        for (const auto& w : windows["windows"])
+            if (w.value("title", "") == "redbox") box = w;
+        return !box.is_null();
+    })) << s.get(base + "/windows").body;
+    const int cx = box["x"].get<int>() + box["width"].get<int>() / 2;
+    const int cy = box["y"].get<int>() + box["height"].get<int>() - 4;  // below the text
+    const auto red_at_box = [&](const cv::Mat& image) {
+        return !image.empty() && image.at<cv::Vec3b>(cy, cx) == cv::Vec3b(0, 0, 255);
+    };
+    cv::Mat shown;
+    ASSERT_TRUE(eventually([&] { return red_at_box(shown = screenshot()); }));
+
+    // Still: the same image again (from the cache).
+    ASSERT_TRUE(eventually([&] {
+        cv::Mat previous = shown;
+        return same(previous, shown = screenshot());
+    }));
+    EXPECT_TRUE(same(shown, screenshot()));
+
+    // The window goes: the next screenshots must show what is under it, not the kept image.
+    ASSERT_EQ(run(s, created.js()["id"], "touch /tmp/redbox.done; echo done"), "done\n");
+    EXPECT_TRUE(eventually([&] { return !red_at_box(screenshot()); }));
+    // And it comes back: the change the other way shows too.
+    open_red_window();
+    EXPECT_TRUE(eventually([&] { return red_at_box(screenshot()); }));
+    EXPECT_EQ(s.del(base).status, 200u);
+}
+
 // The same API on a microVM: boot, screenshot, type Unicode into the terminal and read it back,
 // files, then kill leaves no QEMU behind. Boots under TCG here (tens of seconds).
 // The router's route table against the OpenAPI document it serves: every route and method is
