@@ -9,6 +9,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,31 @@ TEST(Accessibility, DesktopAppsTreesFindAndAct) {
         s.post(d.base + "/accessibility/act", {{"ref", button["ref"]}, {"action", "fly"}});
     EXPECT_EQ(action.status, 400u) << action.body;
     EXPECT_EQ(action.js()["error"]["field"], "action") << action.body;
+
+    // The same through MCP: find_element, then act_on_element on its ref.
+    const auto headers = open_mcp_session(s, "a11y-test");
+    ASSERT_TRUE(headers.count("Mcp-Session-Id"));
+    auto tool = [&](const std::string& name, json arguments) {
+        arguments["sandbox_id"] = id;
+        const json request = {{"jsonrpc", "2.0"},
+                              {"id", 2},
+                              {"method", "tools/call"},
+                              {"params", {{"name", name}, {"arguments", arguments}}}};
+        const Answer a = s.call(http::verb::post, "/mcp", request.dump(), headers);
+        EXPECT_EQ(a.status, 200u) << a.body;
+        return a.js()["result"];
+    };
+    const json found = tool("find_element", {{"role", "push button"}, {"name", "Paint it"}});
+    ASSERT_EQ(found["isError"], false) << found;
+    ASSERT_EQ(found["structuredContent"]["matches"].size(), 1u) << found;
+    EXPECT_EQ(found["structuredContent"]["matches"][0]["bounds"], button["bounds"]);
+    EXPECT_NE(found["content"][0]["text"].get<std::string>().find("push button \"Paint it\""),
+              std::string::npos)
+        << found;
+    const json acted = tool("act_on_element", {{"ref", button["ref"]}, {"action", "press"}});
+    ASSERT_EQ(acted["isError"], false) << acted;
+    EXPECT_TRUE(eventually([&] { return d.titles().find("Pressed 3") != std::string::npos; }, 20s))
+        << d.titles();
 
     EXPECT_EQ(s.del(d.base).status, 200u);
 }
