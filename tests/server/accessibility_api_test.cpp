@@ -134,6 +134,29 @@ TEST(Accessibility, DesktopAppsTreesFindAndAct) {
               button["states"].end())
         << button;
 
+    // The default scope: the focused window only, which is the newest, Firefox's.
+    json focused;
+    EXPECT_TRUE(eventually(
+        [&] {
+            auto a = s.get(d.base + "/accessibility?max_depth=1");
+            focused = a.js();
+            return a.status == 200 && focused["windows"].size() == 1 &&
+                   focused["windows"][0].value("app", "") == "Firefox";
+        },
+        30s))
+        << focused.dump().substr(0, 2000);
+    if (focused["windows"].size() == 1) {
+        EXPECT_NE(std::find(focused["windows"][0]["states"].begin(),
+                            focused["windows"][0]["states"].end(), "active"),
+                  focused["windows"][0]["states"].end());
+        bool stopped = false;  // some child of the window has children max_depth left out
+        for (const auto& child : focused["windows"][0]["children"]) {
+            EXPECT_TRUE(child["children"].empty()) << child;
+            stopped = stopped || child.value("children_truncated", false);
+        }
+        EXPECT_TRUE(stopped) << focused.dump().substr(0, 2000);
+    }
+
     auto pressed =
         s.post(d.base + "/accessibility/act", {{"ref", button["ref"]}, {"action", "press"}});
     ASSERT_EQ(pressed.status, 200u) << pressed.body;
