@@ -130,7 +130,18 @@ DesktopAgent::DesktopAgent(AgentOptions options) : options_(std::move(options)) 
     clipboard_options.max_bytes = 512 << 10;
     clipboard_ = std::make_unique<services::ClipboardService>(display_, clipboard_options);
     // libatspi is opened on the first accessibility call, not here: most templates lack it.
-    accessibility_ = std::make_unique<services::AccessibilityService>(display_);
+    accessibility_ =
+        std::make_unique<services::AccessibilityService>(display_, [this]() -> std::optional<int> {
+            try {
+                const nlohmann::json listed = windows_->list();
+                for (const auto& window : listed.value("windows", nlohmann::json::array()))
+                    if (window["id"] == listed["active"] && window.contains("pid"))
+                        return window["pid"].get<int>();
+            } catch (const std::exception&) {
+                // No display or no window manager's word: AT-SPI's own states decide.
+            }
+            return std::nullopt;
+        });
 }
 
 DesktopAgent::~DesktopAgent() {

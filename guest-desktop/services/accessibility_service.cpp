@@ -115,6 +115,7 @@ enum class NameMatch { exact, substring, regex };
 
 struct WalkLimits {
     std::string scope = "focused";
+    std::optional<int> focused_pid;  // scope focused: the focused window's process, if known
     std::optional<std::string> app;  // lowercased
     int max_depth = 40;
     std::size_t max_nodes = 5000;
@@ -292,7 +293,7 @@ class AccessibilityService::Engine {
     }
 
     // Each application (a child of the desktop) and its windows; scope "focused" keeps the
-    // active window only.
+    // active window of the application X gives the focus (else every active window).
     template <typename F>
     void for_each_window(const WalkLimits& limits, F&& visit) {
         ObjectRef desktop(f_, f_.get_desktop(0));
@@ -305,6 +306,8 @@ class AccessibilityService::Engine {
             int pid = f_.get_process_id(app.get(), error.out());
             if (!error.failed() && pid > 0) info["pid"] = pid;
             if (limits.app && lowercase(info["name"].get<std::string>()) != *limits.app) continue;
+            if (limits.scope == "focused" && limits.focused_pid && pid != *limits.focused_pid)
+                continue;
             for (ObjectRef& window : children(app.get())) {
                 if (limits.scope == "focused" && !has_state(window.get(), kStateActive)) continue;
                 visit(window, info);
@@ -629,8 +632,8 @@ class AccessibilityService::Engine {
     std::map<std::string, ObjectRef> references_;
 };
 
-AccessibilityService::AccessibilityService(std::string display_name)
-    : display_name_(std::move(display_name)) {}
+AccessibilityService::AccessibilityService(std::string display_name, FocusedPid focused_pid)
+    : display_name_(std::move(display_name)), focused_pid_(std::move(focused_pid)) {}
 
 AccessibilityService::~AccessibilityService() = default;
 
@@ -644,6 +647,7 @@ json AccessibilityService::tree(const json& params) {
     const json& p =
         params::object(params, {"scope", "app", "max_depth", "max_nodes", "visible_only"});
     WalkLimits limits = read_limits(p, "focused");
+    if (limits.scope == "focused" && focused_pid_) limits.focused_pid = focused_pid_();
     Engine& e = engine();
     return e.run([&] { return e.tree(limits); });
 }
@@ -654,6 +658,7 @@ json AccessibilityService::find(const json& params) {
                                 "max_nodes", "max_results", "visible_only"});
     FindQuery query;
     query.limits = read_limits(p, "all");
+    if (query.limits.scope == "focused" && focused_pid_) query.limits.focused_pid = focused_pid_();
     if (auto role = params::opt_string(p, "role")) query.role = normalize_role(*role);
     query.name = params::opt_string(p, "name");
     const std::string match = params::opt_string(p, "name_match").value_or("exact");

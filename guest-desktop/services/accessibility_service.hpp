@@ -12,8 +12,10 @@
 // accessibility.act takes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -22,7 +24,11 @@ namespace deskbox::services {
 
 class AccessibilityService {
   public:
-    explicit AccessibilityService(std::string display_name);
+    // The process owning the window X says has the focus (_NET_ACTIVE_WINDOW's _NET_WM_PID),
+    // if known: AT-SPI's own "active" state can stay on a window that lost it (xfwm4's).
+    using FocusedPid = std::function<std::optional<int>()>;
+
+    AccessibilityService(std::string display_name, FocusedPid focused_pid);
     ~AccessibilityService();
     AccessibilityService(const AccessibilityService&) = delete;
     AccessibilityService& operator=(const AccessibilityService&) = delete;
@@ -45,6 +51,7 @@ class AccessibilityService {
     Engine& engine();
 
     std::string display_name_;
+    FocusedPid focused_pid_;
     std::mutex start_mutex_;
     std::unique_ptr<Engine> engine_;
 };
