@@ -14,10 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include <X11/Xlib.h>
+
 #include "common/utf8.hpp"
 #include "guest-desktop/services/atspi_library.hpp"
 #include "guest-desktop/services/params.hpp"
 #include "guest-desktop/services/service_error.hpp"
+#include "x11/connection.hpp"
+#include "x11/properties.hpp"
 
 namespace deskbox::services {
 
@@ -109,6 +113,20 @@ std::string without_embedded_objects(std::string text) {
          at = text.find(kObjectReplacement, at))
         text.erase(at, kObjectReplacement.size());
     return text;
+}
+
+// The accessibility bus's address as at-spi-bus-launcher publishes it (AT_SPI_BUS on the root
+// window); empty without one.
+std::string published_bus_address(const std::string& display_name) {
+    try {
+        x11::XConnection x(display_name);
+        const Atom atom = XInternAtom(x.get(), "AT_SPI_BUS", True);
+        if (atom == None) return {};
+        auto value = x11::get_property(x.get(), DefaultRootWindow(x.get()), atom);
+        return value ? value->bytes : std::string();
+    } catch (const x11::XConnectionError&) {
+        return {};
+    }
 }
 
 enum class NameMatch { exact, substring, regex };
@@ -274,20 +292,26 @@ class AccessibilityService::Engine {
         return 0;  // G_SOURCE_REMOVE
     }
 
-    // atspi_init finds the accessibility bus (AT_SPI_BUS on the X root window, set by
-    // at-spi-bus-launcher, which the first accessible application starts). Without one,
-    // libatspi is reset so a later call tries again: any other call would abort the process.
+    // The accessibility bus is the one at-spi-bus-launcher publishes on the X root window (the
+    // session's D-Bus starts it when the first accessible application asks). Without it,
+    // atspi_init would try the session bus (autolaunching a dbus-daemon when the agent has no
+    // address for one) and any later libatspi call would abort the process: so no bus, no
+    // init, and the next call looks again.
     void connect() {
         if (connected_) return;
-        // libatspi reads the root window property through $DISPLAY; the agent's own
-        // environment may lack it (its children get theirs from the session).
-        if (!std::getenv("DISPLAY")) ::setenv("DISPLAY", display_name_.c_str(), 0);
-        if (f_.init() != 0) {
-            f_.exit();
+        const std::string address = published_bus_address(display_name_);
+        if (address.empty())
             throw ServiceError(error_code::accessibility_unavailable,
                                std::string(kNoTree) +
                                    ": the accessibility bus is not running (no application "
                                    "with accessibility on has started)");
+        // libatspi takes the address from the environment first.
+        ::setenv("AT_SPI_BUS_ADDRESS", address.c_str(), 1);
+        if (f_.init() != 0) {
+            f_.exit();
+            throw ServiceError(error_code::accessibility_unavailable,
+                               std::string(kNoTree) + ": the accessibility bus at " + address +
+                                   " does not answer");
         }
         connected_ = true;
     }
