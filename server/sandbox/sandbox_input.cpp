@@ -115,7 +115,7 @@ json SandboxInput::aim_at_accessible(input::Action& action, const TargetSpec& sp
     const std::optional<input::CoordinateScaler> scaler = screen_.scaler();
     std::string last_error;
     for (;;) {
-        json found;
+        json found = json::object();  // stays empty when the agent has no tree yet
         try {
             found = agent_.accessibility_find(*spec.accessible);
         } catch (const SandboxError& e) {

@@ -159,6 +159,13 @@ class SandboxTest(unittest.TestCase):
         with self.assertRaises(BadRequestError) as bad:
             self.sb.act_on_element(":1.2/x", "press", value=3)
         self.assertEqual(bad.exception.field, "value")
+        # A click aimed at {role, name}: the server looks for it until timeout_ms, and says why
+        # it found nothing.
+        with self.assertRaises(deskbox.TargetNotFoundError) as missing:
+            self.sb.left_click(target=deskbox.Target(role="push button", name="Save",
+                                                     timeout_ms=300))
+        self.assertEqual(missing.exception.field, "target")
+        self.assertIn("libatspi not installed", str(missing.exception))
 
     def test_windows_and_cursor(self) -> None:
         windows = self.sb.windows()

@@ -421,7 +421,18 @@ export interface TargetOptions extends SearchOptions {
  * What a click, move, scroll or mouse press/release aims at instead of x/y:
  * `{ text: "OK" }` or `{ image: "ok.png", threshold: 0.8 }`.
  */
-export type Target = ImageOrText & TargetOptions;
+/** An accessible element as a target: the centre of its bounds (as `findElements` finds it). */
+export interface AccessibleTarget {
+  role: string;
+  name?: string;
+  nameMatch?: "exact" | "substring" | "regex";
+  states?: string[];
+  app?: string;
+  image?: undefined;
+  text?: undefined;
+}
+
+export type Target = (ImageOrText & TargetOptions) | (AccessibleTarget & Pick<TargetOptions, "index" | "offset" | "timeoutMs">);
 
 export interface ClickOptions {
   button?: MouseButton;

@@ -13,6 +13,7 @@ import {
   PermissionDeniedError,
   Sandbox,
   SandboxPausedError,
+  TargetNotFoundError,
 } from "../dist/index.js";
 import { pngSize, startDeskboxd, waitFor } from "./support.mjs";
 
@@ -241,6 +242,10 @@ describe("Sandbox on a real deskboxd", () => {
     });
     await assert.rejects(sbx.findElements({ name: "(", nameMatch: "regex" }), (err) => err instanceof BadRequestError && err.field === "name");
     await assert.rejects(sbx.actOnElement(":1.2/x", "press", 3), (err) => err instanceof BadRequestError && err.field === "value");
+    await assert.rejects(
+      sbx.leftClick({ role: "push button", name: "Save", timeoutMs: 300 }),
+      (err) => err instanceof TargetNotFoundError && err.field === "target" && /libatspi not installed/.test(err.message),
+    );
   });
 
   test("pause and resume; a paused sandbox refuses actions with a ConflictError", async () => {
