@@ -279,6 +279,14 @@ TEST(Accessibility, MinimalTemplateRefusesClearlyAndBadInputNamesTheField) {
         << tree.body;
     auto act = s.post(base + "/accessibility/act", {{"ref", ":1.2/x"}, {"action", "press"}});
     EXPECT_EQ(act.status, 422u) << act.body;
+    // A click aimed at an element: looked for until its timeout, then not found, saying why.
+    auto aimed = s.post(
+        base + "/actions",
+        {{"actions",
+          {{{"type", "click"}, {"target", {{"role", "push button"}, {"timeout_ms", 300}}}}}}});
+    EXPECT_EQ(aimed.status, 422u) << aimed.body;
+    EXPECT_EQ(aimed.js()["error"]["code"], "target_not_found") << aimed.body;
+    EXPECT_NE(aimed.body.find("libatspi not installed"), std::string::npos) << aimed.body;
 
     struct Bad {
         Answer answer;
