@@ -110,6 +110,7 @@ TEST(Accessibility, DesktopAppsTreesFindAndAct) {
         d.base + "/accessibility/act",
         {{"ref", editor["ref"]}, {"action", "set_value"}, {"value", "written through AT-SPI"}});
     ASSERT_EQ(set.status, 200u) << set.body;
+    EXPECT_FALSE(set.js().contains("via")) << "GTK takes EditableText: " << set.body;
     EXPECT_TRUE(eventually(
         [&] {
             json again = d.first({{"app", "mousepad"}, {"role", "text"}, {"states", {"editable"}}});
@@ -191,6 +192,9 @@ TEST(Accessibility, DesktopAppsTreesFindAndAct) {
     auto typed = s.post(d.base + "/accessibility/act",
                         {{"ref", field["ref"]}, {"action", "set_value"}, {"value", "Ada"}});
     ASSERT_EQ(typed.status, 200u) << typed.body;
+    // Firefox's content ignores EditableText: the host typed it.
+    EXPECT_EQ(typed.js()["via"], "keyboard") << typed.body;
+    EXPECT_EQ(typed.js()["node"]["text"], "Ada") << typed.body;
     EXPECT_TRUE(eventually(
         [&] {
             json again = d.first({{"role", "entry"}, {"name", "Your name"}, {"app", "firefox"}});
