@@ -31,6 +31,9 @@ constexpr std::array kMethods = {
     AgentMethodName{AgentMethod::net_listening, "net.listening"},
     AgentMethodName{AgentMethod::processes_kill, "processes.kill"},
     AgentMethodName{AgentMethod::system_identity, "system.identity"},
+    AgentMethodName{AgentMethod::accessibility_tree, "accessibility.tree"},
+    AgentMethodName{AgentMethod::accessibility_find, "accessibility.find"},
+    AgentMethodName{AgentMethod::accessibility_act, "accessibility.act"},
 };
 
 // The table is in declaration order, so a method is its own index.
@@ -40,7 +43,7 @@ constexpr bool in_declaration_order() {
     return true;
 }
 static_assert(in_declaration_order());
-static_assert(kMethods.back().method == AgentMethod::system_identity, "a method is missing");
+static_assert(kMethods.back().method == AgentMethod::accessibility_act, "a method is missing");
 
 }  // namespace
 

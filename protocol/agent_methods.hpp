@@ -36,6 +36,9 @@ enum class AgentMethod {
     net_listening,
     processes_kill,
     system_identity,
+    accessibility_tree,
+    accessibility_find,
+    accessibility_act,
 };
 
 struct AgentMethodName {

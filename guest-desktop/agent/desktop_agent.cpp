@@ -10,6 +10,7 @@
 #include "guest-desktop/agent/input_actions.hpp"
 #include "guest-desktop/capture/capture_engine.hpp"
 #include "guest-desktop/capture/settle.hpp"
+#include "guest-desktop/services/accessibility_service.hpp"
 #include "guest-desktop/services/clipboard_service.hpp"
 #include "guest-desktop/services/exec_service.hpp"
 #include "guest-desktop/services/file_service.hpp"
@@ -128,6 +129,19 @@ DesktopAgent::DesktopAgent(AgentOptions options) : options_(std::move(options)) 
     services::ClipboardOptions clipboard_options;
     clipboard_options.max_bytes = 512 << 10;
     clipboard_ = std::make_unique<services::ClipboardService>(display_, clipboard_options);
+    // libatspi is opened on the first accessibility call, not here: most templates lack it.
+    accessibility_ =
+        std::make_unique<services::AccessibilityService>(display_, [this]() -> std::optional<int> {
+            try {
+                const nlohmann::json listed = windows_->list();
+                for (const auto& window : listed.value("windows", nlohmann::json::array()))
+                    if (window["id"] == listed["active"] && window.contains("pid"))
+                        return window["pid"].get<int>();
+            } catch (const std::exception&) {
+                // No display or no window manager's word: AT-SPI's own states decide.
+            }
+            return std::nullopt;
+        });
 }
 
 DesktopAgent::~DesktopAgent() {
@@ -373,6 +387,13 @@ protocol::AgentRoutes DesktopAgent::service_routes() {
         return nlohmann::json{
             {"killed", swept.killed}, {"refused", swept.refused}, {"rounds", swept.rounds}};
     });
+
+    service(AgentMethod::accessibility_tree,
+            [this](const Request& r) { return accessibility_->tree(r.params); });
+    service(AgentMethod::accessibility_find,
+            [this](const Request& r) { return accessibility_->find(r.params); });
+    service(AgentMethod::accessibility_act,
+            [this](const Request& r) { return accessibility_->act(r.params); });
 
     // After a restore from a shared memory snapshot: fresh hostname, clock and randomness.
     service(AgentMethod::system_identity,

@@ -25,6 +25,7 @@ class ExecService;
 class FileService;
 class WindowService;
 class ClipboardService;
+class AccessibilityService;
 }  // namespace deskbox::services
 namespace deskbox::input {
 class Injector;
@@ -59,7 +60,8 @@ class DesktopAgent {
     // One handler per method of protocol::agent_methods().
     void register_handlers(protocol::RpcServer& server, capture::ScreenCapture& capture);
     protocol::AgentRoutes screen_routes(capture::ScreenCapture& capture);  // and ping, session
-    protocol::AgentRoutes service_routes();  // exec, files, windows, clipboard, ports, system
+    protocol::AgentRoutes service_routes();  // exec, files, windows, clipboard, ports, system,
+                                           // accessibility
 
     AgentOptions options_;
     std::unique_ptr<session::SessionSupervisor> session_;
@@ -72,6 +74,7 @@ class DesktopAgent {
     std::unique_ptr<services::FileService> files_;
     std::unique_ptr<services::WindowService> windows_;
     std::unique_ptr<services::ClipboardService> clipboard_;
+    std::unique_ptr<services::AccessibilityService> accessibility_;
 
     std::mutex current_mutex_;
     protocol::RpcServer* current_ = nullptr;  // the connection events go to

@@ -27,6 +27,9 @@ inline constexpr const char* not_empty = "not_empty";
 inline constexpr const char* too_large = "too_large";
 // fork/clone failed with EAGAIN or ENOMEM: the sandbox is at its process or memory limit.
 inline constexpr const char* resource_exhausted = "resource_exhausted";
+// The desktop has no accessibility tree to read: no libatspi in the template, no accessibility
+// bus, no application on it.
+inline constexpr const char* accessibility_unavailable = "accessibility_unavailable";
 }  // namespace error_code
 
 class ServiceError : public std::runtime_error {

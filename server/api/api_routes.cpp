@@ -204,6 +204,9 @@ const std::vector<ApiRoute>& api_routes() {
         // The desktop's state (routes/desktop.cpp).
         {"/v1/sandboxes/{id}/windows", api_key, {{verb::get, list_windows}}},
         {"/v1/sandboxes/{id}/cursor", api_key, {{verb::get, cursor_position}}},
+        {"/v1/sandboxes/{id}/accessibility", api_key, {{verb::get, accessibility_tree}}},
+        {"/v1/sandboxes/{id}/accessibility/find", api_key, {{verb::post, accessibility_find}}},
+        {"/v1/sandboxes/{id}/accessibility/act", api_key, {{verb::post, accessibility_act}}},
         {"/v1/sandboxes/{id}/clipboard",
          api_key,
          {{verb::get, read_clipboard}, {verb::put, write_clipboard}, {verb::post, write_clipboard}},

@@ -7,6 +7,7 @@
 #include "common/utf8.hpp"
 #include "server/http/api_error.hpp"
 #include "server/mcp/mcp_messages.hpp"
+#include "server/sandbox/accessibility.hpp"
 #include "server/sandbox/action_request.hpp"
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/request_reader.hpp"
@@ -141,6 +142,50 @@ json screen_tool(ToolContext& context, const json& arguments, const std::string&
                        " after " + r["elapsed_ms"].dump() + " ms";
     if (r.contains("match"))
         text += ": at " + r["match"]["center"][0].dump() + "," + r["match"]["center"][1].dump();
+    return {{"content", json::array({text_content(text)})},
+            {"structuredContent", r},
+            {"isError", false}};
+}
+
+// One element as a line: role "name" ref (x,y wxh) [states].
+std::string element_line(const json& node, int depth) {
+    std::string line(static_cast<std::size_t>(depth) * 2, ' ');
+    line += node.value("role", "") + " \"" + node.value("name", "") + "\" " + node.value("ref", "");
+    if (node.contains("bounds")) {
+        const json& b = node["bounds"];
+        line += " (" + b["x"].dump() + "," + b["y"].dump() + " " + b["width"].dump() + "x" +
+                b["height"].dump() + ")";
+    }
+    if (node.contains("text")) line += " text=" + node["text"].dump();
+    if (node.contains("value")) line += " value=" + node["value"].dump();
+    line += "\n";
+    for (const auto& child : node.value("children", json::array()))
+        line += element_line(child, depth + 1);
+    return line;
+}
+
+// accessibility_tree, find_element, act_on_element: the REST routes' answers (bounds in API
+// pixels) with an outline for the model.
+json accessibility_tool(ToolContext& context, const json& arguments, const std::string& name) {
+    if (!arguments.is_object()) throw RpcFailure{kInvalidParams, "arguments must be an object"};
+    auto sandbox = context.target(arguments);
+    json request = arguments;
+    request.erase("sandbox_id");
+    AgentClient& agent = sandbox->agent_client();
+    json r;
+    if (name == "act_on_element") {
+        r = act_on_accessible(agent, sandbox->input(), sandbox->screen(), request);
+    } else {
+        r = name == "accessibility_tree" ? agent.accessibility_tree(request)
+                                         : agent.accessibility_find(request);
+        accessible_bounds_to_api(r, sandbox->screen().size(), sandbox->screen().scaler());
+    }
+    std::string text;
+    for (const char* list : {"windows", "matches"})
+        for (const auto& node : r.value(list, json::array())) text += element_line(node, 0);
+    if (r.contains("node"))
+        text = "done: " + r.value("action", "") + "\n" + element_line(r["node"], 0);
+    if (text.empty()) text = "no element matches\n";
     return {{"content", json::array({text_content(text)})},
             {"structuredContent", r},
             {"isError", false}};
@@ -307,6 +352,8 @@ json call_tool(ToolContext& context, const std::string& name, const json& argume
     if (name == "computer_tool_uses") return computer_tool_uses(context, arguments);
     if (name == "wait_for" || name == "find_on_screen" || name == "read_screen")
         return screen(context, arguments);
+    if (name == "accessibility_tree" || name == "find_element" || name == "act_on_element")
+        return accessibility_tool(context, arguments, name);
     auto tool = kFixed.find(name);
     if (tool == kFixed.end()) throw RpcFailure{kInvalidParams, "unknown tool '" + name + "'"};
     return tool->second(context, arguments);

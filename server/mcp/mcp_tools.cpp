@@ -255,6 +255,54 @@ const json& mcp_tools() {
              {"inputSchema",
               {{"type", "object"},
                {"properties", {{"region", region}, {"sandbox_id", sandbox_id_schema()}}}}}});
+        json accessible_filters = {
+            {"role",
+             {{"type", "string"},
+              {"description", "AT-SPI role: \"push button\", \"entry\", \"text\", ..."}}},
+            {"name", {{"type", "string"}}},
+            {"name_match", {{"type", "string"}, {"enum", {"exact", "substring", "regex"}}}},
+            {"states",
+             {{"type", "array"},
+              {"items", {{"type", "string"}}},
+              {"description", "States it must have: \"focused\", \"showing\", ..."}}},
+            {"app", {{"type", "string"}, {"description", "Only this application (firefox)."}}},
+            {"sandbox_id", sandbox_id_schema()}};
+        list.push_back(
+            {{"name", "accessibility_tree"},
+             {"title", "Read the accessibility tree"},
+             {"description",
+              "The desktop's AT-SPI tree (GTK apps, Firefox): each element's role, name, states, "
+              "bounds in screen coordinates and ref, for the focused window or all windows. "
+              "Finds buttons and fields by name, not pixels."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"scope", {{"type", "string"}, {"enum", {"focused", "all"}}}},
+                 {"app", {{"type", "string"}}},
+                 {"max_depth", {{"type", "integer"}, {"minimum", 0}, {"maximum", 200}}},
+                 {"visible_only", {{"type", "boolean"}}},
+                 {"sandbox_id", sandbox_id_schema()}}}}}});
+        list.push_back(
+            {{"name", "find_element"},
+             {"title", "Find accessible elements"},
+             {"description",
+              "Accessible elements by role, name (exact, substring or regex) and states: their "
+              "ref (for act_on_element), bounds and centre to click."},
+             {"inputSchema", {{"type", "object"}, {"properties", accessible_filters}}}});
+        list.push_back(
+            {{"name", "act_on_element"},
+             {"title", "Act on an accessible element"},
+             {"description",
+              "Invokes an action on an element found by find_element or accessibility_tree: "
+              "press, focus, set_value (a text field's text, a slider's number) or select."},
+             {"inputSchema",
+              {{"type", "object"},
+               {"properties",
+                {{"ref", {{"type", "string"}}},
+                 {"action", {{"type", "string"}}},
+                 {"value", {{"description", "set_value: a string or a number."}}},
+                 {"sandbox_id", sandbox_id_schema()}}},
+               {"required", {"ref", "action"}}}}});
         list.push_back({{"name", "list_sandboxes"},
                         {"title", "List sandboxes"},
                         {"description", "The sandboxes this session may use, with their state."},
@@ -263,7 +311,8 @@ const json& mcp_tools() {
             const std::string name = tool["name"];
             const bool reads = name == "screenshot" || name == "read_file" ||
                                name == "list_sandboxes" || name == "wait_for" ||
-                               name == "find_on_screen" || name == "read_screen";
+                               name == "find_on_screen" || name == "read_screen" ||
+                               name == "accessibility_tree" || name == "find_element";
             tool["annotations"] = {{"readOnlyHint", reads},
                                    {"destructiveHint", name == "kill_sandbox"},
                                    {"openWorldHint", false}};

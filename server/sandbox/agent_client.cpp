@@ -37,6 +37,8 @@ SandboxError agent_error(const std::string& c, const std::string& message,
         fault = SandboxFault::too_large;
     else if (c == "timeout")
         fault = SandboxFault::timed_out;
+    else if (c == "accessibility_unavailable")  // the desktop has no tree to read
+        fault = SandboxFault::unprocessable;
     return SandboxError(fault, c, message, field);
 }
 
@@ -192,6 +194,22 @@ json AgentClient::clipboard() {
 
 json AgentClient::set_clipboard(const std::string& text) {
     return call(AgentMethod::clipboard_set, {{"text", text}}, {}, kDefaultReply).result;
+}
+
+// A large page's tree is thousands of D-Bus calls into the application.
+constexpr milliseconds kAccessibilityReply = seconds(60);
+
+json AgentClient::accessibility_tree(const json& params) {
+    return call(AgentMethod::accessibility_tree, params, {}, kAccessibilityReply).result;
+}
+
+json AgentClient::accessibility_find(const json& params) {
+    return call(AgentMethod::accessibility_find, params, {}, kAccessibilityReply).result;
+}
+
+json AgentClient::accessibility_act(const json& params) {
+    audit("accessibility.act", params, Caller::api);
+    return call(AgentMethod::accessibility_act, params, {}, kAccessibilityReply).result;
 }
 
 json AgentClient::listening_ports(milliseconds timeout) {

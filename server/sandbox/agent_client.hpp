@@ -128,6 +128,11 @@ class AgentClient {
     nlohmann::json set_clipboard(const std::string& text);
     // {"ports":[{"port","addresses"}]}; `timeout`: for a caller that would rather not wait.
     nlohmann::json listening_ports(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+    // The AT-SPI tree (services/accessibility_service.hpp): params passed as the client sent
+    // them (the agent checks them, errors naming the field); bounds in screen pixels.
+    nlohmann::json accessibility_tree(const nlohmann::json& params);
+    nlohmann::json accessibility_find(const nlohmann::json& params);
+    nlohmann::json accessibility_act(const nlohmann::json& params);
     // A restored guest's clock, randomness and (new_identity) name; its answer.
     nlohmann::json set_identity(const GuestIdentity& identity);
 

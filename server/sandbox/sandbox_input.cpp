@@ -3,12 +3,15 @@
 #include "server/sandbox/sandbox_input.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
+#include <thread>
 
 #include "common/base64.hpp"
 #include "input/dialects/replies.hpp"
 #include "input/parse.hpp"
+#include "server/sandbox/accessibility.hpp"
 
 namespace deskbox::server {
 
@@ -106,7 +109,52 @@ void SandboxInput::to_screen(ActionsRequest& request,
     }
 }
 
+json SandboxInput::aim_at_accessible(input::Action& action, const TargetSpec& spec) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.timeout_ms);
+    const std::optional<input::CoordinateScaler> scaler = screen_.scaler();
+    std::string last_error;
+    for (;;) {
+        json found = json::object();  // stays empty when the agent has no tree yet
+        try {
+            found = agent_.accessibility_find(*spec.accessible);
+        } catch (const SandboxError& e) {
+            // The agent names its own params ("role"); the client wrote them in the target.
+            if (e.fault() == SandboxFault::invalid)
+                throw SandboxError(e.fault(), e.code(), join_field(spec.field, e.what()),
+                                   join_field(spec.field, e.field()));
+            // No tree yet (the application is starting): wait for it like for pixels.
+            if (e.fault() != SandboxFault::unprocessable) throw;
+            last_error = e.what();
+        }
+        accessible_bounds_to_api(found, screen_.size(), scaler);
+        int on_screen = 0;
+        for (auto& match : found.value("matches", json::array())) {
+            if (!match.contains("bounds") || on_screen++ < spec.index) continue;
+            const json& box = match["bounds"];
+            input::Point point{box["x"].get<int>() + box["width"].get<int>() / 2 + spec.offset.x,
+                               box["y"].get<int>() + box["height"].get<int>() / 2 + spec.offset.y};
+            const input::Size api = scaler ? scaler->api() : screen_.size();
+            if (point.x < 0 || point.y < 0 || point.x >= api.width || point.y >= api.height)
+                throw invalid_field(join_field(spec.field, "offset"),
+                                    "the point it gives (" + std::to_string(point.x) + "," +
+                                        std::to_string(point.y) + ") is off the screen");
+            if (scaler) point = scaler->to_screen(point, spec.field);
+            input::aim(action, point);
+            return match;
+        }
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw SandboxError(SandboxFault::unprocessable, "target_not_found",
+                               "no accessible element " + spec.accessible->dump() +
+                                   " on the screen after " + std::to_string(spec.timeout_ms) +
+                                   " ms" + (last_error.empty() ? "" : " (" + last_error + ")"),
+                               spec.field);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+}
+
 json SandboxInput::aim_at_target(input::Action& action, const TargetSpec& spec) {
+    if (spec.accessible) return aim_at_accessible(action, spec);
     TargetSighting sighting = screen_.seek(spec);
     const auto& box = sighting.box;
     input::Point point{box.x + box.width / 2 + spec.offset.x,

@@ -54,6 +54,9 @@ class SandboxInput {
     // Finds the target (waiting for it up to its timeout) and aims the action there. Returns
     // the match. SandboxError (unprocessable) target_not_found if it does not appear.
     nlohmann::json aim_at_target(input::Action& action, const TargetSpec& target);
+    // The same for an accessible element (target.accessible): found with accessibility.find,
+    // aimed at the centre of its bounds. The match (bounds in API pixels).
+    nlohmann::json aim_at_accessible(input::Action& action, const TargetSpec& target);
 
     AgentClient& agent_;
     SandboxScreen& screen_;

@@ -217,15 +217,10 @@ WaitRequest read_wait_request(const json& body) {
     return request;
 }
 
-TargetSpec read_target(const input::Target& target, const std::string& field) {
-    std::set<std::string> allowed = kSeekFields;
-    allowed.insert({"index", "offset", "timeout_ms"});
-    allowed.erase("max_results");
-    json object = json::parse(target.json);
-    Body b(object, field, allowed);
-    TargetSpec spec;
-    spec.field = field;
-    read_seek(b, spec, true);
+namespace {
+
+// The target's own fields (index, offset, timeout_ms), whichever kind it is.
+void read_aim(const Body& b, TargetSpec& spec) {
     spec.index = b.integer("index", 0, 99, 0);
     spec.search.max_results = spec.index + 1;
     if (const json* offset = b.get("offset")) {
@@ -235,6 +230,38 @@ TargetSpec read_target(const input::Target& target, const std::string& field) {
         spec.offset = {(*offset)[0].get<int>(), (*offset)[1].get<int>()};
     }
     spec.timeout_ms = b.integer("timeout_ms", 0, kMaxTargetWaitMs, kDefaultTargetWaitMs);
+}
+
+TargetSpec read_accessible_target(const json& object, const std::string& field) {
+    Body b(object, field,
+           {"role", "name", "name_match", "states", "app", "index", "offset", "timeout_ms"});
+    TargetSpec spec;
+    spec.field = field;
+    json find = json::object();
+    for (const char* name : {"role", "name", "name_match", "app"})
+        if (b.has(name)) find[name] = b.string(name);
+    if (const json* states = b.get("states")) find["states"] = *states;
+    read_aim(b, spec);
+    // Elements off the screen match too, and are passed over (SandboxInput::aim_at_accessible).
+    find["max_results"] = spec.index + 20;
+    spec.text = find.value("name", "");
+    spec.accessible = std::move(find);
+    return spec;
+}
+
+}  // namespace
+
+TargetSpec read_target(const input::Target& target, const std::string& field) {
+    json object = json::parse(target.json);
+    if (object.is_object() && object.contains("role")) return read_accessible_target(object, field);
+    std::set<std::string> allowed = kSeekFields;
+    allowed.insert({"index", "offset", "timeout_ms"});
+    allowed.erase("max_results");
+    Body b(object, field, allowed);
+    TargetSpec spec;
+    spec.field = field;
+    read_seek(b, spec, true);
+    read_aim(b, spec);
     return spec;
 }
 

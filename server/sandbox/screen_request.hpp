@@ -31,6 +31,9 @@ struct TargetSpec {
     input::Point offset;
     int timeout_ms = kDefaultTargetWaitMs;
     std::string field;  // where the spec sat ("target", "actions[2].target", "" for locate)
+    // An accessible element ({"role", "name", ...} target): the agent's accessibility.find
+    // params, found in the AT-SPI tree instead of on the screen's pixels.
+    std::optional<nlohmann::json> accessible;
 };
 
 struct OcrRequest {
@@ -61,7 +64,8 @@ OcrRequest read_ocr_request(const nlohmann::json& body);
 CompareRequest read_compare_request(const nlohmann::json& body);
 WaitRequest read_wait_request(const nlohmann::json& body);
 // An action's target (input::Target's JSON, shape-checked by the input layer); `field` is where
-// it sat ("actions[2].target").
+// it sat ("actions[2].target"). An image, a text, or an accessible element: {"role", "name"?,
+// "name_match"?, "states"?, "app"?} (the agent checks the values, errors named by the host).
 TargetSpec read_target(const input::Target& target, const std::string& field);
 
 std::string join_field(const std::string& prefix, const std::string& name);

@@ -278,6 +278,36 @@ TEST(Agent, FilesClipboardCursorAndErrors) {
     }
 }
 
+// Accessibility on a desktop without an accessibility bus (this host's Xvfb, no GTK app): the
+// agent says so, twice (libatspi is never left half-initialised, where its next call aborts),
+// and still checks its params first.
+TEST(Agent, AccessibilityWithoutABusSaysSoAndKeepsServing) {
+    AgentProcess agent;
+    auto client = agent.connect(nullptr);
+    ASSERT_TRUE(client);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        try {
+            client->call("accessibility.tree", {{"scope", "all"}});
+            FAIL() << "a tree without an accessibility bus";
+        } catch (const protocol::RpcError& e) {
+            EXPECT_EQ(e.code(), "accessibility_unavailable");
+            const std::string message = e.what();
+            // With libatspi (the CI host has it): no bus. Without: no library.
+            EXPECT_TRUE(message.find("the accessibility bus is not running") != std::string::npos ||
+                        message.find("libatspi not installed") != std::string::npos)
+                << message;
+        }
+    }
+    try {
+        client->call("accessibility.find", {{"role", "push button"}, {"max_results", 0}});
+        FAIL();
+    } catch (const protocol::RpcError& e) {
+        EXPECT_EQ(e.code(), "bad_request");
+        EXPECT_EQ(e.field(), "max_results");
+    }
+    EXPECT_NO_THROW(client->call("ping"));
+}
+
 TEST(Agent, SurvivesGarbageAndServesTheNextHost) {
     AgentProcess agent;
     {

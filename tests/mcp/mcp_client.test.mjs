@@ -77,7 +77,8 @@ test('Streamable HTTP: tools, a click that changes the screen, an error result, 
 
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ['computer', 'computer_tool_uses', 'create_sandbox', 'find_on_screen', 'fork', 'kill_sandbox',
+    assert.deepEqual(names, ['accessibility_tree', 'act_on_element', 'computer', 'computer_tool_uses', 'create_sandbox',
+      'find_element', 'find_on_screen', 'fork', 'kill_sandbox',
       'list_sandboxes', 'read_file', 'read_screen', 'run_command', 'screenshot', 'snapshot',
       'wait_for', 'write_file']);
     const computer = tools.find((t) => t.name === 'computer');
@@ -291,7 +292,7 @@ test('auth: a control token opens only its sandbox; with --api-key the key is ne
       requestInit: { headers: { Authorization: 'Bearer sekret-key-1' } },
     }));
     const { tools } = await client.listTools();
-    assert.equal(tools.length, 14);
+    assert.equal(tools.length, 17);
     await client.close();
   } finally {
     const exited = new Promise((resolve) => keyed.once('exit', resolve));

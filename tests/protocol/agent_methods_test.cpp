@@ -22,7 +22,7 @@ TEST(AgentMethods, EachMethodHasOneNameOfItsOwn) {
         }
         EXPECT_TRUE(names.insert(name).second) << name << " twice";
     }
-    EXPECT_EQ(names.size(), static_cast<std::size_t>(AgentMethod::system_identity) + 1);
+    EXPECT_EQ(names.size(), static_cast<std::size_t>(AgentMethod::accessibility_act) + 1);
     EXPECT_EQ(method_name(AgentMethod::files_read), "files.read");
     EXPECT_EQ(method_name(AgentMethod::exec_run), "exec.run");
 }

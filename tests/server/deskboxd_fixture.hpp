@@ -160,6 +160,24 @@ inline bool template_built(const std::string& name = "minimal") {
 
 using test::eventually;
 
+// An initialised MCP session on /mcp: the headers its next requests carry (Mcp-Session-Id).
+inline std::map<std::string, std::string> open_mcp_session(Server& s, const std::string& client) {
+    const json init = {{"jsonrpc", "2.0"},
+                       {"id", 1},
+                       {"method", "initialize"},
+                       {"params",
+                        {{"protocolVersion", "2025-06-18"},
+                         {"capabilities", json::object()},
+                         {"clientInfo", {{"name", client}, {"version", "1"}}}}}};
+    std::map<std::string, std::string> headers = {
+        {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
+    const Answer opened = s.call(http::verb::post, "/mcp", init.dump(), headers);
+    EXPECT_EQ(opened.status, 200u) << opened.body;
+    if (opened.headers.count("Mcp-Session-Id"))
+        headers["Mcp-Session-Id"] = opened.headers.at("Mcp-Session-Id");
+    return headers;
+}
+
 // Starts a command in the background (it outlives the request, like a launched app).
 inline void start(Server& s, const std::string& id, const std::string& cmd) {
     auto a = s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", cmd}, {"background", true}});

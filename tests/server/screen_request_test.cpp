@@ -118,6 +118,27 @@ TEST(ScreenRequest, ATargetNamesItsFieldsUnderWhereItSat) {
               "target.offset");
 }
 
+// {"role", "name"}: an accessible element, found by the agent's accessibility.find.
+TEST(ScreenRequest, ARoleTargetIsAnAccessibleFind) {
+    const TargetSpec target = read_target(
+        {R"({"role":"push button","name":"Save","states":["showing"],"index":1,"timeout_ms":300})"},
+        "actions[0].target");
+    ASSERT_TRUE(target.accessible);
+    EXPECT_EQ((*target.accessible)["role"], "push button");
+    EXPECT_EQ((*target.accessible)["name"], "Save");
+    EXPECT_EQ((*target.accessible)["states"], json::array({"showing"}));
+    EXPECT_GE((*target.accessible)["max_results"].get<int>(), 2) << "enough to reach the index";
+    EXPECT_EQ(target.index, 1);
+    EXPECT_EQ(target.timeout_ms, 300);
+    EXPECT_FALSE(read_target({R"({"text":"Save"})"}, "target").accessible);
+
+    EXPECT_EQ(field_of_error([] { read_target({R"({"role":7})"}, "target"); }), "target.role");
+    EXPECT_EQ(field_of_error([] { read_target({R"({"role":"link","text":"x"})"}, "target"); }),
+              "target.text");
+    EXPECT_EQ(field_of_error([] { read_target({R"({"role":"link","name":["x"]})"}, "target"); }),
+              "target.name");
+}
+
 TEST(RecordingRequest, OneReaderForTheRouteTheCreateAndTheRecord) {
     const RecordingRequest defaults = read_recording_request(json::object());
     EXPECT_FALSE(defaults.actions);

@@ -129,19 +129,8 @@ TEST_F(ToolsetApi, ARecordedTurnIsAnsweredWithOneToolResultPerBlockInOrder) {
 }
 
 TEST_F(ToolsetApi, TheSameTurnThroughMcpAnswersTheSameToolResults) {
-    const json init = {{"jsonrpc", "2.0"},
-                       {"id", 1},
-                       {"method", "initialize"},
-                       {"params",
-                        {{"protocolVersion", "2025-06-18"},
-                         {"capabilities", json::object()},
-                         {"clientInfo", {{"name", "toolset-test"}, {"version", "1"}}}}}};
-    const std::map<std::string, std::string> accept = {
-        {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
-    const Answer opened = s_.call(http::verb::post, "/mcp", init.dump(), accept);
-    ASSERT_EQ(opened.status, 200u) << opened.body;
-    auto headers = accept;
-    headers["Mcp-Session-Id"] = opened.headers.at("Mcp-Session-Id");
+    const auto headers = open_mcp_session(s_, "toolset-test");
+    ASSERT_TRUE(headers.count("Mcp-Session-Id"));
     auto call = [&](const json& arguments) {
         const json request = {
             {"jsonrpc", "2.0"},

@@ -180,6 +180,24 @@ class AsyncSandbox:
         """See `Sandbox.windows`."""
         return await asyncio.to_thread(self.sync.windows)
 
+    async def accessibility_tree(self, scope: str = "focused", app: Optional[str] = None,
+                                 max_depth: Optional[int] = None,
+                                 max_nodes: Optional[int] = None,
+                                 visible_only: Optional[bool] = None) -> Dict[str, Any]:
+        """See `Sandbox.accessibility_tree`."""
+        return await asyncio.to_thread(self.sync.accessibility_tree, scope, app, max_depth,
+                                       max_nodes, visible_only)
+
+    async def find_elements(self, role: Optional[str] = None, name: Optional[str] = None,
+                            **options: Any) -> List[Dict[str, Any]]:
+        """See `Sandbox.find_elements`."""
+        return await asyncio.to_thread(lambda: self.sync.find_elements(role, name, **options))
+
+    async def act_on_element(self, ref: str, action: str = "press",
+                             value: Optional[Union[str, float]] = None) -> Dict[str, Any]:
+        """See `Sandbox.act_on_element`."""
+        return await asyncio.to_thread(self.sync.act_on_element, ref, action, value)
+
     async def kill_processes(self) -> Dict[str, int]:
         """See `Sandbox.kill_processes`."""
         return await asyncio.to_thread(self.sync.kill_processes)

@@ -618,6 +618,47 @@ class Sandbox:
         j = self._http.json("GET", self._path("/windows"))
         return [Window.from_json(w) for w in j.get("windows", [])]
 
+    # -- accessibility --------------------------------------------------------------------
+    def accessibility_tree(self, scope: str = "focused", app: Optional[str] = None,
+                           max_depth: Optional[int] = None, max_nodes: Optional[int] = None,
+                           visible_only: Optional[bool] = None) -> Dict[str, Any]:
+        """The desktop's AT-SPI tree: ``{"windows": [node], "node_count", "truncated"}``.
+
+        Each node has ``ref`` (for `act_on_element`), ``role``, ``name``, ``states``,
+        ``bounds`` (``{x, y, width, height}`` in the same pixels as screenshots and actions),
+        ``actions``, ``text``/``value`` where it has them, and ``children``. ``scope`` is
+        ``"focused"`` (the active window) or ``"all"``; ``app`` keeps one application's."""
+        query = {"scope": scope, "app": app, "max_depth": max_depth, "max_nodes": max_nodes,
+                 "visible_only": visible_only}
+        return self._http.json("GET", self._path("/accessibility"), query=query)
+
+    def find_elements(self, role: Optional[str] = None, name: Optional[str] = None, *,
+                      name_match: str = "exact", states: Optional[Iterable[str]] = None,
+                      app: Optional[str] = None, scope: str = "all",
+                      max_results: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Accessible elements by role (``"push button"``), name (``name_match``: ``"exact"``,
+        ``"substring"`` or ``"regex"``) and states (``["focused"]``), in tree order: nodes as
+        in `accessibility_tree`, without children. An empty list when none matches."""
+        body: Dict[str, Any] = {"name_match": name_match, "scope": scope}
+        for key, value in (("role", role), ("name", name), ("app", app),
+                           ("max_results", max_results)):
+            if value is not None:
+                body[key] = value
+        if states is not None:
+            body["states"] = list(states)
+        j = self._http.json("POST", self._path("/accessibility/find"), json_body=body)
+        return list(j.get("matches", []))
+
+    def act_on_element(self, ref: str, action: str = "press",
+                       value: Optional[Union[str, float]] = None) -> Dict[str, Any]:
+        """Invokes ``action`` on the element ``ref`` names: ``"press"``/``"click"``,
+        ``"focus"``, ``"set_value"`` (``value``: a text field's text or a number) or
+        ``"select"``. Returns ``{"ref", "action", "node"}`` (the element afterwards)."""
+        body: Dict[str, Any] = {"ref": ref, "action": action}
+        if value is not None:
+            body["value"] = value
+        return self._http.json("POST", self._path("/accessibility/act"), json_body=body)
+
     def kill_processes(self) -> Dict[str, int]:
         """Ends every process but the desktop session (agent, X server, window manager): the
         way back from a `SandboxExhaustedError` (409 ``sandbox_exhausted``) without a re-create.

@@ -109,7 +109,14 @@ class Match:
 
     @classmethod
     def from_json(cls, j: Dict[str, Any]) -> "Match":
-        """Builds it from the API's JSON object."""
+        """Builds it from the API's JSON object (an accessible element's: its bounds, score 1,
+        its name as the text; ``raw`` keeps the element)."""
+        if isinstance(j.get("bounds"), dict):  # an accessible target's element
+            b = j["bounds"]
+            match = cls.from_json({"x": b["x"], "y": b["y"], "width": b["width"],
+                                   "height": b["height"], "score": 1.0, "text": j.get("name")})
+            match.raw = j
+            return match
         x, y, w, h = int(j.get("x", 0)), int(j.get("y", 0)), int(j.get("width", 0)), int(j.get("height", 0))
         c = j.get("center") or [x + w // 2, y + h // 2]
         return cls(
@@ -298,7 +305,9 @@ class WaitTimeoutError(DeskboxError):
 @dataclass
 class Target:
     """What a click, move, scroll, mouse press or release aims at instead of x/y: a text
-    (``Target(text="OK")``) or an image (``Target(image="ok.png", threshold=0.8)``).
+    (``Target(text="OK")``), an image (``Target(image="ok.png", threshold=0.8)``) or an
+    accessible element (``Target(role="push button", name="Save")``, with ``name_match``,
+    ``states`` and ``app`` as in `Sandbox.find_elements`; the centre of its bounds).
 
     The action runs at the match's centre plus ``offset``; ``index`` picks among several
     matches (default the first: reading order for text, best score for images). The server
@@ -317,12 +326,26 @@ class Target:
     index: Optional[int] = None
     offset: Optional[Tuple[int, int]] = None
     timeout_ms: Optional[int] = None
+    role: Optional[str] = None
+    name: Optional[str] = None
+    name_match: Optional[str] = None
+    states: Optional[Sequence[str]] = None
+    app: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         """The action's ``target`` object (the image base64-encoded)."""
-        body = search_body(image=self.image, text=self.text, region=self.region,
-                           threshold=self.threshold, scales=self.scales,
-                           grayscale=self.grayscale, exact=self.exact, lang=self.lang)
+        if self.role is not None:
+            body: Dict[str, Any] = {"role": self.role}
+            for key, value in (("name", self.name), ("name_match", self.name_match),
+                               ("app", self.app)):
+                if value is not None:
+                    body[key] = value
+            if self.states is not None:
+                body["states"] = list(self.states)
+        else:
+            body = search_body(image=self.image, text=self.text, region=self.region,
+                               threshold=self.threshold, scales=self.scales,
+                               grayscale=self.grayscale, exact=self.exact, lang=self.lang)
         if self.index is not None:
             body["index"] = int(self.index)
         if self.offset is not None:

@@ -147,6 +147,26 @@ class SandboxTest(unittest.TestCase):
             self.sb.screenshot(format="gif")
         self.assertEqual((cm.exception.status, cm.exception.field), (400, "format"))
 
+    def test_accessibility_on_minimal_says_why_and_names_bad_fields(self) -> None:
+        with self.assertRaises(DeskboxError) as refused:
+            self.sb.accessibility_tree(scope="all")
+        self.assertEqual(refused.exception.status, 422)
+        self.assertEqual(refused.exception.code, "accessibility_unavailable")
+        self.assertIn("libatspi not installed", str(refused.exception))
+        with self.assertRaises(BadRequestError) as bad:
+            self.sb.find_elements(name="(", name_match="regex")
+        self.assertEqual(bad.exception.field, "name")
+        with self.assertRaises(BadRequestError) as bad:
+            self.sb.act_on_element(":1.2/x", "press", value=3)
+        self.assertEqual(bad.exception.field, "value")
+        # A click aimed at {role, name}: the server looks for it until timeout_ms, and says why
+        # it found nothing.
+        with self.assertRaises(deskbox.TargetNotFoundError) as missing:
+            self.sb.left_click(target=deskbox.Target(role="push button", name="Save",
+                                                     timeout_ms=300))
+        self.assertEqual(missing.exception.field, "target")
+        self.assertIn("libatspi not installed", str(missing.exception))
+
     def test_windows_and_cursor(self) -> None:
         windows = self.sb.windows()
         xterm = [w for w in windows if w.wm_class == "XTerm"]

@@ -40,6 +40,9 @@ import type {
   WaitResult,
   WaitUntil,
   Window,
+  AccessibilityTree,
+  AccessibleNode,
+  FindElementsOptions,
   ToolResultBlock,
 } from "./types.js";
 import {
@@ -634,6 +637,46 @@ export class Sandbox {
   async windows(): Promise<Window[]> {
     const raw = await this.http.json<{ windows: Window[] }>("GET", this.path("/windows"));
     return raw.windows;
+  }
+
+  /**
+   * The desktop's AT-SPI tree: the focused window's (`scope: "focused"`) or every window's,
+   * each element with its role, name, states, bounds (screenshot pixels) and ref.
+   */
+  async accessibilityTree(options: { scope?: "focused" | "all"; app?: string; maxDepth?: number; maxNodes?: number; visibleOnly?: boolean } = {}): Promise<AccessibilityTree> {
+    return this.http.json<AccessibilityTree>("GET", this.path("/accessibility"), {
+      query: {
+        scope: options.scope,
+        app: options.app,
+        max_depth: options.maxDepth,
+        max_nodes: options.maxNodes,
+        visible_only: options.visibleOnly,
+      },
+    });
+  }
+
+  /** Accessible elements by role, name (exact, substring or regex) and states, in tree order. */
+  async findElements(options: FindElementsOptions): Promise<AccessibleNode[]> {
+    const body: Record<string, unknown> = {};
+    if (options.role !== undefined) body.role = options.role;
+    if (options.name !== undefined) body.name = options.name;
+    if (options.nameMatch !== undefined) body.name_match = options.nameMatch;
+    if (options.states !== undefined) body.states = options.states;
+    if (options.app !== undefined) body.app = options.app;
+    if (options.scope !== undefined) body.scope = options.scope;
+    if (options.maxResults !== undefined) body.max_results = options.maxResults;
+    const raw = await this.http.json<{ matches: AccessibleNode[] }>("POST", this.path("/accessibility/find"), { json: body });
+    return raw.matches;
+  }
+
+  /**
+   * Invokes an action on an element: "press"/"click", "focus", "set_value" (`value`: a text
+   * field's text or a number) or "select". Answers the element afterwards.
+   */
+  async actOnElement(ref: string, action: string = "press", value?: string | number): Promise<{ ref: string; action: string; node: AccessibleNode }> {
+    const body: Record<string, unknown> = { ref, action };
+    if (value !== undefined) body.value = value;
+    return this.http.json("POST", this.path("/accessibility/act"), { json: body });
   }
 
   /**

@@ -149,6 +149,43 @@ export interface FileEntry {
   mtime: number;
 }
 
+/** An element of the desktop's AT-SPI tree (`Sandbox.accessibilityTree`, `findElements`). */
+export interface AccessibleNode {
+  /** Stable for the element's life; what `actOnElement` takes. */
+  ref: string;
+  /** AT-SPI role: "push button", "entry", "text", "frame", ... */
+  role: string;
+  name: string;
+  description?: string;
+  states: string[];
+  /** In the same pixels as screenshots and actions; absent when off the screen. */
+  bounds?: { x: number; y: number; width: number; height: number };
+  offscreen?: boolean;
+  actions?: string[];
+  value?: number;
+  text?: string;
+  /** Top-level windows: their application. */
+  app?: string;
+  pid?: number;
+  children?: AccessibleNode[];
+}
+
+export interface AccessibilityTree {
+  windows: AccessibleNode[];
+  node_count: number;
+  truncated: boolean;
+}
+
+export interface FindElementsOptions {
+  role?: string;
+  name?: string;
+  nameMatch?: "exact" | "substring" | "regex";
+  states?: string[];
+  app?: string;
+  scope?: "all" | "focused";
+  maxResults?: number;
+}
+
 export interface Window {
   id: number;
   title: string;
@@ -384,7 +421,18 @@ export interface TargetOptions extends SearchOptions {
  * What a click, move, scroll or mouse press/release aims at instead of x/y:
  * `{ text: "OK" }` or `{ image: "ok.png", threshold: 0.8 }`.
  */
-export type Target = ImageOrText & TargetOptions;
+/** An accessible element as a target: the centre of its bounds (as `findElements` finds it). */
+export interface AccessibleTarget {
+  role: string;
+  name?: string;
+  nameMatch?: "exact" | "substring" | "regex";
+  states?: string[];
+  app?: string;
+  image?: undefined;
+  text?: undefined;
+}
+
+export type Target = (ImageOrText & TargetOptions) | (AccessibleTarget & Pick<TargetOptions, "index" | "offset" | "timeoutMs">);
 
 export interface ClickOptions {
   button?: MouseButton;

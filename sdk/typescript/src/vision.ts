@@ -9,6 +9,8 @@ import type {
   RegionLike,
   SearchOptions,
   Target,
+  TargetOptions,
+  ImageOrText,
   WaitResult,
 } from "./types.js";
 
@@ -55,7 +57,16 @@ export async function searchBody(o: SearchOptions & { image?: ImageInput; text?:
 
 /** An action's `target` object. */
 export async function targetJson(t: Target): Promise<Record<string, unknown>> {
-  const body = await searchBody(t);
+  let body: Record<string, unknown>;
+  if ("role" in t && t.role !== undefined) {
+    body = { role: t.role };
+    if (t.name !== undefined) body.name = t.name;
+    if (t.nameMatch !== undefined) body.name_match = t.nameMatch;
+    if (t.states !== undefined) body.states = t.states;
+    if (t.app !== undefined) body.app = t.app;
+  } else {
+    body = await searchBody(t as ImageOrText & TargetOptions);
+  }
   if (t.index !== undefined) body.index = t.index;
   if (t.offset !== undefined) body.offset = t.offset;
   if (t.timeoutMs !== undefined) body.timeout_ms = t.timeoutMs;
@@ -63,6 +74,12 @@ export async function targetJson(t: Target): Promise<Record<string, unknown>> {
 }
 
 export function parseMatch(raw: Record<string, any>): Match {
+  // An accessible target's element: its bounds, score 1, its name as the text; raw keeps it.
+  if (raw.bounds && typeof raw.bounds === "object") {
+    const m = parseMatch({ ...raw.bounds, score: 1, text: raw.name });
+    m.raw = raw;
+    return m;
+  }
   const m: Match = {
     x: raw.x,
     y: raw.y,

@@ -13,6 +13,7 @@ import {
   PermissionDeniedError,
   Sandbox,
   SandboxPausedError,
+  TargetNotFoundError,
 } from "../dist/index.js";
 import { pngSize, startDeskboxd, waitFor } from "./support.mjs";
 
@@ -229,6 +230,22 @@ describe("Sandbox on a real deskboxd", () => {
     });
     await assert.rejects(sbx.act({ type: "move", x: 1, y: 99999 }), (err) => err instanceof BadRequestError && err.field === "y");
     await assert.rejects(sbx.act([{ type: "move", x: 1, y: 1 }, { type: "nope" }]), (err) => err instanceof BadRequestError && /^actions\[1\]/.test(err.field));
+  });
+
+  test("accessibility: minimal has no libatspi and says so; bad fields are named", async () => {
+    await assert.rejects(sbx.accessibilityTree({ scope: "all" }), (err) => {
+      assert.ok(err instanceof DeskboxError);
+      assert.equal(err.status, 422);
+      assert.equal(err.code, "accessibility_unavailable");
+      assert.match(err.message, /libatspi not installed/);
+      return true;
+    });
+    await assert.rejects(sbx.findElements({ name: "(", nameMatch: "regex" }), (err) => err instanceof BadRequestError && err.field === "name");
+    await assert.rejects(sbx.actOnElement(":1.2/x", "press", 3), (err) => err instanceof BadRequestError && err.field === "value");
+    await assert.rejects(
+      sbx.leftClick({ role: "push button", name: "Save", timeoutMs: 300 }),
+      (err) => err instanceof TargetNotFoundError && err.field === "target" && /libatspi not installed/.test(err.message),
+    );
   });
 
   test("pause and resume; a paused sandbox refuses actions with a ConflictError", async () => {

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "server/api/http_util.hpp"
+#include "server/sandbox/accessibility.hpp"
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/request_reader.hpp"
 #include "server/sandbox/sandbox_screen.hpp"
@@ -65,6 +66,49 @@ HttpResponse write_clipboard(RouteContext& context) {
     allow_only(context.query, {});
     const std::string text = parse_clipboard_body(parse_body(context.request()));
     return json_response(200, context.agent().set_clipboard(text));
+}
+
+namespace {
+
+json accessible_in_api_pixels(RouteContext& context, json answer) {
+    accessible_bounds_to_api(answer, context.screen().size(), context.screen().scaler());
+    return answer;
+}
+
+// The body of find and act: an object, passed to the agent, which checks its fields.
+json accessibility_body(RouteContext& context) {
+    json body = parse_body(context.request());
+    if (!body.is_object())
+        throw invalid_field("body", "expected a JSON object, got " + std::string(body.type_name()));
+    return body;
+}
+
+}  // namespace
+
+HttpResponse accessibility_tree(RouteContext& context) {
+    allow_only(context.query, {"scope", "app", "max_depth", "max_nodes", "visible_only"});
+    json params = json::object();
+    for (const char* name : {"scope", "app"})
+        if (auto it = context.query.find(name); it != context.query.end())
+            params[name] = it->second;
+    for (const char* name : {"max_depth", "max_nodes"})
+        if (context.query.count(name)) params[name] = int_query(context.query, name);
+    if (context.query.count("visible_only"))
+        params["visible_only"] = bool_query(context.query, "visible_only");
+    return json_response(
+        200, accessible_in_api_pixels(context, context.agent().accessibility_tree(params)));
+}
+
+HttpResponse accessibility_find(RouteContext& context) {
+    allow_only(context.query, {});
+    return json_response(200, accessible_in_api_pixels(context, context.agent().accessibility_find(
+                                                                    accessibility_body(context))));
+}
+
+HttpResponse accessibility_act(RouteContext& context) {
+    allow_only(context.query, {});
+    return json_response(200, act_on_accessible(context.agent(), context.input(), context.screen(),
+                                                accessibility_body(context)));
 }
 
 }  // namespace deskbox::server::routes
