@@ -34,6 +34,23 @@ bool relay_line(Context& context, const std::string& target, std::string& sessio
         if (auto given = answer.header("Mcp-Session-Id")) session = *given;
         // 202: a notification was taken; there is nothing to write.
         if (answer.status == 202 || answer.body.empty()) return true;
+        const auto type = answer.header("Content-Type");
+        if (type && type->rfind("text/event-stream", 0) == 0) {
+            // A call with a progressToken: its progress notifications, then its answer, each
+            // an SSE `data:` line, written as lines of their own (once the call is over: this
+            // bridge reads whole answers).
+            std::size_t at = 0;
+            while ((at = answer.body.find("data: ", at)) != std::string::npos) {
+                const std::size_t end = answer.body.find('\n', at);
+                context.out << answer.body.substr(at + 6, end == std::string::npos
+                                                              ? std::string::npos
+                                                              : end - at - 6)
+                            << "\n";
+                at = end == std::string::npos ? answer.body.size() : end;
+            }
+            context.out.flush();
+            return true;
+        }
         json reply = json::parse(answer.body, nullptr, false);
         if (reply.is_discarded()) {
             reply = bridge_error(

@@ -324,3 +324,86 @@ test('stdio: `deskbox mcp --create` serves a sandbox of its own and kills it at 
   }
   assert.fail('the sandbox of `deskbox mcp --create` outlived the bridge');
 });
+
+test('Streamable HTTP: a long run_command streams its lines as progress; a cancel kills it in the guest', async () => {
+  const client = new Client({ name: 'deskbox-progress-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(url + '/mcp'));
+  await client.connect(transport);
+  try {
+    const created = await client.callTool({ name: 'create_sandbox', arguments: { template: 'minimal' } });
+    assert.equal(created.isError, false, textOf(created));
+    const id = created.structuredContent.id;
+
+    // A short command with progress: each line arrives as a notification, then the result.
+    const lines = [];
+    const done = await client.callTool(
+      { name: 'run_command', arguments: { command: 'for i in 1 2 3; do echo line $i; done' } },
+      undefined, { onprogress: (p) => lines.push(p) });
+    assert.equal(done.structuredContent.exit_code, 0, textOf(done));
+    assert.equal(done.structuredContent.stdout, 'line 1\nline 2\nline 3\n');
+    assert.deepEqual(lines.map((p) => p.message), ['line 1', 'line 2', 'line 3']);
+    assert.deepEqual(lines.map((p) => p.progress), [1, 2, 3], 'progress grows with each');
+
+    // A long one, cancelled once its second line has come: the call ends, and so does the
+    // command in the guest (its shell and its sleep).
+    const controller = new AbortController();
+    const progress = [];
+    let secondLine;
+    const sawSecondLine = new Promise((resolve) => { secondLine = resolve; });
+    const call = client.callTool(
+      { name: 'run_command', arguments: {
+        command: 'echo $$ > /tmp/long.pid; for i in $(seq 1 1200); do echo tick $i; sleep 0.5; done',
+        timeout_s: 900 } },
+      undefined,
+      { signal: controller.signal, timeout: 900_000, onprogress: (p) => {
+        progress.push(p);
+        if (p.message === 'tick 2') secondLine();
+      } });
+    await sawSecondLine;
+    controller.abort(new Error('the test cancels'));
+    await assert.rejects(call);
+    // The kill is sent as the cancel arrives; the guest reaps it a moment later.
+    let alive = 'alive';
+    for (let i = 0; i < 100 && alive !== 'gone'; i++) {
+      const probe = await client.callTool({ name: 'run_command', arguments: {
+        command: 'kill -0 $(cat /tmp/long.pid) 2>/dev/null && echo alive || echo gone' } });
+      alive = probe.structuredContent.stdout.trim();
+      if (alive !== 'gone') await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(alive, 'gone', 'the cancelled command is gone in the guest');
+    const { json: running } = await rest('GET', `/v1/sandboxes/${id}/commands`);
+    assert.equal(running.processes.filter((p) => String(p.command).includes('tick')).length, 0,
+      JSON.stringify(running));
+
+    // Cancelling a request this session never sent is a clear error; a late cancel is not.
+    const post = (body) => fetch(url + '/mcp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+        'mcp-session-id': transport.sessionId, 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify(body),
+    });
+    let answer = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 987654 } });
+    assert.equal(answer.status, 404);
+    assert.match((await answer.json()).error.message, /no request 987654/);
+    answer = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: {} });
+    assert.equal(answer.status, 400);
+    answer = await post({ jsonrpc: '2.0', id: 'late-1', method: 'ping' });
+    assert.equal(answer.status, 200);
+    answer = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'late-1' } });
+    assert.equal(answer.status, 202, 'a cancel that comes after the answer is late, not wrong');
+    // A session the server does not know (one from before a restart) tells the client to
+    // initialize again.
+    answer = await fetch(url + '/mcp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+        'mcp-session-id': 'from-before-a-restart' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    assert.equal(answer.status, 404);
+    assert.match((await answer.json()).error.message, /initialize again/);
+    await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: id } });
+  } finally {
+    await transport.terminateSession().catch(() => {});
+    await client.close();
+  }
+});
