@@ -63,14 +63,16 @@ TEST(CommandStreamApi, StreamDeliversOutputWhileTheCommandRuns) {
         auto event = client.next();
         ASSERT_TRUE(event) << "no first line while the command runs; so far: " << out;
         ASSERT_NE(event->name, "exit") << event->data;
-        if (event->name == "stdout") out += event->data.value("data", "");
-        if (event->name == "stdout") EXPECT_EQ(event->data.value("pid", 0LL), pid);
+        if (event->name != "stdout") continue;
+        out += event->data.value("data", "");
+        EXPECT_EQ(event->data.value("pid", 0LL), pid);
     }
     // It still runs: the first line came before its end.
     auto running = s.get("/v1/sandboxes/" + id + "/commands");
     ASSERT_EQ(running.status, 200u) << running.body;
+    const json processes = running.js()["processes"];
     bool listed = false;
-    for (const auto& p : running.js()["processes"]) listed = listed || p["pid"] == pid;
+    for (const auto& p : processes) listed = listed || p["pid"] == pid;
     EXPECT_TRUE(listed) << running.body;
 
     EXPECT_EQ(s.call(http::verb::put, "/v1/sandboxes/" + id + "/files?path=/tmp/go", "x").status,
