@@ -28,29 +28,37 @@ bool relay_line(Context& context, const std::string& target, std::string& sessio
     client::Headers headers = {{"MCP-Protocol-Version", "2025-11-25"}};
     if (!session.empty()) headers.emplace_back("Mcp-Session-Id", session);
     try {
-        client::Response answer =
-            context.client().send(Method::post, target, line, "application/json",
-                                  "application/json, text/event-stream", headers);
+        // A call with a progressToken is answered with events: each goes out as a line when it
+        // comes (its progress while it runs, then its answer); any other answer is read whole.
+        std::string body, events;
+        bool event_stream = false;
+        client::Response answer = context.client().send_streaming(
+            Method::post, target, line, "application/json", "application/json, text/event-stream",
+            headers, [&](const client::Response& head, std::string_view piece) {
+                event_stream =
+                    head.status == 200 &&
+                    head.header("Content-Type").value_or("").starts_with("text/event-stream");
+                if (!event_stream) {
+                    body.append(piece);
+                    return true;
+                }
+                events.append(piece);
+                for (std::size_t end; (end = events.find("\n\n")) != std::string::npos;) {
+                    const std::string block = events.substr(0, end);
+                    events.erase(0, end + 2);
+                    const std::size_t data = block.find("data: ");
+                    if (data == std::string::npos) continue;  // a comment
+                    context.out << block.substr(data + 6, block.find('\n', data) - data - 6)
+                                << "\n";
+                    context.out.flush();
+                }
+                return true;
+            });
         if (auto given = answer.header("Mcp-Session-Id")) session = *given;
+        if (event_stream) return true;
+        answer.body = std::move(body);
         // 202: a notification was taken; there is nothing to write.
         if (answer.status == 202 || answer.body.empty()) return true;
-        const auto type = answer.header("Content-Type");
-        if (type && type->rfind("text/event-stream", 0) == 0) {
-            // A call with a progressToken: its progress notifications, then its answer, each
-            // an SSE `data:` line, written as lines of their own (once the call is over: this
-            // bridge reads whole answers).
-            std::size_t at = 0;
-            while ((at = answer.body.find("data: ", at)) != std::string::npos) {
-                const std::size_t end = answer.body.find('\n', at);
-                context.out << answer.body.substr(at + 6, end == std::string::npos
-                                                              ? std::string::npos
-                                                              : end - at - 6)
-                            << "\n";
-                at = end == std::string::npos ? answer.body.size() : end;
-            }
-            context.out.flush();
-            return true;
-        }
         json reply = json::parse(answer.body, nullptr, false);
         if (reply.is_discarded()) {
             reply = bridge_error(

@@ -310,6 +310,15 @@ test('stdio: `deskbox mcp --create` serves a sandbox of its own and kills it at 
   assert.deepEqual([shot.width, shot.height], [1280, 800]);
   const typed = await client.callTool({ name: 'run_command', arguments: { command: 'echo $((6*7))' } });
   assert.equal(typed.structuredContent.stdout, '42\n');
+  // With progress the server answers SSE; the bridge relays each of its messages as a line when
+  // it comes. (The pauses keep each line in a read of its own: the SDK's stdio transport runs a
+  // read's responses before its notifications, so progress read together with its response
+  // would find the call already over.)
+  const progress = [];
+  const counted = await client.callTool({ name: 'run_command', arguments: { command: 'echo one; sleep 0.3; echo two; sleep 0.3' } },
+    undefined, { onprogress: (p) => progress.push(p.message) });
+  assert.equal(counted.structuredContent.stdout, 'one\ntwo\n');
+  assert.deepEqual(progress, ['one', 'two']);
   const bad = await client.callTool({ name: 'computer', arguments: { action: 'scroll', coordinate: [1, 1] } });
   assert.equal(bad.isError, true);
   assert.match(textOf(bad), /scroll_direction/);
