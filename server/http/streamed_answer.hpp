@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,13 +33,16 @@ class StreamedAnswer {
     // writes after that do nothing. Thread-safe: writes go out whole, one at a time.
     bool write(std::string_view text);
     bool client_gone() const;
+    // `tell` runs once when the client closes its side (it sends nothing after its request),
+    // on an I/O thread: it must only wake someone. Not for in-process callers.
+    void on_client_gone(std::function<void()> tell);
     // The answer to return from the handler: nothing when the connection was taken, else the
     // collected body as a 200.
     HttpResponse finish();
 
   private:
     struct Impl;
-    std::unique_ptr<Impl> impl_;
+    std::shared_ptr<Impl> impl_;  // shared with the read that watches for the client leaving
 };
 
 }  // namespace deskbox::server

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "common/base64.hpp"
 #include "common/utf8.hpp"
@@ -107,10 +108,22 @@ CommandStreams::Watch::~Watch() {
     owner_.unwatch(pid_);
 }
 
+void CommandStreams::Watch::interrupt() {
+    std::lock_guard lock(owner_.mutex_);
+    backlog_->interrupted = true;
+    owner_.arrived_.notify_all();
+}
+
 std::optional<CommandEvent> CommandStreams::Watch::next(
     std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(owner_.mutex_);
-    owner_.arrived_.wait_until(lock, deadline, [&] { return !backlog_->events.empty(); });
+    owner_.arrived_.wait_until(lock, deadline,
+                               [&] { return backlog_->interrupted || !backlog_->events.empty(); });
+    if (std::exchange(backlog_->interrupted, false)) {
+        CommandEvent interrupted;
+        interrupted.kind = CommandEvent::Kind::interrupted;
+        return interrupted;
+    }
     if (backlog_->events.empty()) return std::nullopt;
     CommandEvent event = std::move(backlog_->events.front());
     backlog_->events.pop_front();

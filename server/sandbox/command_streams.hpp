@@ -20,7 +20,9 @@
 namespace deskbox::server {
 
 struct CommandEvent {
-    enum class Kind { output, exit, lost } kind = Kind::output;
+    // interrupted: the watcher's own interrupt() (its client left), before any event still
+    // waiting.
+    enum class Kind { output, exit, lost, interrupted } kind = Kind::output;
     std::string stream;  // output: "stdout" or "stderr"
     std::string data;    // output: the bytes; lost: why no more events will come
     int exit_code = 0;   // exit
@@ -44,6 +46,8 @@ class CommandStreams {
         Watch& operator=(const Watch&) = delete;
         // The next event, or nothing when none came by `deadline`. After exit or lost, nothing.
         std::optional<CommandEvent> next(std::chrono::steady_clock::time_point deadline);
+        // Makes the next next() return `interrupted` at once (from any thread; cheap).
+        void interrupt();
         pid_t pid() const { return pid_; }
 
       private:
@@ -72,6 +76,7 @@ class CommandStreams {
         bool overflowed = false;
         bool watched = false;
         bool ended = false;  // exit or lost is queued: nothing comes after it
+        bool interrupted = false;
         std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
     };
     std::shared_ptr<Backlog> backlog_locked(pid_t pid);

@@ -1,7 +1,8 @@
 // Commands that stream, by a real deskboxd with real container sandboxes: `stream: true`
 // answers server-sent events while the command runs (its first line is read before it can
 // end), stdin to a running command and killing it by its pid over REST, the errors for an
-// unknown or finished pid; a directory made with /files/mkdir and read with /files/list.
+// unknown or finished pid; a directory made with /files/mkdir and read with /files/list; an MCP
+// session from before a restart refused with the words that tell a client to initialize again.
 #include <gtest/gtest.h>
 
 #include "tests/server/deskboxd_fixture.hpp"
@@ -134,6 +135,30 @@ TEST(CommandStreamApi, StdinToARunningCommandAndKillItById) {
     EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
 }
 
+TEST(CommandStreamApi, AClientThatLeavesTakesItsCommandWithIt) {
+    REQUIRE_TEMPLATE();
+    Server s;
+    const std::string id = create_sandbox(s);
+    ASSERT_FALSE(id.empty());
+    long long pid = 0;
+    {
+        SsePostClient client(s.port(), "/v1/sandboxes/" + id + "/commands",
+                             json{{"cmd", "sleep 1000"}, {"stream", true}}.dump());
+        client.header();
+        auto start = client.next();
+        ASSERT_TRUE(start);
+        pid = start->data.value("pid", 0LL);
+    }  // the connection closes
+    auto running = [&] {
+        const json processes = s.get("/v1/sandboxes/" + id + "/commands").js()["processes"];
+        for (const auto& p : processes)
+            if (p["pid"] == pid) return true;
+        return false;
+    };
+    EXPECT_TRUE(eventually([&] { return !running(); })) << "the command outlived its client";
+    EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+}
+
 TEST(CommandStreamApi, MkdirAndListADirectory) {
     REQUIRE_TEMPLATE();
     Server s;
@@ -163,6 +188,44 @@ TEST(CommandStreamApi, MkdirAndListADirectory) {
     EXPECT_EQ(s.post(files + "/mkdir", json::object()).status, 400u);
     EXPECT_EQ(s.post(files + "/mkdir?path=/tmp/x", json{{"mode", "0700"}}).status, 400u);
     EXPECT_EQ(s.del("/v1/sandboxes/" + id).status, 200u);
+}
+
+TEST(McpSessions, ARestartedServerRefusesAnOldSessionAskingToInitializeAgain) {
+    TempDir state("deskboxd-mcp-restart");
+    const std::map<std::string, std::string> mcp_headers = {
+        {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
+    const std::string initialize = json{{"jsonrpc", "2.0"},
+                                        {"id", 1},
+                                        {"method", "initialize"},
+                                        {"params",
+                                         {{"protocolVersion", "2025-11-25"},
+                                          {"capabilities", json::object()},
+                                          {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}}
+                                       .dump();
+    const std::string ping = R"({"jsonrpc":"2.0","id":2,"method":"ping"})";
+    std::string session;
+    {
+        Server s({}, state.path() / "state");
+        auto opened = s.call(http::verb::post, "/mcp", initialize, mcp_headers);
+        ASSERT_EQ(opened.status, 200u) << opened.body;
+        session = opened.headers["Mcp-Session-Id"];
+        ASSERT_FALSE(session.empty());
+        auto headers = mcp_headers;
+        headers["Mcp-Session-Id"] = session;
+        EXPECT_EQ(s.call(http::verb::post, "/mcp", ping, headers).status, 200u);
+        s.kill_hard();
+    }
+    Server s({}, state.path() / "state");
+    auto headers = mcp_headers;
+    headers["Mcp-Session-Id"] = session;
+    auto refused = s.call(http::verb::post, "/mcp", ping, headers);
+    EXPECT_EQ(refused.status, 404u) << refused.body;  // the spec's answer: initialize again
+    EXPECT_NE(refused.js()["error"].value("message", "").find("initialize again"),
+              std::string::npos)
+        << refused.body;
+    auto again = s.call(http::verb::post, "/mcp", initialize, mcp_headers);
+    EXPECT_EQ(again.status, 200u) << again.body;
+    EXPECT_NE(again.headers["Mcp-Session-Id"], session);
 }
 
 }  // namespace

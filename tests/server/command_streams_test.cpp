@@ -45,6 +45,16 @@ TEST(CommandStreams, AWatchWakesWhenOutputComesFromAnotherThread) {
     EXPECT_EQ(event->data, "hello");
 }
 
+TEST(CommandStreams, AnInterruptWakesTheWatcherBeforeWhatWaits) {
+    CommandStreams streams;
+    auto watch = streams.watch(9);
+    streams.output(9, "stdout", "waiting");
+    std::thread client_left([&] { watch->interrupt(); });
+    client_left.join();
+    EXPECT_EQ(next_soon(*watch)->kind, CommandEvent::Kind::interrupted);
+    EXPECT_EQ(next_soon(*watch)->data, "waiting");
+}
+
 TEST(CommandStreams, ALostChannelEndsEveryWatchAndLaterOnesUntilReconnected) {
     CommandStreams streams;
     auto watch = streams.watch(1);

@@ -44,8 +44,8 @@ namespace {
 
 constexpr auto kStreamKeepAlive = std::chrono::seconds(15);
 
-// Output as the agent sends it, until the command exits. A client that leaves (a write fails,
-// also the keep-alive comment every 15 s) takes its command with it: nobody reads it any more.
+// Output as the agent sends it, until the command exits. A client that leaves (its side of the
+// connection closes, or a write fails) takes its command with it: nobody reads it any more.
 HttpResponse stream_command(RouteContext& context, CommandRequest command) {
     const auto started_at = std::chrono::steady_clock::now();
     auto& agent = context.agent();
@@ -55,6 +55,8 @@ HttpResponse stream_command(RouteContext& context, CommandRequest command) {
     const long long pid = *started.pid;
     auto watch = context.sandbox->command_streams().watch(static_cast<pid_t>(pid));
     StreamedAnswer answer(context.exchange, "text/event-stream");
+    CommandStreams::Watch& watching = *watch;
+    answer.on_client_gone([&watching] { watching.interrupt(); });
     bool reading = answer.write(command_sse("start", {{"pid", pid}}));
     CommandOutputText text;
     while (reading) {
@@ -63,6 +65,7 @@ HttpResponse stream_command(RouteContext& context, CommandRequest command) {
             reading = answer.write(": keep-alive\n\n");
             continue;
         }
+        if (event->kind == CommandEvent::Kind::interrupted) break;  // the client left
         if (event->kind == CommandEvent::Kind::output) {
             json data = text.take(*event);
             if (data.is_null()) continue;
