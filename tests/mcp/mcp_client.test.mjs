@@ -63,6 +63,19 @@ function imageOf(result) {
   return { png, width: png.readUInt32BE(16), height: png.readUInt32BE(20) };
 }
 
+// "gone" once the process whose pid is in `pidFile` has ended in the guest (a kill is sent as
+// a cancel arrives; the guest reaps it a moment later), else "alive" after 10 s of asking.
+async function stateOf(client, pidFile) {
+  let state = 'alive';
+  for (let i = 0; i < 100 && state !== 'gone'; i++) {
+    const probe = await client.callTool({ name: 'run_command', arguments: {
+      command: `kill -0 $(cat ${pidFile}) 2>/dev/null && echo alive || echo gone` } });
+    state = probe.structuredContent.stdout.trim();
+    if (state !== 'gone') await new Promise((r) => setTimeout(r, 100));
+  }
+  return state;
+}
+
 function textOf(result) {
   return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 }
@@ -319,6 +332,17 @@ test('stdio: `deskbox mcp --create` serves a sandbox of its own and kills it at 
     undefined, { onprogress: (p) => progress.push(p.message) });
   assert.equal(counted.structuredContent.stdout, 'one\ntwo\n');
   assert.deepEqual(progress, ['one', 'two']);
+  // A cancel typed while a call runs goes out at once, and the command ends in the guest.
+  const controller = new AbortController();
+  let ticked;
+  const firstTick = new Promise((resolve) => { ticked = resolve; });
+  const long = client.callTool(
+    { name: 'run_command', arguments: { command: 'echo $$ > /tmp/stdio.pid; while true; do echo tick; sleep 0.5; done', timeout_s: 600 } },
+    undefined, { signal: controller.signal, timeout: 600_000, onprogress: () => ticked() });
+  await firstTick;
+  controller.abort(new Error('the test cancels'));
+  await assert.rejects(long);
+  assert.equal(await stateOf(client, '/tmp/stdio.pid'), 'gone', 'the command cancelled over stdio is gone in the guest');
   const bad = await client.callTool({ name: 'computer', arguments: { action: 'scroll', coordinate: [1, 1] } });
   assert.equal(bad.isError, true);
   assert.match(textOf(bad), /scroll_direction/);
@@ -371,15 +395,7 @@ test('Streamable HTTP: a long run_command streams its lines as progress; a cance
     await sawSecondLine;
     controller.abort(new Error('the test cancels'));
     await assert.rejects(call);
-    // The kill is sent as the cancel arrives; the guest reaps it a moment later.
-    let alive = 'alive';
-    for (let i = 0; i < 100 && alive !== 'gone'; i++) {
-      const probe = await client.callTool({ name: 'run_command', arguments: {
-        command: 'kill -0 $(cat /tmp/long.pid) 2>/dev/null && echo alive || echo gone' } });
-      alive = probe.structuredContent.stdout.trim();
-      if (alive !== 'gone') await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.equal(alive, 'gone', 'the cancelled command is gone in the guest');
+    assert.equal(await stateOf(client, '/tmp/long.pid'), 'gone', 'the cancelled command is gone in the guest');
     const { json: running } = await rest('GET', `/v1/sandboxes/${id}/commands`);
     assert.equal(running.processes.filter((p) => String(p.command).includes('tick')).length, 0,
       JSON.stringify(running));
