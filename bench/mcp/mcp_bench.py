@@ -49,7 +49,22 @@ class Connection:
         return r, json.loads(payload) if payload else None
 
 
-def main():
+def open_session(mcp, sid):
+    """Initializes an MCP session for sandbox `sid`; the headers its requests carry."""
+    r, _ = mcp.post("/mcp?sandbox=" + sid, {
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "bench", "version": "1"}}})
+    session = {"Mcp-Session-Id": r.getheader("Mcp-Session-Id"),
+               "MCP-Protocol-Version": "2025-11-25"}
+    mcp.post("/mcp?sandbox=" + sid, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             session)
+    return session
+
+
+def run_on_a_sandbox(bench):
+    """Parses -n and --server, starts a deskboxd unless one is given, makes a container
+    sandbox, runs bench(url, rest Connection, sandbox id, n) and cleans up."""
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=100)
     ap.add_argument("--server")
@@ -62,43 +77,7 @@ def main():
         rest = Connection(url)
         _, created = rest.post("/v1/sandboxes", {"network": False})
         sid = created["id"]
-        mcp = Connection(url)
-        r, _ = mcp.post("/mcp?sandbox=" + sid, {
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "bench", "version": "1"}}})
-        session = {"Mcp-Session-Id": r.getheader("Mcp-Session-Id"),
-                   "MCP-Protocol-Version": "2025-11-25"}
-        mcp.post("/mcp?sandbox=" + sid, {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                 session)
-
-        def via_rest(i):
-            _, a = rest.post(f"/v1/sandboxes/{sid}/actions?dialect=anthropic&screenshot=true",
-                             {"action": "left_click", "coordinate": [10 + i % 50, 10]})
-            assert a["tool_result"]["content"][0]["source"]["data"]
-
-        def via_mcp(i):
-            _, a = mcp.post("/mcp?sandbox=" + sid, {
-                "jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-                "params": {"name": "computer",
-                           "arguments": {"action": "left_click", "coordinate": [10 + i % 50, 10]}}},
-                session)
-            assert a["result"]["content"][0]["type"] == "image", a
-
-        times = {"rest": [], "mcp": []}
-        deadline = time.monotonic() + 120
-        for i in range(args.n):  # interleaved, so drift hits both alike
-            for name, fn in (("rest", via_rest), ("mcp", via_mcp)):
-                t = time.perf_counter()
-                fn(i)
-                times[name].append((time.perf_counter() - t) * 1000)
-            if time.monotonic() > deadline:
-                break
-        rest_ms, mcp_ms = statistics.median(times["rest"]), statistics.median(times["mcp"])
-        print(f"click + screenshot round trip, median of {len(times['rest'])}:")
-        print(f"  REST /actions?dialect=anthropic&screenshot=true: {rest_ms:7.2f} ms")
-        print(f"  MCP tools/call computer left_click:               {mcp_ms:7.2f} ms")
-        print(f"  MCP / REST: {mcp_ms / rest_ms:.2f}x ({mcp_ms - rest_ms:+.2f} ms)")
+        bench(url, rest, sid, args.n)
         rest.http.request("DELETE", f"/v1/sandboxes/{sid}")
         rest.http.getresponse().read()
     finally:
@@ -108,5 +87,38 @@ def main():
             shutil.rmtree(state, ignore_errors=True)
 
 
+def click_round_trips(url, rest, sid, n):
+    mcp = Connection(url)
+    session = open_session(mcp, sid)
+
+    def via_rest(i):
+        _, a = rest.post(f"/v1/sandboxes/{sid}/actions?dialect=anthropic&screenshot=true",
+                         {"action": "left_click", "coordinate": [10 + i % 50, 10]})
+        assert a["tool_result"]["content"][0]["source"]["data"]
+
+    def via_mcp(i):
+        _, a = mcp.post("/mcp?sandbox=" + sid, {
+            "jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+            "params": {"name": "computer",
+                       "arguments": {"action": "left_click", "coordinate": [10 + i % 50, 10]}}},
+            session)
+        assert a["result"]["content"][0]["type"] == "image", a
+
+    times = {"rest": [], "mcp": []}
+    deadline = time.monotonic() + 120
+    for i in range(n):  # interleaved, so drift hits both alike
+        for name, fn in (("rest", via_rest), ("mcp", via_mcp)):
+            t = time.perf_counter()
+            fn(i)
+            times[name].append((time.perf_counter() - t) * 1000)
+        if time.monotonic() > deadline:
+            break
+    rest_ms, mcp_ms = statistics.median(times["rest"]), statistics.median(times["mcp"])
+    print(f"click + screenshot round trip, median of {len(times['rest'])}:")
+    print(f"  REST /actions?dialect=anthropic&screenshot=true: {rest_ms:7.2f} ms")
+    print(f"  MCP tools/call computer left_click:               {mcp_ms:7.2f} ms")
+    print(f"  MCP / REST: {mcp_ms / rest_ms:.2f}x ({mcp_ms - rest_ms:+.2f} ms)")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_on_a_sandbox(click_round_trips))

@@ -408,6 +408,23 @@ struct ApiClient::Impl {
 
 void ApiClient::stream_get(std::string_view target, std::string_view accept,
                            const std::function<bool(std::string_view)>& on_data) {
+    std::string error_body;
+    Response head = send_streaming(Method::get, target, {}, {}, accept, {},
+                                   [&](const Response& answer, std::string_view piece) {
+                                       if (answer.status < 300) return on_data(piece);
+                                       if (error_body.size() < (1u << 20)) error_body.append(piece);
+                                       return true;
+                                   });
+    if (head.status >= 300) {
+        head.body = std::move(error_body);
+        throw error_from_response(head);
+    }
+}
+
+Response ApiClient::send_streaming(
+    Method method, std::string_view target, std::string body, std::string_view content_type,
+    std::string_view accept, const Headers& headers,
+    const std::function<bool(const Response& head, std::string_view piece)>& on_data) {
     Impl& impl = *impl_;
     impl.close_stream();
     impl.connect();
@@ -415,13 +432,19 @@ void ApiClient::stream_get(std::string_view target, std::string_view accept,
         Impl& impl;
         ~Closer() { impl.close_stream(); }
     } closer{impl};
-    http::request<http::empty_body> request{http::verb::get,
-                                            impl.url.base_path + std::string(target), 11};
+    http::request<http::string_body> request{to_verb(method),
+                                             impl.url.base_path + std::string(target), 11};
     request.set(http::field::host, impl.url.host_header());
     request.set(http::field::user_agent, impl.options.user_agent);
     request.set(http::field::accept, std::string(accept));
     if (!impl.options.api_key.empty())
         request.set(http::field::authorization, "Bearer " + impl.options.api_key);
+    for (const auto& [name, value] : headers) request.set(name, value);
+    if (!content_type.empty()) request.set(http::field::content_type, std::string(content_type));
+    if (!body.empty() || method == Method::post || method == Method::put) {
+        request.body() = std::move(body);
+        request.prepare_payload();
+    }
     beast::error_code ec;
     impl.stream->expires_after(impl.options.request_timeout);
     http::async_write(*impl.stream, request,
@@ -438,8 +461,10 @@ void ApiClient::stream_get(std::string_view target, std::string_view accept,
     }
     if (ec) throw impl.connection_error(ec, impl.options.request_timeout);
     impl.stream->expires_never();
-    const unsigned status = parser.get().result_int();
-    std::string error_body;
+    Response head;
+    head.status = parser.get().result_int();
+    for (const auto& field : parser.get())
+        head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     std::array<char, 16384> piece{};
     while (!parser.is_done()) {
         parser.get().body().data = piece.data();
@@ -450,19 +475,10 @@ void ApiClient::stream_get(std::string_view target, std::string_view accept,
         const std::size_t got = piece.size() - parser.get().body().size;
         if (ec && ec != http::error::end_of_stream)
             throw impl.connection_error(ec, impl.options.request_timeout);
-        if (status >= 300) {
-            if (error_body.size() < (1u << 20)) error_body.append(piece.data(), got);
-        } else if (got > 0 && !on_data({piece.data(), got})) {
-            return;
-        }
+        if (got > 0 && !on_data(head, {piece.data(), got})) break;
         if (ec) break;
     }
-    if (status >= 300) {
-        Response response;
-        response.status = status;
-        response.body = std::move(error_body);
-        throw error_from_response(response);
-    }
+    return head;
 }
 
 ApiClient::ApiClient(ClientOptions options) : impl_(std::make_unique<Impl>()) {

@@ -136,6 +136,14 @@ class ApiClient {
     // connection, ConnectionError.
     void stream_get(std::string_view target, std::string_view accept,
                     const std::function<bool(std::string_view)>& on_data);
+    // Any request whose answer is read as it arrives (an MCP call answered with events):
+    // `on_data` gets the answer's status and headers and each piece of its body, whatever the
+    // status, until it returns false or the answer ends. Returns the status and headers (no
+    // body). On a connection of its own; a lost connection throws ConnectionError.
+    Response send_streaming(
+        Method method, std::string_view target, std::string body, std::string_view content_type,
+        std::string_view accept, const Headers& headers,
+        const std::function<bool(const Response& head, std::string_view piece)>& on_data);
 
     void set_request_timeout(std::chrono::milliseconds timeout);
     const ServerUrl& server() const;

@@ -1,7 +1,9 @@
 #include "server/mcp/mcp_server.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <set>
+#include <thread>
 #include <variant>
 
 #include "common/base64.hpp"
@@ -9,6 +11,7 @@
 #include "common/version.hpp"
 #include "server/http/api_error.hpp"
 #include "server/http/json_body.hpp"
+#include "server/http/streamed_answer.hpp"
 #include "server/mcp/mcp_messages.hpp"
 #include "server/mcp/mcp_tool_calls.hpp"
 
@@ -21,6 +24,11 @@ namespace {
 
 const std::set<std::string> kKnownVersions = {"2025-11-25", "2025-06-18", "2025-03-26"};
 constexpr auto kSessionIdle = std::chrono::hours(1);
+constexpr std::size_t kFinishedIdsKept = 64;
+// A call that reports nothing for this long reports that it still runs (wait_for, a quiet
+// command): a client's timeout that progress resets does not end it.
+constexpr auto kProgressHeartbeat = std::chrono::seconds(1);
+constexpr int kRequestCancelled = -32800;  // LSP's code, as MCP SDKs use it
 
 std::string header(const HttpRequest& request, const std::string& name) {
     auto it = request.find(name);
@@ -36,7 +44,62 @@ std::string error_text(const Error& e) {
     return e.field() + ": " + message;
 }
 
+// A client that accepts server-sent events (Streamable HTTP clients send both types).
+bool accepts_event_stream(const HttpRequest& request) {
+    return header(request, "Accept").find("text/event-stream") != std::string::npos;
+}
+
+std::string sse_message(const json& message) {
+    return "event: message\ndata: " + message.dump(-1, ' ', false, json::error_handler_t::replace) +
+           "\n\n";
+}
+
 }  // namespace
+
+void McpCallControl::set_progress_sink(ProgressSink sink) {
+    std::lock_guard lock(mutex_);
+    sink_ = std::move(sink);
+}
+
+bool McpCallControl::wants_progress() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<bool>(sink_);
+}
+
+void McpCallControl::report(const std::string& message) {
+    ProgressSink sink;
+    {
+        std::lock_guard lock(mutex_);
+        sink = sink_;
+    }
+    if (sink) sink(message);
+}
+
+void McpCallControl::on_cancel(std::function<void()> stop) {
+    std::unique_lock lock(mutex_);
+    stop_ = std::move(stop);
+    if (cancelled_ && stop_) {
+        auto run = stop_;
+        lock.unlock();
+        run();
+    }
+}
+
+void McpCallControl::cancel() {
+    std::function<void()> run;
+    {
+        std::lock_guard lock(mutex_);
+        if (cancelled_) return;
+        cancelled_ = true;
+        run = stop_;
+    }
+    if (run) run();
+}
+
+bool McpCallControl::cancelled() const {
+    std::lock_guard lock(mutex_);
+    return cancelled_;
+}
 
 McpServer::McpServer(SandboxManager& manager) : manager_(manager) {}
 
@@ -64,7 +127,8 @@ HttpResponse McpServer::error_answer(const ApiError& e, int rpc_code) {
     return rpc_answer(e.status(), error);
 }
 
-HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& access) {
+HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& access,
+                               HttpExchange* exchange) {
     if (request.method() == http::verb::get) {
         // Streamable HTTP lets a server offer no stream of its own: it never sends first.
         HttpResponse res = rpc_answer(405, rpc_error(nullptr, kInvalidRequest,
@@ -79,7 +143,9 @@ HttpResponse McpServer::handle(const HttpRequest& request, const McpAccess& acce
     if (auto* refusal = std::get_if<HttpResponse>(&read)) return std::move(*refusal);
     const auto& message = std::get<McpMessage>(read);
     if (message.method == "initialize") return initialize(message, access);
-    return answer_in_session(session_id, message, access);
+    // Only a client that reads server-sent events gets them.
+    return answer_in_session(session_id, message, access,
+                             accepts_event_stream(request) ? exchange : nullptr);
 }
 
 HttpResponse McpServer::close_session(const std::string& session_id, const McpAccess& access) {
@@ -163,7 +229,7 @@ HttpResponse McpServer::initialize(const McpMessage& message, const McpAccess& a
 }
 
 HttpResponse McpServer::answer_in_session(const std::string& session_id, const McpMessage& message,
-                                          const McpAccess& access) {
+                                          const McpAccess& access, HttpExchange* exchange) {
     const json& id = message.id;
     std::unique_lock lock(mutex_);
     if (session_id.empty())
@@ -171,8 +237,9 @@ HttpResponse McpServer::answer_in_session(const std::string& session_id, const M
                                          "missing Mcp-Session-Id header (initialize first)"));
     auto it = sessions_.find(session_id);
     if (it == sessions_.end())
-        return rpc_answer(
-            404, rpc_error(id, kInvalidRequest, "unknown or expired session; initialize again"));
+        return rpc_answer(404, rpc_error(id, kInvalidRequest,
+                                         "unknown or expired session (sessions end after 1 h idle "
+                                         "and when deskboxd restarts); initialize again"));
     // A session belongs to whoever opened it: the same credentials must come with it.
     if (!it->second.opened_by(access))
         return rpc_answer(
@@ -181,27 +248,147 @@ HttpResponse McpServer::answer_in_session(const std::string& session_id, const M
     Session session = it->second;
     lock.unlock();
 
-    // Notifications and answers to us (we ask nothing) need no reply.
+    if (message.method == "notifications/cancelled") return cancel_request(session_id, message);
+    // Other notifications and answers to us (we ask nothing) need no reply.
     if (!message.is_request) return HttpResponse{http::status::accepted, 11};
-    json answer;
-    try {
-        answer = {{"jsonrpc", "2.0"},
-                  {"id", id},
-                  {"result", dispatch(session, message.method, message.params)}};
-    } catch (const RpcFailure& f) {
-        answer = rpc_error(id, f.code, f.message);
-    } catch (const ApiError& e) {
-        answer = rpc_error(id, kInvalidParams, error_text(e));
-    } catch (const SandboxError& e) {
-        answer = rpc_error(id, kInvalidParams, error_text(e));
+
+    const auto key = std::make_pair(session_id, id.dump());
+    auto control = std::make_shared<McpCallControl>();
+    {
+        std::lock_guard registry(mutex_);
+        if (!in_flight_.emplace(key, control).second)
+            return rpc_answer(200, rpc_error(id, kInvalidRequest,
+                                             "request id " + id.dump().substr(0, 64) +
+                                                 " is already in flight in this session"));
+    }
+    HttpResponse response;
+    const json& meta = message.params.is_object() && message.params.contains("_meta")
+                           ? message.params["_meta"]
+                           : json();
+    const bool streamed = exchange && message.method == "tools/call" && meta.is_object() &&
+                          meta.contains("progressToken");
+    if (streamed) {
+        response = stream_answer(session, message, *control, *exchange);
+    } else {
+        json answer;
+        try {
+            answer = answer_request(session, message, *control);
+        } catch (const McpCallCancelled&) {
+            answer = rpc_error(id, kRequestCancelled, "request cancelled");
+        }
+        response = rpc_answer(200, answer);
     }
     lock.lock();
+    in_flight_.erase(key);
+    auto& finished = finished_[session_id];
+    finished.push_back(key.second);
+    if (finished.size() > kFinishedIdsKept) finished.pop_front();
     if (auto again = sessions_.find(session_id); again != sessions_.end())
         again->second.sandbox = session.sandbox;
-    return rpc_answer(200, answer);
+    else
+        finished_.erase(session_id);
+    return response;
 }
 
-json McpServer::dispatch(Session& session, const std::string& method, const json& params) {
+json McpServer::answer_request(Session& session, const McpMessage& message,
+                               McpCallControl& control) {
+    const json& id = message.id;
+    try {
+        return {{"jsonrpc", "2.0"},
+                {"id", id},
+                {"result", dispatch(session, message.method, message.params, control)}};
+    } catch (const RpcFailure& f) {
+        return rpc_error(id, f.code, f.message);
+    } catch (const ApiError& e) {
+        return rpc_error(id, kInvalidParams, error_text(e));
+    } catch (const SandboxError& e) {
+        return rpc_error(id, kInvalidParams, error_text(e));
+    }
+}
+
+HttpResponse McpServer::stream_answer(Session& session, const McpMessage& message,
+                                      McpCallControl& control, HttpExchange& exchange) {
+    const json token = message.params["_meta"]["progressToken"];
+    StreamedAnswer answer(exchange, "text/event-stream");
+    std::mutex progress_mutex;
+    std::condition_variable progress_changed;
+    double progress = 0;
+    auto last_report = std::chrono::steady_clock::now();
+    bool done = false;
+    control.set_progress_sink([&](const std::string& text) {
+        std::lock_guard lock(progress_mutex);
+        if (done) return;
+        progress += 1;
+        last_report = std::chrono::steady_clock::now();
+        json note = {{"jsonrpc", "2.0"},
+                     {"method", "notifications/progress"},
+                     {"params", {{"progressToken", token}, {"progress", progress}}}};
+        if (!text.empty()) note["params"]["message"] = text;
+        // A client that left cannot read the answer either: its call stops.
+        if (!answer.write(sse_message(note))) control.cancel();
+    });
+    const auto started = std::chrono::steady_clock::now();
+    std::thread heartbeat([&] {
+        std::unique_lock lock(progress_mutex);
+        while (!done) {
+            progress_changed.wait_until(lock, last_report + kProgressHeartbeat);
+            if (done || std::chrono::steady_clock::now() < last_report + kProgressHeartbeat)
+                continue;
+            const auto running = std::chrono::duration_cast<std::chrono::seconds>(
+                std::chrono::steady_clock::now() - started);
+            lock.unlock();
+            control.report("still running (" + std::to_string(running.count()) + " s)");
+            lock.lock();
+        }
+    });
+    json reply;
+    bool cancelled = false;
+    try {
+        reply = answer_request(session, message, control);
+    } catch (const McpCallCancelled&) {
+        cancelled = true;
+    }
+    {
+        std::lock_guard lock(progress_mutex);
+        done = true;
+    }
+    progress_changed.notify_all();
+    heartbeat.join();
+    control.set_progress_sink({});
+    // A cancelled request gets no answer (the spec's SHOULD NOT): its stream just ends.
+    if (!cancelled) answer.write(sse_message(reply));
+    return answer.finish();
+}
+
+HttpResponse McpServer::cancel_request(const std::string& session_id, const McpMessage& message) {
+    const json& params = message.params;
+    if (!params.is_object() || !params.contains("requestId") ||
+        !(params["requestId"].is_string() || params["requestId"].is_number_integer()))
+        return rpc_answer(400, rpc_error(nullptr, kInvalidParams,
+                                         "notifications/cancelled: params.requestId (the id of "
+                                         "a request in flight) is required"));
+    const std::string request_id = params["requestId"].dump();
+    std::shared_ptr<McpCallControl> control;
+    {
+        std::lock_guard lock(mutex_);
+        if (auto it = in_flight_.find({session_id, request_id}); it != in_flight_.end())
+            control = it->second;
+        else if (auto done = finished_.find(session_id);
+                 done != finished_.end() && std::find(done->second.begin(), done->second.end(),
+                                                      request_id) != done->second.end())
+            return HttpResponse{http::status::accepted, 11};  // it finished first: too late
+    }
+    if (!control)
+        return rpc_answer(
+            404, rpc_error(nullptr, kInvalidParams,
+                           "notifications/cancelled: no request " + request_id.substr(0, 64) +
+                               " was sent in this session"));
+    control->cancel();
+    return HttpResponse{http::status::accepted, 11};
+}
+
+json McpServer::dispatch(Session& session, const std::string& method, const json& params,
+                         McpCallControl& control) {
     if (!params.is_object()) throw RpcFailure{kInvalidParams, "params must be an object"};
     if (method == "ping") return json::object();
     if (method == "tools/list") return {{"tools", mcp_tools()}};
@@ -213,7 +400,7 @@ json McpServer::dispatch(Session& session, const std::string& method, const json
                          [&](const json& t) { return t["name"] == name; }))
             throw RpcFailure{kInvalidParams, "unknown tool '" + name.substr(0, 64) + "'"};
         try {
-            mcp::ToolContext context{session, manager_};
+            mcp::ToolContext context{session, manager_, &control};
             return mcp::call_tool(context, name, arguments);
         } catch (const ApiError& e) {
             // The model should see what it got wrong and try again: a tool error, not a

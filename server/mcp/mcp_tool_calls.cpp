@@ -1,5 +1,7 @@
 #include "server/mcp/mcp_tool_calls.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <map>
 
@@ -11,6 +13,7 @@
 #include "server/sandbox/action_request.hpp"
 #include "server/sandbox/agent_client.hpp"
 #include "server/sandbox/request_reader.hpp"
+#include "server/sandbox/sandbox.hpp"
 #include "server/sandbox/screen_request.hpp"
 
 namespace deskbox::server::mcp {
@@ -191,6 +194,105 @@ json accessibility_tool(ToolContext& context, const json& arguments, const std::
             {"isError", false}};
 }
 
+// Output kept for the answer, per stream: a foreground command's limit in the agent.
+constexpr std::size_t kToolOutputLimit = 256 << 10;
+constexpr std::size_t kProgressLineLimit = 1000;
+
+// What a followed command printed: kept for the answer (up to the limit) and, when the client
+// asked for progress, reported a line at a time as it comes.
+class FollowedOutput {
+  public:
+    explicit FollowedOutput(McpCallControl* control)
+        : control_(control && control->wants_progress() ? control : nullptr) {}
+    void add(const CommandEvent& output) {
+        const int i = output.stream == "stderr" ? 1 : 0;
+        const std::size_t room = kToolOutputLimit - std::min(kToolOutputLimit, kept_[i].size());
+        kept_[i].append(output.data, 0, room);
+        truncated_[i] = truncated_[i] || output.data.size() > room;
+        if (!control_) return;
+        std::string& line = lines_[i];
+        for (char c : output.data) {
+            if (c == '\n') {
+                report(line);
+                line.clear();
+            } else if (line.size() < kProgressLineLimit) {
+                line += c;
+            }
+        }
+    }
+    void finish_into(json& result) {
+        const char* names[2] = {"stdout", "stderr"};
+        for (int i = 0; i < 2; ++i) {
+            if (!lines_[i].empty()) report(std::exchange(lines_[i], {}));
+            if (truncated_[i]) kept_[i].resize(utf8::trim_partial(kept_[i]));
+            result[names[i]] = utf8::to_valid(kept_[i]);
+            if (truncated_[i]) result[std::string(names[i]) + "_truncated"] = true;
+        }
+    }
+
+  private:
+    void report(const std::string& line) { control_->report(utf8::to_valid(line)); }
+    McpCallControl* control_;
+    std::string kept_[2], lines_[2];
+    bool truncated_[2] = {false, false};
+};
+
+// A command the call follows: run as a stream command, so its output can be reported as it
+// comes and the command killed in the guest when the call is cancelled; answered like a
+// foreground command (exit_code, stdout, stderr, timed_out).
+json follow_command(ToolContext& context, Sandbox& sandbox, CommandRequest command) {
+    const auto started = std::chrono::steady_clock::now();
+    const double timeout_s = command.timeout_s.value_or(CommandRequest::kDefaultTimeoutS);
+    command.stream = true;
+    auto& agent = sandbox.agent_client();
+    const CommandResult start = agent.run_command(std::move(command), Caller::mcp);
+    if (!start.pid)
+        throw SandboxError(SandboxFault::agent_failed, "agent_failed",
+                           "the agent started the command without a pid");
+    const long long pid = *start.pid;
+    auto watch = sandbox.command_streams().watch(static_cast<pid_t>(pid));
+    McpCallControl* control = context.control;
+    if (control)
+        control->on_cancel([&agent, pid] {
+            try {
+                agent.signal_command(pid, "KILL", Caller::mcp);
+            } catch (const SandboxError&) {  // it ended meanwhile
+            }
+        });
+    struct StopFollowing {
+        McpCallControl* control;
+        ~StopFollowing() {
+            if (control) control->on_cancel({});
+        }
+    } stop_following{control};
+    FollowedOutput output(control);
+    // The agent ends it at its timeout; its exit comes well before this.
+    const auto deadline = started +
+                          std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000)) +
+                          std::chrono::seconds(30);
+    while (true) {
+        auto event = watch->next(deadline);
+        if (!event)
+            throw SandboxError(SandboxFault::timed_out, "agent_timeout",
+                               "command " + std::to_string(pid) + " did not end by its timeout");
+        if (event->kind == CommandEvent::Kind::output) {
+            output.add(*event);
+            continue;
+        }
+        if (event->kind == CommandEvent::Kind::lost)
+            throw SandboxError(SandboxFault::unavailable, "agent_unavailable", event->data);
+        if (control && control->cancelled()) throw McpCallCancelled{};
+        const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - started);
+        json result = {{"exit_code", event->exit_code},
+                       {"timed_out", event->signal != 0 && elapsed.count() >= timeout_s * 1000},
+                       {"duration_ms", elapsed.count()}};
+        if (event->signal) result["signal"] = event->signal;
+        output.finish_into(result);
+        return result;
+    }
+}
+
 json run_command(ToolContext& context, const json& arguments) {
     RequestReader reader = tool_arguments(arguments);
     const auto sandbox_id = reader.string("sandbox_id");
@@ -200,9 +302,18 @@ json run_command(ToolContext& context, const json& arguments) {
     command.background = reader.boolean("background").value_or(false);
     reader.finish();
     auto sandbox = context.target_id(sandbox_id.value_or(""));
-    const CommandResult r = sandbox->agent_client().run_command(std::move(command), Caller::mcp);
+    CommandResult r;
+    if (command.background) {
+        r = sandbox->agent_client().run_command(std::move(command), Caller::mcp);
+    } else {
+        r.json = follow_command(context, *sandbox, std::move(command));
+        r.exit_code = r.json["exit_code"].get<int>();
+        r.stdout_text = r.json["stdout"];
+        r.stderr_text = r.json["stderr"];
+    }
     std::string text;
     if (r.exit_code) text += "exit code " + std::to_string(*r.exit_code) + "\n";
+    if (r.json.value("timed_out", false)) text += "timed out: killed\n";
     if (r.pid && !r.exit_code) text += "started, pid " + std::to_string(*r.pid) + "\n";
     if (!r.stdout_text.empty()) text += "--- stdout ---\n" + r.stdout_text + "\n";
     if (!r.stderr_text.empty()) text += "--- stderr ---\n" + r.stderr_text + "\n";

@@ -14,6 +14,7 @@ namespace deskbox::server::mcp {
 struct ToolContext {
     McpSession& session;
     SandboxManager& manager;
+    McpCallControl* control = nullptr;  // the call's progress and cancellation (none: neither)
     // The sandbox a tool acts on: arguments.sandbox_id, else the session's; checked against
     // the session's access (403), known to the manager (404).
     std::shared_ptr<Sandbox> target(const nlohmann::json& arguments) const;

@@ -101,7 +101,8 @@ const json& mcp_tools() {
              {"title", "Run a shell command"},
              {"description",
               "Runs a bash command line in the sandbox as its user; answers the exit code, "
-              "stdout and stderr."},
+              "stdout and stderr. With a progressToken, each line it prints comes as a progress "
+              "notification while it runs; cancelling the request kills the command."},
              {"inputSchema",
               {{"type", "object"},
                {"properties",

@@ -63,6 +63,7 @@ json CommandRequest::params() const {
     if (timeout_s) p["timeout_s"] = *timeout_s;
     if (background) p["background"] = true;
     if (stream) p["stream"] = true;
+    if (stdin_open) p["stdin_open"] = true;
     return p;
 }
 
@@ -153,6 +154,33 @@ json AgentClient::kill_processes() {
     return reply.result;
 }
 
+void AgentClient::signal_command(long long pid, const json& signal, Caller caller) {
+    json params = {{"pid", pid}};
+    if (!signal.is_null()) params["signal"] = signal;
+    audit("command.kill", params, caller);
+    call(AgentMethod::exec_kill, std::move(params), {}, kDefaultReply);
+}
+
+void AgentClient::write_command_stdin(long long pid, std::string bytes, bool eof) {
+    json params = {{"pid", pid}};
+    if (eof) params["eof"] = true;
+    call(AgentMethod::exec_stdin, std::move(params), std::move(bytes), kFileReply);
+}
+
+json AgentClient::running_commands() {
+    return call(AgentMethod::exec_list, json::object(), {}, kDefaultReply).result;
+}
+
+json AgentClient::make_directory(const std::string& path, bool parents) {
+    json params = {{"path", path}, {"parents", parents}};
+    audit("files.mkdir", params, Caller::api);
+    return call(AgentMethod::files_mkdir, std::move(params), {}, kDefaultReply).result;
+}
+
+json AgentClient::list_directory(const std::string& path) {
+    return call(AgentMethod::files_list, {{"path", path}}, {}, kDefaultReply).result;
+}
+
 PathContents AgentClient::read_path(const std::string& path) {
     PathContents contents;
     try {
@@ -160,8 +188,7 @@ PathContents AgentClient::read_path(const std::string& path) {
     } catch (const SandboxError& e) {
         if (e.code() != "is_a_directory") throw;
         contents.directory = true;
-        contents.listing =
-            call(AgentMethod::files_list, {{"path", path}}, {}, kDefaultReply).result;
+        contents.listing = list_directory(path);
     }
     return contents;
 }

@@ -53,6 +53,7 @@ struct CommandRequest {
     std::optional<std::map<std::string, std::string>> env;
     std::optional<std::string> cwd;
     std::optional<double> timeout_s;  // in (0, kMaxTimeoutS]
+    bool stdin_open = false;          // background or stream: stdin stays open for later writes
     bool background = false;
     bool stream = false;
     std::string stdin_bytes;
@@ -114,12 +115,18 @@ class AgentClient {
     CommandResult run_command(CommandRequest request, Caller caller = Caller::api);
     // Ends every process but the desktop session; audited. {"killed","refused","rounds"}.
     nlohmann::json kill_processes();
+    // One command by the pid exec.run gave: not_found once it has ended. Both audited.
+    void signal_command(long long pid, const nlohmann::json& signal, Caller caller = Caller::api);
+    void write_command_stdin(long long pid, std::string bytes, bool eof);
+    nlohmann::json running_commands();  // {"processes":[{"pid","command",...}]}
 
     // --- files --- Writes and removes are audited.
     PathContents read_path(const std::string& path);
     nlohmann::json write_file(const std::string& path, std::string bytes,
                               const std::optional<std::string>& mode, Caller caller = Caller::api);
     nlohmann::json remove_file(const std::string& path, bool recursive);
+    nlohmann::json make_directory(const std::string& path, bool parents);
+    nlohmann::json list_directory(const std::string& path);  // {"path","entries"}
 
     // --- desktop state --- The agent's answers as they are (the API's schemas).
     nlohmann::json windows();

@@ -183,6 +183,7 @@ void Sandbox::attach_agent(std::chrono::milliseconds timeout) {
     client->start();
     // The agent sends a full frame first; a sync makes sure the mirror has it.
     mirror.wait_for_seq(AgentClient::over(client).sync_screen().seq, std::chrono::seconds(5));
+    command_streams_.reconnected();
     std::lock_guard lock(mutex_);
     agent_ = std::move(client);
     attached_once_ = true;
@@ -425,6 +426,12 @@ void Sandbox::on_event(protocol::RpcClient& client, protocol::Message&& m) {
                 h.at("width").get<int>(), h.at("height").get<int>(), h.at("xhot").get<int>(),
                 h.at("yhot").get<int>(), h.at("serial").get<std::uint64_t>(),
                 std::span(reinterpret_cast<const std::uint8_t*>(m.body.data()), m.body.size()));
+        } else if (event == "process.output") {
+            command_streams_.output(h.at("pid").get<pid_t>(), h.at("stream").get<std::string>(),
+                                    std::move(m.body));
+        } else if (event == "process.exit") {
+            command_streams_.exited(h.at("pid").get<pid_t>(), h.at("exit_code").get<int>(),
+                                    h.value("signal", 0));
         } else if (event == "session.state") {
             audit("session", h);
             if (h.value("state", "") == "failed") fail("desktop failed: " + h.value("reason", ""));
@@ -436,13 +443,15 @@ void Sandbox::on_event(protocol::RpcClient& client, protocol::Message&& m) {
 }
 
 void Sandbox::on_close(protocol::RpcClient& client, const std::string& reason) {
-    if (killing_) return;
     {
         // A session the sandbox let go of (snapshot) or had not taken yet (attach) ends
         // without breaking it.
         std::lock_guard lock(mutex_);
         if (agent_.get() != &client) return;
     }
+    // Stream commands' watchers learn that no more output will come (on a kill too).
+    command_streams_.lost("the sandbox's agent channel closed: " + reason);
+    if (killing_) return;
     std::string detail = "agent channel closed: " + reason;
     if (instance_) {
         // A guest going down (its init ending, a panic) closes the channel a moment before

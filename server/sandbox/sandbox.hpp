@@ -25,6 +25,7 @@
 #include "server/runtime/container/user_namespace.hpp"
 #include "server/runtime/runtime.hpp"
 #include "server/sandbox/agent_client.hpp"
+#include "server/sandbox/command_streams.hpp"
 #include "server/sandbox/network_change.hpp"
 #include "server/sandbox/sandbox_config.hpp"
 #include "server/sandbox/sandbox_error.hpp"
@@ -150,6 +151,8 @@ class Sandbox {
     SandboxMedia& media() { return media_; }
     // The agent's methods, typed (each throws SandboxError); what the routes and MCP tools call.
     AgentClient& agent_client() { return agent_client_; }
+    // Stream commands' output and exits as the agent sends them (watch a pid exec.run gave).
+    CommandStreams& command_streams() { return command_streams_; }
     runtime::ResourceUsage usage() const;
 
     void audit(const std::string& kind, const nlohmann::json& detail);
@@ -218,6 +221,7 @@ class Sandbox {
     std::shared_ptr<network::SandboxNetwork> network_;        // kill() ends it after the instance
     std::unique_ptr<runtime::SandboxNamespaces> namespaces_;  // and these after the network
     std::vector<volumes::VolumeLease> volumes_;               // and these after its processes
+    CommandStreams command_streams_;  // before agent_: the agent's reader thread feeds it
     std::shared_ptr<protocol::RpcClient> agent_;
     AgentClient agent_client_{agent_link()};
 

@@ -63,6 +63,19 @@ function imageOf(result) {
   return { png, width: png.readUInt32BE(16), height: png.readUInt32BE(20) };
 }
 
+// "gone" once the process whose pid is in `pidFile` has ended in the guest (a kill is sent as
+// a cancel arrives; the guest reaps it a moment later), else "alive" after 10 s of asking.
+async function stateOf(client, pidFile) {
+  let state = 'alive';
+  for (let i = 0; i < 100 && state !== 'gone'; i++) {
+    const probe = await client.callTool({ name: 'run_command', arguments: {
+      command: `kill -0 $(cat ${pidFile}) 2>/dev/null && echo alive || echo gone` } });
+    state = probe.structuredContent.stdout.trim();
+    if (state !== 'gone') await new Promise((r) => setTimeout(r, 100));
+  }
+  return state;
+}
+
 function textOf(result) {
   return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 }
@@ -315,6 +328,26 @@ test('stdio: `deskbox mcp --create` serves a sandbox of its own and kills it at 
   assert.deepEqual([shot.width, shot.height], [1280, 800]);
   const typed = await client.callTool({ name: 'run_command', arguments: { command: 'echo $((6*7))' } });
   assert.equal(typed.structuredContent.stdout, '42\n');
+  // With progress the server answers SSE; the bridge relays each of its messages as a line when
+  // it comes. (The pauses keep each line in a read of its own: the SDK's stdio transport runs a
+  // read's responses before its notifications, so progress read together with its response
+  // would find the call already over.)
+  const progress = [];
+  const counted = await client.callTool({ name: 'run_command', arguments: { command: 'echo one; sleep 0.3; echo two; sleep 0.3' } },
+    undefined, { onprogress: (p) => progress.push(p.message) });
+  assert.equal(counted.structuredContent.stdout, 'one\ntwo\n');
+  assert.deepEqual(progress, ['one', 'two']);
+  // A cancel typed while a call runs goes out at once, and the command ends in the guest.
+  const controller = new AbortController();
+  let ticked;
+  const firstTick = new Promise((resolve) => { ticked = resolve; });
+  const long = client.callTool(
+    { name: 'run_command', arguments: { command: 'echo $$ > /tmp/stdio.pid; while true; do echo tick; sleep 0.5; done', timeout_s: 600 } },
+    undefined, { signal: controller.signal, timeout: 600_000, onprogress: () => ticked() });
+  await firstTick;
+  controller.abort(new Error('the test cancels'));
+  await assert.rejects(long);
+  assert.equal(await stateOf(client, '/tmp/stdio.pid'), 'gone', 'the command cancelled over stdio is gone in the guest');
   const bad = await client.callTool({ name: 'computer', arguments: { action: 'scroll', coordinate: [1, 1] } });
   assert.equal(bad.isError, true);
   assert.match(textOf(bad), /scroll_direction/);
@@ -328,4 +361,79 @@ test('stdio: `deskbox mcp --create` serves a sandbox of its own and kills it at 
     await new Promise((r) => setTimeout(r, 100));
   }
   assert.fail('the sandbox of `deskbox mcp --create` outlived the bridge');
+});
+
+test('Streamable HTTP: a long run_command streams its lines as progress; a cancel kills it in the guest', async () => {
+  const client = new Client({ name: 'deskbox-progress-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(url + '/mcp'));
+  await client.connect(transport);
+  try {
+    const created = await client.callTool({ name: 'create_sandbox', arguments: { template: 'minimal' } });
+    assert.equal(created.isError, false, textOf(created));
+    const id = created.structuredContent.id;
+
+    // A short command with progress: each line arrives as a notification, then the result.
+    const lines = [];
+    const done = await client.callTool(
+      { name: 'run_command', arguments: { command: 'for i in 1 2 3; do echo line $i; done' } },
+      undefined, { onprogress: (p) => lines.push(p) });
+    assert.equal(done.structuredContent.exit_code, 0, textOf(done));
+    assert.equal(done.structuredContent.stdout, 'line 1\nline 2\nline 3\n');
+    assert.deepEqual(lines.map((p) => p.message), ['line 1', 'line 2', 'line 3']);
+    assert.deepEqual(lines.map((p) => p.progress), [1, 2, 3], 'progress grows with each');
+
+    // A long one, cancelled once its second line has come: the call ends, and so does the
+    // command in the guest (its shell and its sleep).
+    const controller = new AbortController();
+    const progress = [];
+    let secondLine;
+    const sawSecondLine = new Promise((resolve) => { secondLine = resolve; });
+    const call = client.callTool(
+      { name: 'run_command', arguments: {
+        command: 'echo $$ > /tmp/long.pid; for i in $(seq 1 1200); do echo tick $i; sleep 0.5; done',
+        timeout_s: 900 } },
+      undefined,
+      { signal: controller.signal, timeout: 900_000, onprogress: (p) => {
+        progress.push(p);
+        if (p.message === 'tick 2') secondLine();
+      } });
+    await sawSecondLine;
+    controller.abort(new Error('the test cancels'));
+    await assert.rejects(call);
+    assert.equal(await stateOf(client, '/tmp/long.pid'), 'gone', 'the cancelled command is gone in the guest');
+    const { json: running } = await rest('GET', `/v1/sandboxes/${id}/commands`);
+    assert.equal(running.processes.filter((p) => String(p.command).includes('tick')).length, 0,
+      JSON.stringify(running));
+
+    // Cancelling a request this session never sent is a clear error; a late cancel is not.
+    const post = (body) => fetch(url + '/mcp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+        'mcp-session-id': transport.sessionId, 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify(body),
+    });
+    let answer = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 987654 } });
+    assert.equal(answer.status, 404);
+    assert.match((await answer.json()).error.message, /no request 987654/);
+    answer = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: {} });
+    assert.equal(answer.status, 400);
+    answer = await post({ jsonrpc: '2.0', id: 'late-1', method: 'ping' });
+    assert.equal(answer.status, 200);
+    answer = await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'late-1' } });
+    assert.equal(answer.status, 202, 'a cancel that comes after the answer is late, not wrong');
+    // A session the server does not know (one from before a restart) tells the client to
+    // initialize again.
+    answer = await fetch(url + '/mcp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+        'mcp-session-id': 'from-before-a-restart' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    assert.equal(answer.status, 404);
+    assert.match((await answer.json()).error.message, /initialize again/);
+    await client.callTool({ name: 'kill_sandbox', arguments: { sandbox_id: id } });
+  } finally {
+    await transport.terminateSession().catch(() => {});
+    await client.close();
+  }
 });

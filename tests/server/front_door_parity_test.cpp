@@ -104,7 +104,9 @@ TEST_F(FrontDoorParity, BothRunACommandUnderOneAuditKind) {
     auto lines = audit_lines("command");
     ASSERT_EQ(lines.size(), 2u);
     EXPECT_EQ(lines[0], json({{"cmd", "echo hi"}, {"timeout_s", 5}}));
-    EXPECT_EQ(lines[1], json({{"cmd", "echo hi"}, {"timeout_s", 5}, {"via", "mcp"}}));
+    // MCP runs it as a stream command it follows (progress, cancellation), and says so.
+    EXPECT_EQ(lines[1],
+              json({{"cmd", "echo hi"}, {"timeout_s", 5}, {"stream", true}, {"via", "mcp"}}));
     EXPECT_TRUE(audit_lines("mcp.run_command").empty());
 }
 

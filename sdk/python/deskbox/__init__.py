@@ -51,6 +51,15 @@ from .sandbox import (
     Window,
 )
 from .events import Event, events
+from .live import (
+    CommandExit,
+    CommandOutput,
+    CommandStream,
+    Frame,
+    LiveMessage,
+    LiveStream,
+    WebSocketClosed,
+)
 from .secret import Secret, SecretInfo
 from .snapshot import Snapshot, SnapshotInfo
 from .usage import metrics, usage, usage_csv
@@ -73,6 +82,13 @@ __version__ = "0.2.0"
 __all__ = [
     "Event",
     "events",
+    "CommandExit",
+    "CommandOutput",
+    "CommandStream",
+    "Frame",
+    "LiveMessage",
+    "LiveStream",
+    "WebSocketClosed",
     "AuthenticationError",
     "BackgroundCommand",
     "BadRequestError",

@@ -19,6 +19,7 @@ import functools
 from types import TracebackType
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, Union
 
+from .live import CommandExit
 from .sandbox import Action, CommandResult, FileEntry, Point, Sandbox, SandboxInfo, Window
 from .snapshot import SnapshotInfo
 from .template import Template, TemplateBuild, TemplateInfo
@@ -45,6 +46,74 @@ class _AsyncCommands:
         """See `Commands.run`."""
         return await asyncio.to_thread(self._sb.commands.run, cmd, background, timeout, env,
                                        cwd, stdin, check)
+
+
+    def stream(self, cmd: Union[str, Sequence[str]], **kwargs: Any) -> "AsyncCommandStream":
+        """See `Commands.stream`: ``async with sb.commands.stream("make") as run:
+        async for out in run: ...``, then ``run.exit``."""
+        return AsyncCommandStream(functools.partial(self._sb.commands.stream, cmd, **kwargs))
+
+    async def write_stdin(self, pid: int, data: Union[bytes, str], eof: bool = False) -> None:
+        """See `Commands.write_stdin`."""
+        await asyncio.to_thread(self._sb.commands.write_stdin, pid, data, eof)
+
+    async def kill(self, pid: int, signal: Union[str, int] = "KILL") -> None:
+        """See `Commands.kill`."""
+        await asyncio.to_thread(self._sb.commands.kill, pid, signal)
+
+
+class _ThreadedIterator:
+    """An iterator of blocking reads as an async iterator: each read in a worker thread."""
+
+    def __init__(self, opener: Any) -> None:
+        self._opener = opener
+        self._it: Any = None
+
+    async def open(self) -> Any:
+        if self._it is None:
+            self._it = await asyncio.to_thread(self._opener)
+        return self._it
+
+    async def __aenter__(self) -> Any:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._it is not None:
+            await asyncio.to_thread(self._it.close)
+
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> Any:
+        it = await self.open()
+        done = object()
+        item = await asyncio.to_thread(next, it, done)
+        if item is done:
+            raise StopAsyncIteration
+        return item
+
+
+class AsyncCommandStream(_ThreadedIterator):
+    """A stream command for asyncio: ``async for`` its `CommandOutput`; ``exit`` afterwards."""
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._it.pid if self._it is not None else None
+
+    @property
+    def exit(self) -> Optional[CommandExit]:
+        return self._it.exit if self._it is not None else None
+
+    async def write_stdin(self, data: Union[bytes, str], eof: bool = False) -> None:
+        await asyncio.to_thread((await self.open()).write_stdin, data, eof)
+
+    async def kill(self, signal: Union[str, int] = "KILL") -> None:
+        await asyncio.to_thread((await self.open()).kill, signal)
+
+
+class AsyncLiveStream(_ThreadedIterator):
+    """The screen stream for asyncio: ``async for`` its `LiveMessage`s."""
 
 
 class _AsyncFiles:
@@ -75,6 +144,10 @@ class _AsyncFiles:
     async def remove(self, path: str, recursive: bool = False) -> None:
         """See `Files.remove`."""
         await asyncio.to_thread(self._sb.files.remove, path, recursive)
+
+    async def mkdir(self, path: str, parents: bool = False) -> None:
+        """See `Files.mkdir`."""
+        await asyncio.to_thread(self._sb.files.mkdir, path, parents)
 
 
 class _AsyncClipboard:
@@ -167,6 +240,14 @@ class AsyncSandbox:
     def screen_size(self) -> Point:
         """See `Sandbox.screen_size` (no request: not a coroutine)."""
         return self.sync.screen_size()
+
+    def live(self, **kwargs: Any) -> AsyncLiveStream:
+        """See `Sandbox.live`: ``async with sb.live() as live: async for message in live``."""
+        return AsyncLiveStream(functools.partial(self.sync.live, **kwargs))
+
+    async def wait_for_window(self, title: Any, timeout: float = 30.0) -> Window:
+        """See `Sandbox.wait_for_window`."""
+        return await asyncio.to_thread(self.sync.wait_for_window, title, timeout)
 
     def stream_url(self, view_only: bool = True) -> str:
         """See `Sandbox.stream_url`."""

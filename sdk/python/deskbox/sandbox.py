@@ -19,6 +19,7 @@ from typing import (
 )
 
 from ._http import HttpClient
+from .live import CommandStream, LiveStream, wait_for_window
 from .errors import ConflictError, DeskboxError, NotFoundError
 from .snapshot import SnapshotInfo
 from .vision import (
@@ -192,6 +193,26 @@ class Window:
 # ---------------------------------------------------------------------------------------------
 # Sub-APIs
 # ---------------------------------------------------------------------------------------------
+def _command_body(cmd: Union[str, Sequence[str]], timeout: Optional[float],
+                  env: Optional[Mapping[str, str]], cwd: Optional[str],
+                  stdin: Optional[str]) -> Dict[str, Any]:
+    """The POST /commands fields every form shares."""
+    body: Dict[str, Any] = {}
+    if isinstance(cmd, str):
+        body["cmd"] = cmd
+    else:
+        body["argv"] = list(cmd)
+    if timeout is not None:
+        body["timeout_s"] = timeout
+    if env:
+        body["env"] = dict(env)
+    if cwd is not None:
+        body["cwd"] = cwd
+    if stdin is not None:
+        body["stdin"] = stdin
+    return body
+
+
 class Commands:
     """``sandbox.commands``: run programs inside the sandbox (as its user, with DISPLAY set)."""
 
@@ -220,21 +241,9 @@ class Commands:
             stdin: text given to the command's standard input.
             check: raise `CommandExitError` when the exit code is not 0.
         """
-        body: Dict[str, Any] = {}
-        if isinstance(cmd, str):
-            body["cmd"] = cmd
-        else:
-            body["argv"] = list(cmd)
+        body = _command_body(cmd, timeout, env, cwd, stdin)
         if background:
             body["background"] = True
-        if timeout is not None:
-            body["timeout_s"] = timeout
-        if env:
-            body["env"] = dict(env)
-        if cwd is not None:
-            body["cwd"] = cwd
-        if stdin is not None:
-            body["stdin"] = stdin
         wait = 30.0 if background else (60.0 if timeout is None else float(timeout)) + 30.0
         j = self._sb._http.json(
             "POST", self._sb._path("/commands"), json_body=body, timeout=wait
@@ -253,6 +262,44 @@ class Commands:
         if check and result.exit_code != 0:
             raise CommandExitError(result, cmd)
         return result
+
+    def stream(
+        self,
+        cmd: Union[str, Sequence[str]],
+        timeout: Optional[float] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        stdin: Optional[str] = None,
+        stdin_open: bool = False,
+        read_timeout: Optional[float] = 60.0,
+    ) -> CommandStream:
+        """Starts a command and returns a `CommandStream`: iterate it for its output as it is
+        printed (``for out in sb.commands.stream("make"): print(out.text, end="")``), then
+        ``.exit``. ``stdin_open`` keeps stdin open for ``.write_stdin``. The server sends a
+        keep-alive every 15 s, so ``read_timeout`` only expires on a dead link."""
+        body = _command_body(cmd, timeout, env, cwd, stdin)
+        body["stream"] = True
+        if stdin_open:
+            body["stdin_open"] = True
+        return CommandStream(self._sb, body, read_timeout)
+
+    def write_stdin(self, pid: int, data: Union[bytes, str], eof: bool = False) -> None:
+        """Writes to the stdin of a running background or stream command (started with
+        ``stdin_open``). NotFoundError once it has ended."""
+        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        self._sb._http.json("POST", self._sb._path(f"/commands/{int(pid)}/stdin"),
+                            query={"eof": True} if eof else None, body=payload)
+
+    def kill(self, pid: int, signal: Union[str, int] = "KILL") -> None:
+        """Signals a running command (its process group) by pid. NotFoundError once it has
+        ended."""
+        self._sb._http.json("POST", self._sb._path(f"/commands/{int(pid)}/kill"),
+                            json_body={"signal": signal})
+
+    def list(self) -> List[Dict[str, Any]]:
+        """The commands deskbox started that still run: ``{"pid", "command", "background",
+        "stream", "elapsed_ms"}`` each."""
+        return list(self._sb._http.json("GET", self._sb._path("/commands"))["processes"])
 
 
 class Files:
@@ -292,11 +339,8 @@ class Files:
 
     def list(self, path: str) -> List[FileEntry]:
         """The entries of a directory, sorted by name. ConflictError if it is not one."""
-        r = self._sb._http.request("GET", self._sb._path("/files"), query={"path": path},
+        r = self._sb._http.request("GET", self._sb._path("/files/list"), query={"path": path},
                                    timeout=300)
-        if not r.headers.get("content-type", "").startswith("application/json"):
-            raise ConflictError(f"{path} is not a directory", status=409,
-                                code="not_a_directory", field="path")
         return [
             FileEntry(
                 name=e["name"], type=e.get("type", ""), size=int(e.get("size", 0)),
@@ -314,6 +358,12 @@ class Files:
             return any(e.name == name for e in self.list(parent or "/"))
         except (NotFoundError, ConflictError):
             return False
+
+    def mkdir(self, path: str, parents: bool = False) -> None:
+        """Makes a directory; ``parents`` also makes missing parents and accepts an existing
+        directory (ConflictError without it)."""
+        self._sb._http.json("POST", self._sb._path("/files/mkdir"),
+                            query={"path": path, "parents": parents})
 
     def remove(self, path: str, recursive: bool = False) -> None:
         """Removes a file, or a directory (non-empty ones need ``recursive=True``)."""
@@ -671,6 +721,20 @@ class Sandbox:
         if token is None:
             token = (self.info().view_token if view_only else self._info.control_token)
         return self._http.url("/view/" + urllib.parse.quote(self.id, safe=""), {"token": token})
+
+    def live(self, codec: str = "jpeg", fps: Optional[int] = None, width: Optional[int] = None,
+             height: Optional[int] = None, quality: Optional[int] = None,
+             read_timeout: Optional[float] = 60.0) -> LiveStream:
+        """The screen stream (WebSocket): iterate for frames and the server's events, e.g. to
+        record an agent's run. Frames come when the screen changes."""
+        return LiveStream(self, codec=codec, fps=fps, width=width, height=height,
+                          quality=quality, read_timeout=read_timeout)
+
+    def wait_for_window(self, title: Any, timeout: float = 30.0) -> "Window":
+        """The first window whose title contains ``title`` (or for which it, a function, is
+        true), looking again each time the screen changes. deskbox.TimeoutError after
+        ``timeout`` seconds."""
+        return wait_for_window(self, title, timeout)
 
     # -- input ------------------------------------------------------------------------------
     def act(self, actions: Union[Action, Iterable[Action]],

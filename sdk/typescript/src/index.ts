@@ -8,6 +8,8 @@ export { Secret } from "./secret.js";
 export type { SecretInfo } from "./secret.js";
 export { usage, usageCsv, metrics } from "./usage.js";
 export { events, parseEventBlocks } from "./events.js";
+export { CommandStream, LiveStream, parseFrame, parseNamedEvents } from "./live.js";
+export type { CommandOutput, CommandExit, Frame, LiveMessage, LiveOptions } from "./live.js";
 export type { DeskboxEvent, EventOptions, EventType } from "./events.js";
 export type { UsageReport, UsageGroup, UsageTotals, UsageSample, SandboxMetrics, UsageOptions, MetricsOptions, UsageTime } from "./usage.js";
 export type { VolumeInfo, VolumeMount, VolumeMountSpec } from "./volume.js";

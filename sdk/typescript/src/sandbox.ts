@@ -3,6 +3,7 @@ import { DeskboxError, NotFoundError } from "./errors.js";
 import { HttpClient, type ConnectionOptions } from "./http.js";
 import { parseSnapshot, type SnapshotInfo } from "./snapshot.js";
 import { volumeMountJson } from "./volume.js";
+import { CommandStream, LiveStream, type LiveOptions } from "./live.js";
 import type {
   Action,
   ActionResult,
@@ -208,6 +209,42 @@ export class Commands {
     if (options.check && result.exitCode !== 0) throw new CommandExitError(result, cmd);
     return result;
   }
+
+  /**
+   * Starts `cmd` and streams its output as it is printed:
+   * `const run = await sb.commands.stream("make"); for await (const out of run) ...; run.exit`.
+   * `stdinOpen` keeps stdin open for `run.writeStdin`.
+   */
+  async stream(cmd: string | string[], options: Omit<RunOptions, "background" | "check"> & { stdinOpen?: boolean } = {}): Promise<CommandStream> {
+    const body: Record<string, unknown> = Array.isArray(cmd) ? { argv: cmd } : { cmd };
+    if (options.timeout !== undefined) body.timeout_s = options.timeout;
+    if (options.env !== undefined) body.env = options.env;
+    if (options.cwd !== undefined) body.cwd = options.cwd;
+    if (options.stdin !== undefined) body.stdin = options.stdin;
+    if (options.stdinOpen) body.stdin_open = true;
+    return CommandStream.open(this.sandbox.http, this.sandbox.path("/commands"), body, {
+      writeStdin: (pid, data, eof) => this.writeStdin(pid, data, { eof }),
+      kill: (pid, signal) => this.kill(pid, signal),
+    });
+  }
+
+  /** Writes to a running background or stream command's stdin (started with stdinOpen); NotFoundError once it ended. */
+  async writeStdin(pid: number, data: string | Uint8Array, options: { eof?: boolean } = {}): Promise<void> {
+    await this.sandbox.http.json("POST", this.sandbox.path(`/commands/${pid}/stdin`), {
+      query: { eof: options.eof ? "true" : undefined },
+      body: typeof data === "string" ? new TextEncoder().encode(data) : data,
+    });
+  }
+
+  /** Signals a running command (its process group) by pid, KILL by default; NotFoundError once it ended. */
+  async kill(pid: number, signal: string | number = "KILL"): Promise<void> {
+    await this.sandbox.http.json("POST", this.sandbox.path(`/commands/${pid}/kill`), { json: { signal } });
+  }
+
+  /** The commands deskbox started that still run. */
+  async list(): Promise<{ pid: number; command: unknown; background: boolean; stream: boolean; elapsed_ms: number }[]> {
+    return (await this.sandbox.http.json("GET", this.sandbox.path("/commands"))).processes;
+  }
 }
 
 /** Files inside the sandbox. */
@@ -234,15 +271,17 @@ export class Files {
     return { size: raw.size };
   }
 
-  /** The entries of a directory. */
+  /** The entries of a directory (ConflictError for a file). */
   async list(path: string): Promise<FileEntry[]> {
-    const response = await this.sandbox.http.request("GET", this.sandbox.path("/files"), { query: { path } });
-    if (!(response.headers.get("content-type") ?? "").includes("application/json")) {
-      await response.body?.cancel();
-      throw new DeskboxError(`${path} is not a directory`, { code: "not_a_directory", status: 0, field: "path" });
-    }
-    const raw = (await response.json()) as { entries: FileEntry[] };
+    const raw = await this.sandbox.http.json<{ entries: FileEntry[] }>("GET", this.sandbox.path("/files/list"), { query: { path } });
     return raw.entries;
+  }
+
+  /** Makes a directory; `parents` makes missing parents too and accepts an existing one. */
+  async mkdir(path: string, options: { parents?: boolean } = {}): Promise<void> {
+    await this.sandbox.http.json("POST", this.sandbox.path("/files/mkdir"), {
+      query: { path, parents: options.parents ? "true" : undefined },
+    });
   }
 
   /** Removes a file, or a directory (with everything in it when `recursive`). */
@@ -677,6 +716,47 @@ export class Sandbox {
     const body: Record<string, unknown> = { ref, action };
     if (value !== undefined) body.value = value;
     return this.http.json("POST", this.path("/accessibility/act"), { json: body });
+  }
+
+  /**
+   * The screen stream (WebSocket): `for await (const m of await sb.live())` gives the server's
+   * events and frames (when the screen changes), e.g. to record an agent's run.
+   */
+  async live(options: LiveOptions = {}): Promise<LiveStream> {
+    const query: Record<string, string | number | undefined> = {
+      codec: options.codec ?? "jpeg", fps: options.fps, width: options.width, height: options.height, quality: options.quality,
+    };
+    if (!this.http.apiKey) {
+      if (!this.viewToken) await this.info();
+      query.token = this.viewToken;
+    }
+    return LiveStream.open(this.http, this.path("/stream"), query);
+  }
+
+  /**
+   * The first window whose title contains `title` (or matches it), looking again each time the
+   * screen changes; WaitTimeoutError after `timeoutMs` (default 30 s).
+   */
+  async waitForWindow(title: string | RegExp, options: { timeoutMs?: number } = {}): Promise<Window> {
+    const matches = (t: string) => (typeof title === "string" ? t.includes(title) : title.test(t));
+    const deadline = Date.now() + (options.timeoutMs ?? 30_000);
+    const find = async () => (await this.windows()).find((w) => matches(w.title));
+    let found = await find();
+    if (found) return found;
+    const live = await this.live({ fps: 5, width: 320, height: 200 });
+    try {
+      while (Date.now() < deadline) {
+        const left = deadline - Date.now();
+        const message = await Promise.race([live.next(), new Promise<undefined>((r) => setTimeout(() => r(undefined), Math.min(1000, left)).unref())]);
+        if (message === undefined || message.kind === "frame") {
+          found = await find();
+          if (found) return found;
+        }
+      }
+    } finally {
+      live.close();
+    }
+    throw new DeskboxError(`no window titled ${String(title)} within ${options.timeoutMs ?? 30_000} ms`, { code: "timeout", status: 0 });
   }
 
   /**

@@ -5,6 +5,8 @@
 
 namespace deskbox::server::routes {
 
+using nlohmann::json;
+
 std::string parse_files_path(const Query& query) {
     allow_only(query, {"path", "recursive", "mode"});
     return required_query(query, "path");
@@ -32,6 +34,23 @@ HttpResponse remove_file(RouteContext& context) {
     const std::string path = parse_files_path(context.query);
     const bool recursive = bool_query(context.query, "recursive");
     return json_response(200, context.agent().remove_file(path, recursive));
+}
+
+HttpResponse list_directory(RouteContext& context) {
+    allow_only(context.query, {"path"});
+    return json_response(200,
+                         context.agent().list_directory(required_query(context.query, "path")));
+}
+
+HttpResponse make_directory(RouteContext& context) {
+    allow_only(context.query, {"path", "parents"});
+    const std::string path = required_query(context.query, "path");
+    const bool parents = bool_query(context.query, "parents");
+    if (const json body = parse_body(context.request(), true);
+        !body.is_null() && !(body.is_object() && body.empty()))
+        throw bad_request("", "takes no body fields: path and parents are query parameters");
+    context.agent().make_directory(path, parents);
+    return json_response(201, {{"path", path}});
 }
 
 }  // namespace deskbox::server::routes

@@ -33,7 +33,7 @@ McpAccess mcp_access(const RouteContext& context) {
 }
 
 HttpResponse mcp(RouteContext& context) {
-    return context.api.mcp.handle(context.request(), mcp_access(context));
+    return context.api.mcp.handle(context.request(), mcp_access(context), &context.exchange);
 }
 
 }  // namespace deskbox::server::routes
