@@ -111,6 +111,8 @@ runtime::SandboxSpec spec_for(const SandboxConfig& config, const nlohmann::json&
                 templates::join_command(s["window_manager"].get<std::vector<std::string>>());
             spec.entry.insert(spec.entry.end(), {"--wm", wm.empty() ? "none" : wm});
         }
+        // "glx": false (images/template_session.py): Xvfb without GLX, so without Mesa.
+        if (s.value("glx", true) == false) spec.entry.push_back("--no-glx");
         for (auto& app : s.value("autostart", nlohmann::json::array())) {
             // Quoted so the agent splits it back into the same words.
             spec.entry.insert(
@@ -337,40 +339,46 @@ std::shared_ptr<Sandbox> SandboxManager::create_sandbox(const nlohmann::json& re
         // Outside the lock: a statvfs may wait on a slow disk.
         const std::uint64_t free_mb =
             options_.disk_overcommit > 0 && disk_mb ? free_disk_mb(options_.state_dir) : 0;
-        std::shared_ptr<Sandbox> evicted;  // a pooled one whose place this create takes
+        // Pooled ones whose places (or disk promises) this create takes.
+        std::vector<std::shared_ptr<Sandbox>> evicted;
         {
             std::lock_guard lock(mutex_);
-            if (sandboxes_.size() + starting_ + pooled_count_locked() >= options_.max_sandboxes) {
-                evicted = take_evictable_locked();
-                if (!evicted)
+            const auto places_full = [&] {
+                return sandboxes_.size() + starting_ + pooled_count_locked() >=
+                       options_.max_sandboxes;
+            };
+            while (places_full() || !disk_fits_locked(disk_mb, free_mb)) {
+                auto one = take_evictable_locked();
+                if (!one) break;
+                evicted.push_back(std::move(one));
+            }
+            const auto refuse = [&](const std::function<void()>& raise) {
+                for (auto& back : evicted)  // nothing was made: they wait on
+                    pool_[{back->config().runtime_name, back->config().template_name}].push_back(
+                        std::move(back));
+                raise();
+            };
+            if (places_full())
+                refuse([&] {
                     throw SandboxError(SandboxFault::over_capacity, "too_many_sandboxes",
                                        "this server runs at most " +
                                            std::to_string(options_.max_sandboxes) +
                                            " sandboxes; kill one first");
-            }
-            std::uint64_t promised = starting_disk_mb_;
-            for (const auto& [other_id, other] : sandboxes_)
-                promised += other->config().limits.disk_mb;
-            for (const auto& [key, ready] : pool_)
-                for (const auto& other : ready) promised += other->config().limits.disk_mb;
-            if (evicted) promised -= std::min(promised, evicted->config().limits.disk_mb);
-            try {
-                check_disk_commitment({promised, disk_mb, free_mb, options_.disk_overcommit});
-            } catch (...) {
-                if (evicted)
-                    pool_[{evicted->config().runtime_name, evicted->config().template_name}]
-                        .push_back(evicted);
-                throw;
-            }
+                });
+            if (!disk_fits_locked(disk_mb, free_mb))
+                refuse([&] {
+                    check_disk_commitment(
+                        {promised_disk_mb_locked(), disk_mb, free_mb, options_.disk_overcommit});
+                });
             ++starting_;
             starting_disk_mb_ += disk_mb;
             guard.held = true;
             guard.disk_mb = disk_mb;
         }
-        if (evicted) {
+        for (auto& one : evicted) {
             std::fprintf(stderr, "deskboxd: pooled sandbox %s ended to make room for a create\n",
-                         evicted->id().c_str());
-            evicted->shutdown(false);
+                         one->id().c_str());
+            one->shutdown(false);
         }
         sandbox = start_sandbox(request, config, definition, id, copy_dir);
         ready_or_kill(*sandbox, config.ready);

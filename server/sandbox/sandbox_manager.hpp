@@ -234,6 +234,10 @@ class SandboxManager {
         std::size_t size = 0;
     };
     std::shared_ptr<Sandbox> make_pooled(const PoolTarget& target);
+    // Disk caps promised to running, starting and pooled sandboxes (disk_commitment.hpp).
+    std::uint64_t promised_disk_mb_locked() const;
+    // Whether a new sandbox capped at `disk_mb` fits the disk commitment now.
+    bool disk_fits_locked(std::uint64_t disk_mb, std::uint64_t free_mb) const;
     // Takes one waiting pooled sandbox out of the pool, for the caller to end and give its place
     // to a create (null: none waits).
     std::shared_ptr<Sandbox> take_evictable_locked();

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "server/runtime/container/runtime_state.hpp"
+#include "server/sandbox/disk_commitment.hpp"
 
 namespace deskbox::server {
 
@@ -30,6 +31,24 @@ std::size_t SandboxManager::pooled_count_locked() const {
 std::size_t SandboxManager::free_places_locked() const {
     const std::size_t used = sandboxes_.size() + starting_ + pooled_count_locked();
     return used < options_.max_sandboxes ? options_.max_sandboxes - used : 0;
+}
+
+std::uint64_t SandboxManager::promised_disk_mb_locked() const {
+    std::uint64_t promised = starting_disk_mb_;
+    for (const auto& [id, sandbox] : sandboxes_) promised += sandbox->config().limits.disk_mb;
+    for (const auto& [key, ready] : pool_)
+        for (const auto& sandbox : ready) promised += sandbox->config().limits.disk_mb;
+    return promised;
+}
+
+bool SandboxManager::disk_fits_locked(std::uint64_t disk_mb, std::uint64_t free_mb) const {
+    try {
+        check_disk_commitment(
+            {promised_disk_mb_locked(), disk_mb, free_mb, options_.disk_overcommit});
+        return true;
+    } catch (const SandboxError&) {
+        return false;
+    }
 }
 
 bool SandboxManager::fits_pool(const nlohmann::json& request, const SandboxConfig& asked,
@@ -130,8 +149,16 @@ std::shared_ptr<Sandbox> SandboxManager::make_pooled(const PoolTarget& target) {
 void SandboxManager::pool_loop() {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
+        // Outside the lock: a statvfs may wait on a slow disk.
+        lock.unlock();
+        const std::uint64_t free_mb = options_.disk_overcommit > 0 && options_.default_disk_mb
+                                          ? free_disk_mb(options_.state_dir)
+                                          : 0;
+        lock.lock();
+        if (stopping_) break;
         const PoolTarget* wanted = nullptr;
-        if (free_places_locked() > 0)
+        // A pooled sandbox promises the default disk cap like any create (disk_commitment.hpp).
+        if (free_places_locked() > 0 && disk_fits_locked(options_.default_disk_mb, free_mb))
             for (const auto& target : pool_targets_)
                 if (pool_[{target.runtime, target.template_name}].size() < target.size) {
                     wanted = &target;

@@ -91,6 +91,10 @@ TEST_F(ContainerPool, AClaimGetsItsOwnIdentityAndTheCreatesNetworkPolicyAndThePo
         EXPECT_EQ(a.js()[token].get<std::string>().size(), 32u) << token;
         EXPECT_NE(a.js()[token], b.js()[token]) << token;
     }
+    // minimal says "glx": false: its Xvfb runs without GLX and never maps Mesa's driver.
+    EXPECT_NE(run(s, ia, "tr '\\0' ' ' < /proc/$(pgrep -x Xvfb)/cmdline").find("-extension GLX"),
+              std::string::npos);
+    EXPECT_EQ(run(s, ia, "grep -c dri.so /proc/$(pgrep -x Xvfb)/maps"), "0\n");
     // The network: a's allow list holds; b, which asked for nothing, has the server's default
     // (the internet), not the nothing the pool waited with.
     EXPECT_EQ(s.get("/v1/sandboxes/" + ia).js()["network"]["policy"]["mode"], "allowlist");
