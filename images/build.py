@@ -240,6 +240,7 @@ def validate(t, file, folder):
         c.string(cmd, f"setup[{i}]")
 
     s = t["session"]
+    s = template_ready.without_session_glx(c, s)  # unhashed: template_ready.py
     c.fields(s, "session", ("window_manager", "autostart", "resolution", "dpi"))
     c.argv(s["window_manager"], "session.window_manager")
     c.expect(s["autostart"], "session.autostart", "array")

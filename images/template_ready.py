@@ -41,6 +41,16 @@ def without_ready(c, t):
     return {k: v for k, v in t.items() if k != "ready"}
 
 
+def without_session_glx(c, session):
+    """Checks session["glx"] (optional bool: false starts Xvfb without GLX, so without Mesa:
+    deskboxd passes the agent --no-glx) and returns the session without it. It changes nothing
+    in the root filesystem either, and lives here for the same reason as `ready`."""
+    if not isinstance(session, dict) or "glx" not in session:
+        return session
+    c.expect(session["glx"], "session.glx", "boolean")
+    return {k: v for k, v in session.items() if k != "glx"}
+
+
 def check(c, ready):
     c.fields(ready, "ready", (), FIELDS)
     if "windows" in ready:

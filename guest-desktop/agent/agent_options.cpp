@@ -15,6 +15,7 @@ const char* const kAgentUsage = R"(usage: deskbox-agent [options]
   --autostart "CMD"     an app to start once the desktop is ready (repeatable)
   --env K=V             environment for the window manager and apps (repeatable)
   --max-fps N           damage capture rate cap (default 30)
+  --no-glx              start Xvfb without the GLX extension (no Mesa: less memory)
   --log-dir DIR         where the session's logs go
   --once                serve one connection and exit
   --init                run as PID 1: reap orphans, forward signals, run the agent as a child
@@ -119,6 +120,8 @@ AgentOptions parse_agent_options(const std::vector<std::string>& args) {
             o.max_fps = parse_int(flag, value(), 1, 240);
         } else if (flag == "--log-dir") {
             o.log_dir = value();
+        } else if (flag == "--no-glx") {
+            o.glx = false;
         } else if (flag == "--once") {
             o.once = true;
         } else {

@@ -25,6 +25,9 @@ struct AgentOptions {
     std::vector<std::vector<std::string>> autostart;
     std::map<std::string, std::string> app_env;
     int max_fps = 30;
+    // Xvfb without GLX: no Mesa loaded (about 11 MiB less anonymous memory per desktop, issue
+    // 33); for templates whose apps draw no OpenGL.
+    bool glx = true;
     std::string log_dir;
     bool once = false;  // serve one connection, then exit
 };

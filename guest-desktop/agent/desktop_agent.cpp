@@ -92,6 +92,7 @@ DesktopAgent::DesktopAgent(AgentOptions options) : options_(std::move(options)) 
         so.width = options_.width;
         so.height = options_.height;
         so.dpi = options_.dpi;
+        so.glx = options_.glx;
         so.window_manager = options_.window_manager;
         so.autostart = options_.autostart;
         so.app_env = options_.app_env;

@@ -189,6 +189,7 @@ struct SessionSupervisor::Impl {
         xo.start_timeout = options.xvfb_start_timeout;
         // Screen saver off (-s 0) and DPMS off: nothing may ever blank the desktop.
         xo.extra_args = {"-s", "0", "-dpms"};
+        if (!options.glx) xo.extra_args.insert(xo.extra_args.end(), {"-extension", "GLX"});
         if (display_number >= 0) xo.extra_args.push_back(":" + std::to_string(display_number));
         try {
             xvfb = std::make_unique<desktop::XvfbServer>(xo);

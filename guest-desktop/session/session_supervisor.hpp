@@ -38,6 +38,7 @@ struct SessionOptions {
     int height = 800;
     int depth = 24;
     int dpi = 96;
+    bool glx = true;  // false: Xvfb without GLX (Mesa is not loaded)
     // nullopt: "openbox" if it is on PATH, else none; empty vector: no window manager.
     std::optional<std::vector<std::string>> window_manager;
     std::vector<std::vector<std::string>> autostart;  // argv of each app

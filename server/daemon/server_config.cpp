@@ -43,6 +43,8 @@ const char* const kServerUsage = R"(usage: deskboxd [options]
                           image) may be mounted on the host again, for containers and the files
                           API, once e2fsck passes; false (default): it stays a microVM volume
   --microvm-pool T=N      keep N microVM sandboxes of template T restored and ready (repeatable)
+  --container-pool T=N    keep N container sandboxes of template T started to a ready desktop
+                          (repeatable; T may be a template users built, name:tag)
   --default-network V     network of a create that does not say: true (the internet, default)
                           or false (loopback only); requests may also give {"allow","deny"}
   --dns-upstream A[:P]    DNS server sandbox lookups go to (default: /etc/resolv.conf's first)
@@ -386,17 +388,20 @@ bool apply_sandboxes(ServerConfig& c, const Option& o) {
         c.manager.default_timeout = std::chrono::seconds(o.number(1, 30 * 86400));
     } else if (o.is("max-timeout")) {
         c.manager.max_timeout = std::chrono::seconds(o.number(1, 30 * 86400));
-    } else if (o.is("microvm-pool")) {
-        // TEMPLATE=N: N microVM sandboxes of TEMPLATE kept restored and ready to hand out.
-        auto eq = value.find('=');
+    } else if (o.is("microvm-pool") || o.is("container-pool")) {
+        // TEMPLATE=N: N sandboxes of TEMPLATE kept started and ready to hand out. The last '='
+        // splits: a template users built is name:tag.
+        const std::string flag = o.is("microvm-pool") ? "--microvm-pool" : "--container-pool";
+        auto eq = value.rfind('=');
         if (eq == std::string::npos || eq == 0)
-            throw std::invalid_argument("--microvm-pool: expected TEMPLATE=N, got '" + value + "'");
+            throw std::invalid_argument(flag + ": expected TEMPLATE=N, got '" + value + "'");
         std::string count = value.substr(eq + 1);
         char* end = nullptr;
         long n = std::strtol(count.c_str(), &end, 10);
         if (count.empty() || *end != '\0' || n < 0 || n > 64)
-            throw std::invalid_argument("--microvm-pool: N must be an integer in 0..64");
-        c.manager.microvm_pool[value.substr(0, eq)] = static_cast<std::size_t>(n);
+            throw std::invalid_argument(flag + ": N must be an integer in 0..64");
+        auto& pool = o.is("microvm-pool") ? c.manager.microvm_pool : c.manager.container_pool;
+        pool[value.substr(0, eq)] = static_cast<std::size_t>(n);
     } else if (o.is("on-exit")) {
         if (value != "keep" && value != "kill")
             throw std::invalid_argument("--on-exit: keep or kill, got '" + value + "'");
@@ -572,8 +577,9 @@ ServerConfig parse_server_config(const std::vector<std::string>& args) {
                 } else if (k == "webhooks") {
                     c.webhooks =
                         events::parse_webhooks(v, std::filesystem::absolute(value).parent_path());
-                } else if (v.is_object() && (k == "microvm_pool" || k == "microvm-pool")) {
-                    // {"microvm_pool": {"minimal": 2}}
+                } else if (v.is_object() && (k == "microvm_pool" || k == "microvm-pool" ||
+                                             k == "container_pool" || k == "container-pool")) {
+                    // {"microvm_pool": {"minimal": 2}}, {"container_pool": {"minimal": 4}}
                     for (auto& [name, n] : v.items()) apply(c, k, name + "=" + n.dump());
                 } else {
                     apply(c, k, v.is_string() ? v.get<std::string>() : v.dump());

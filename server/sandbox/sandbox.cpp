@@ -8,6 +8,7 @@
 #include "server/runtime/runtime_util.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -96,10 +97,29 @@ void Sandbox::boot(const InstanceStarter& start, std::chrono::milliseconds agent
                    bool fresh_identity) {
     agent_timeout_ = agent_timeout;
     try {
+        runtime::StartPhases own;
+        runtime::PhaseClock clock(own);
         instance_ = start();
+        clock.mark("runtime");
         attach_agent(agent_timeout);
-        if (fresh_identity) sync_guest(/*new_identity=*/true);
-        if (config_.vnc) start_vnc();
+        clock.mark("agent_handshake");  // the agent's start, Xvfb's, and the first sync
+        if (fresh_identity) {
+            sync_guest(/*new_identity=*/true);
+            clock.mark("identity");
+        }
+        if (config_.vnc) {
+            start_vnc();
+            clock.mark("vnc");
+        }
+        // The runtime's own steps stand in for the "runtime" total they add up to (roughly).
+        auto runtime_steps = instance_->start_phases();
+        auto phases = start_phases_;
+        if (runtime_steps.empty()) runtime_steps.push_back(own.front());
+        phases.insert(phases.end(), runtime_steps.begin(), runtime_steps.end());
+        phases.insert(phases.end(), own.begin() + 1, own.end());
+        nlohmann::json detail = nlohmann::json::object();
+        for (const auto& [name, ms] : phases) detail[name] = std::round(ms * 10) / 10;
+        audit("start_phases", detail);
     } catch (const runtime::SpecError& e) {
         kill();
         audit("error", {{"reason", e.what()}});
@@ -286,6 +306,13 @@ bool Sandbox::agent_connected() const {
 }
 
 void Sandbox::claim(const SandboxConfig& request) {
+    // The create's network policy and egress limit replace the pool's (a pooled container
+    // waits reaching nothing); one that cannot be applied hands nothing out.
+    if (auto net = network(); net && (net->policy().to_json() != request.network.to_json() ||
+                                      net->egress_kbps() != request.egress_kbps)) {
+        std::lock_guard serial(network_change_mutex_);
+        net->change(request.network, request.egress_kbps);
+    }
     claim_locked(request);
     save_record_or_audit();
 }
@@ -293,6 +320,12 @@ void Sandbox::claim(const SandboxConfig& request) {
 void Sandbox::claim_locked(const SandboxConfig& request) {
     std::lock_guard lock(mutex_);
     config_.pooled = false;
+    // Nobody saw the pool's tokens, and nobody will: the claim's are drawn now. (Nothing reads
+    // them before the create registers the sandbox.)
+    view_token_ = random::hex(16);
+    control_token_ = random::hex(16);
+    config_.network = request.network;
+    config_.egress_kbps = request.egress_kbps;
     config_.metadata = request.metadata;
     config_.timeout = request.timeout;
     config_.pause_on_timeout = request.pause_on_timeout;

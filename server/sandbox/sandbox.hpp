@@ -56,6 +56,9 @@ class Sandbox {
     // the agent and waits for the first frame. `fresh_identity`: the guest is a copy of a
     // saved one and gets its own hostname, clock and randomness first. Throws SandboxError.
     using InstanceStarter = std::function<std::unique_ptr<runtime::SandboxInstance>()>;
+    // Steps the server took before boot (namespaces, network): boot adds the runtime's and
+    // its own and writes them all to the audit log as one start_phases line.
+    void set_start_phases(runtime::StartPhases phases) { start_phases_ = std::move(phases); }
     void boot(const InstanceStarter& start, std::chrono::milliseconds agent_timeout,
               bool fresh_identity = false);
     // After boot (or claiming a pooled one): waits until `condition` holds (readiness.hpp),
@@ -209,6 +212,7 @@ class Sandbox {
     std::condition_variable saved_;
     bool attached_once_ = false;         // the mirror has this screen's size
     std::optional<long long> ready_ms_;  // how long the create waited for ready (wait_ready)
+    runtime::StartPhases start_phases_;  // set_start_phases, then boot's
     std::uint64_t snapshot_bytes_ = 0;
     SystemClock::time_point snapshot_at_{};
     std::chrono::milliseconds agent_timeout_{30000};

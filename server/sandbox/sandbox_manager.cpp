@@ -17,6 +17,7 @@
 #include "common/pem.hpp"
 #include "common/random.hpp"
 #include "server/network/egress_ca.hpp"
+#include "server/runtime/container/runtime_state.hpp"
 #include "server/runtime/guest_env.hpp"
 #include "server/sandbox/disk_commitment.hpp"
 #include "server/sandbox/request_reader.hpp"
@@ -110,6 +111,8 @@ runtime::SandboxSpec spec_for(const SandboxConfig& config, const nlohmann::json&
                 templates::join_command(s["window_manager"].get<std::vector<std::string>>());
             spec.entry.insert(spec.entry.end(), {"--wm", wm.empty() ? "none" : wm});
         }
+        // "glx": false (images/template_session.py): Xvfb without GLX, so without Mesa.
+        if (s.value("glx", true) == false) spec.entry.push_back("--no-glx");
         for (auto& app : s.value("autostart", nlohmann::json::array())) {
             // Quoted so the agent splits it back into the same words.
             spec.entry.insert(
@@ -170,6 +173,13 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
         throw std::runtime_error(
             "a pool needs a runtime with template snapshots (this server has " + runtimes_.names() +
             ")");
+    if (!options_.container_pool.empty() && !runtimes_.find(runtime::kContainerRuntimeName))
+        throw std::runtime_error("--container-pool needs the container runtime (this server has " +
+                                 runtimes_.names() + ")");
+    for (const auto& [name, size] : options_.microvm_pool)
+        if (size) pool_targets_.push_back({pool_runtime_, name, size});
+    for (const auto& [name, size] : options_.container_pool)
+        if (size) pool_targets_.push_back({runtime::kContainerRuntimeName, name, size});
     // Sandboxes get a copy of the agent, so rebuilding it never disturbs running ones.
     agent_dir_ = options_.state_dir / "agent";
     if (!options_.agent_binary.empty()) {
@@ -208,7 +218,7 @@ SandboxManager::SandboxManager(ManagerOptions options, runtime::RuntimeRegistry 
         snapshots::SnapshotStore::Options{options_.state_dir / "snapshots"});
     start_template_service();
     reaper_ = std::thread([this] { reaper_loop(); });
-    if (!options_.microvm_pool.empty()) pool_filler_ = std::thread([this] { pool_loop(); });
+    if (!pool_targets_.empty()) pool_filler_ = std::thread([this] { pool_loop(); });
 }
 
 SandboxManager::~SandboxManager() {
@@ -307,37 +317,69 @@ std::shared_ptr<Sandbox> SandboxManager::create_sandbox(const nlohmann::json& re
             throw SandboxError(SandboxFault::conflict, "sandbox_exists",
                                "sandbox " + id + " exists already", "id");
     }
+    // Counted as starting from here until it is registered (or given up): a pooled one's place
+    // since take_pooled took it, a new one's from the capacity check on.
+    struct StartingGuard {
+        SandboxManager* m;
+        bool held = false;
+        std::uint64_t disk_mb = 0;
+        ~StartingGuard() {
+            if (!held) return;
+            std::lock_guard lock(m->mutex_);
+            --m->starting_;
+            m->starting_disk_mb_ -= disk_mb;
+        }
+    } guard{this};
     std::shared_ptr<Sandbox> sandbox = copy_dir.empty() ? take_pooled(request, config) : nullptr;
     if (sandbox) {
+        guard.held = true;
         ready_or_kill(*sandbox, config.ready);  // it was ready when pooled: quick
     } else {
         const std::uint64_t disk_mb = config.limits.disk_mb;
         // Outside the lock: a statvfs may wait on a slow disk.
         const std::uint64_t free_mb =
             options_.disk_overcommit > 0 && disk_mb ? free_disk_mb(options_.state_dir) : 0;
+        // Pooled ones whose places (or disk promises) this create takes.
+        std::vector<std::shared_ptr<Sandbox>> evicted;
         {
             std::lock_guard lock(mutex_);
-            if (sandboxes_.size() + starting_ >= options_.max_sandboxes)
-                throw SandboxError(SandboxFault::over_capacity, "too_many_sandboxes",
-                                   "this server runs at most " +
-                                       std::to_string(options_.max_sandboxes) +
-                                       " sandboxes; kill one first");
-            std::uint64_t promised = starting_disk_mb_;
-            for (const auto& [other_id, other] : sandboxes_)
-                promised += other->config().limits.disk_mb;
-            check_disk_commitment({promised, disk_mb, free_mb, options_.disk_overcommit});
+            const auto places_full = [&] {
+                return sandboxes_.size() + starting_ + pooled_count_locked() >=
+                       options_.max_sandboxes;
+            };
+            while (places_full() || !disk_fits_locked(disk_mb, free_mb)) {
+                auto one = take_evictable_locked();
+                if (!one) break;
+                evicted.push_back(std::move(one));
+            }
+            const auto refuse = [&](const std::function<void()>& raise) {
+                for (auto& back : evicted)  // nothing was made: they wait on
+                    pool_[{back->config().runtime_name, back->config().template_name}].push_back(
+                        std::move(back));
+                raise();
+            };
+            if (places_full())
+                refuse([&] {
+                    throw SandboxError(SandboxFault::over_capacity, "too_many_sandboxes",
+                                       "this server runs at most " +
+                                           std::to_string(options_.max_sandboxes) +
+                                           " sandboxes; kill one first");
+                });
+            if (!disk_fits_locked(disk_mb, free_mb))
+                refuse([&] {
+                    check_disk_commitment(
+                        {promised_disk_mb_locked(), disk_mb, free_mb, options_.disk_overcommit});
+                });
             ++starting_;
             starting_disk_mb_ += disk_mb;
+            guard.held = true;
+            guard.disk_mb = disk_mb;
         }
-        struct StartingGuard {
-            SandboxManager* m;
-            std::uint64_t disk_mb;
-            ~StartingGuard() {
-                std::lock_guard lock(m->mutex_);
-                --m->starting_;
-                m->starting_disk_mb_ -= disk_mb;
-            }
-        } guard{this, disk_mb};
+        for (auto& one : evicted) {
+            std::fprintf(stderr, "deskboxd: pooled sandbox %s ended to make room for a create\n",
+                         one->id().c_str());
+            one->shutdown(false);
+        }
         sandbox = start_sandbox(request, config, definition, id, copy_dir);
         ready_or_kill(*sandbox, config.ready);
     }
@@ -376,7 +418,9 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
     auto sandbox =
         std::make_shared<Sandbox>(config, options_.state_dir / "audit" / (config.id + ".jsonl"));
     sandbox->attach_volumes(std::move(volume_leases));
+    runtime::StartPhases phases;
     {
+        runtime::PhaseClock clock(phases);
         // Containers: a user namespace with its own host ids, and the network namespace it
         // owns for the sandbox's network (runc joins both).
         std::unique_ptr<runtime::SandboxNamespaces> namespaces;
@@ -390,13 +434,16 @@ std::shared_ptr<Sandbox> SandboxManager::start_sandbox(const nlohmann::json& req
             }
             spec.user_namespace = namespaces->user_path();
             spec.host_id_base = namespaces->host_base();
+            clock.mark("namespaces");
         }
         auto net = make_network(config, namespaces ? namespaces->net_path().string() : "");
+        clock.mark("network");
         sandbox->attach_namespaces(std::move(namespaces));
         spec.network = config.network.enabled();
         spec.attachment = attachment_for(net);
         sandbox->attach_network(std::move(net));
     }
+    sandbox->set_start_phases(std::move(phases));
     sandbox->set_audit_listener(options_.audit_listener);
     sandbox->set_max_saved_lifetime(options_.max_timeout);
     sandbox->audit("create", request);

@@ -56,6 +56,11 @@ struct ManagerOptions {
     // template -> how many microVM sandboxes of it to keep restored and ready: a create that
     // asks for nothing else than the template's defaults takes one instead of restoring.
     std::map<std::string, std::size_t> microvm_pool;
+    // template -> how many container sandboxes of it to keep started to a ready desktop
+    // (--container-pool): a create that fits one (sandbox_pool.cpp) takes it; its network
+    // policy, timeout and metadata are applied at the claim. Pooled ones count against
+    // max_sandboxes; a create that finds the server full of them ends one to make room.
+    std::map<std::string, std::size_t> container_pool;
     // `network` of a create that does not say (--default-network; like E2B: the internet).
     network::NetworkPolicy default_network = network::NetworkPolicy::open();
     // The egress proxy and DNS filter (--dns-upstream, --public-range).
@@ -217,10 +222,27 @@ class SandboxManager {
     void boot_from_copy(Sandbox& sandbox, runtime::Runtime& runtime,
                         const runtime::SandboxSpec& spec, const std::filesystem::path& dir,
                         std::chrono::milliseconds timeout);
-    // A ready pooled sandbox for this request, or null (none, or the request is not plain).
+    // A ready pooled sandbox for this request, or null (none, or the request does not fit one).
     std::shared_ptr<Sandbox> take_pooled(const nlohmann::json& request,
                                          const SandboxConfig& config);
+    // Whether a pooled sandbox made with `pooled` can serve a create asking for `asked`.
+    bool fits_pool(const nlohmann::json& request, const SandboxConfig& asked,
+                   const SandboxConfig& pooled) const;
     void pool_loop();
+    // Makes one sandbox of `target` for the pool and waits until its desktop is ready; null
+    // when that failed (logged).
+    struct PoolTarget {
+        std::string runtime, template_name;
+        std::size_t size = 0;
+    };
+    std::shared_ptr<Sandbox> make_pooled(const PoolTarget& target);
+    // Disk caps promised to running, starting and pooled sandboxes (disk_commitment.hpp).
+    std::uint64_t promised_disk_mb_locked() const;
+    // Whether a new sandbox capped at `disk_mb` fits the disk commitment now.
+    bool disk_fits_locked(std::uint64_t disk_mb, std::uint64_t free_mb) const;
+    // Takes one waiting pooled sandbox out of the pool, for the caller to end and give its place
+    // to a create (null: none waits).
+    std::shared_ptr<Sandbox> take_evictable_locked();
     // The host side of a sandbox's network and what its runtime needs from it.
     // `existing_netns`: an adopted container's namespace, or an adopted microVM's router
     // (SandboxNetwork::Options).
@@ -271,9 +293,11 @@ class SandboxManager {
     bool stopping_ = false;
     std::atomic<bool> keep_on_exit_{false};
     std::thread reaper_;
-    // The runtime whose sandboxes ManagerOptions::microvm_pool keeps ready.
-    // The runtime the pool fills: the first with template snapshots (empty: none has them).
+    // The runtime ManagerOptions::microvm_pool fills: the first with template snapshots
+    // (empty: none has them).
     std::string pool_runtime_;
+    // What the pool keeps: microvm_pool's and container_pool's templates with their runtimes.
+    std::vector<PoolTarget> pool_targets_;
     // (runtime, template) -> ready sandboxes
     std::map<std::pair<std::string, std::string>, std::vector<std::shared_ptr<Sandbox>>> pool_;
     std::condition_variable pool_wake_;

@@ -194,8 +194,10 @@ std::map<std::string, SandboxManager::TemplateOffer> SandboxManager::template_of
         offers = built_offers_;
     }
     std::lock_guard lock(mutex_);
+    // The offer's pool is the microVM one (fast_start_runtime); a cluster does not yet place
+    // creates by container pools.
     for (const auto& [key, ready] : pool_)
-        if (auto it = offers.find(key.second); it != offers.end())
+        if (auto it = offers.find(key.second); it != offers.end() && key.first == pool_runtime_)
             it->second.pool_ready += ready.size();
     return offers;
 }

@@ -124,7 +124,7 @@ class ReadyField(unittest.TestCase):
         with open(BUILD, "rb") as f:
             lines = f.read().decode().splitlines()
         marked = [line for line in lines if line.rstrip().endswith(template_ready.UNHASHED_MARK)]
-        self.assertEqual(len(marked), 3, marked)
+        self.assertEqual(len(marked), 4, marked)
         for line in marked:
             code = line[: line.index("#")].strip()
             self.assertRegex(code, r"^(import template_ready|\S+ = template_ready\.\w+\([\w, ]*\))$")

@@ -37,6 +37,12 @@ TEST(ServerConfigLimits, LimitFlagsReachTheirOptionsAndBadValuesAreRefused) {
               std::string::npos);
 }
 
+// --container-pool TEMPLATE=N as --microvm-pool: a bad value is refused naming the flag.
+TEST(ServerConfigPools, ABadContainerPoolIsRefusedNamingTheFlag) {
+    for (const std::string bad : {"minimal", "=2", "minimal=x", "minimal=-1", "minimal=65"})
+        EXPECT_EQ(refusal({"--container-pool", bad}).rfind("--container-pool: ", 0), 0u) << bad;
+}
+
 // --egress-proxy: the default and named ones; a bad one names the flag, never the password.
 TEST(ServerConfigNetwork, EgressProxiesDefaultAndNamed) {
     auto c = parse_server_config({"--egress-proxy", "socks5://10.0.0.1:1080", "--egress-proxy",
@@ -90,6 +96,10 @@ TEST(ServerConfigOptions, EachGroupTakesItsOptionsInEitherSpellingAndOthersAreUn
                                   "3",
                                   "--microvm_pool",
                                   "desktop=2",
+                                  "--container-pool",
+                                  "minimal=4",
+                                  "--container-pool",
+                                  "app:v1=1",
                                   "--on-exit",
                                   "kill",
                                   "--default-network",
@@ -105,6 +115,9 @@ TEST(ServerConfigOptions, EachGroupTakesItsOptionsInEitherSpellingAndOthersAreUn
     EXPECT_EQ(c.manager.state_dir, "/tmp/s");
     EXPECT_EQ(c.manager.max_sandboxes, 3u);
     EXPECT_EQ(c.manager.microvm_pool.at("desktop"), 2u);
+    EXPECT_EQ(c.manager.container_pool.at("minimal"), 4u);
+    EXPECT_EQ(c.manager.container_pool.at("app:v1"), 1u) << "the last '=' splits";
+    EXPECT_EQ(c.manager.microvm_pool.count("minimal"), 0u);
     EXPECT_FALSE(c.keep_sandboxes_on_sigterm);
     EXPECT_TRUE(c.manager.user_namespaces);
     EXPECT_EQ(c.egress_max_connections, 77u);

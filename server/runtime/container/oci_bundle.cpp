@@ -145,7 +145,8 @@ json mounts_for(const SandboxSpec& spec, const BundleLayout& layout) {
                           {"source", spec.agent_dir.string()},
                           {"options", {"rbind", "rprivate", "ro", "nosuid", "nodev"}}});
     for (const auto& [file, where] :
-         {std::pair{layout.resolv_conf, "/etc/resolv.conf"}, std::pair{layout.hosts, "/etc/hosts"}})
+         {std::pair{layout.resolv_conf, "/etc/resolv.conf"}, std::pair{layout.hosts, "/etc/hosts"},
+          std::pair{layout.machine_id, "/etc/machine-id"}})
         if (!file.empty())
             mounts.push_back(
                 {{"destination", where},

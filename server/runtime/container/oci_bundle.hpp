@@ -19,6 +19,8 @@ struct BundleLayout {
     std::string cgroup_path;        // absolute, e.g. "/deskbox/<id>"
     // Host files bind-mounted read-only at /etc/resolv.conf and /etc/hosts; empty: none.
     std::filesystem::path resolv_conf, hosts;
+    // Host file bind-mounted read-only at /etc/machine-id (the sandbox's own); empty: none.
+    std::filesystem::path machine_id;
     // Host directories bound at spec.volumes[i].destination, one per volume (the volume itself,
     // or its id-mapped copy under a user namespace).
     std::vector<std::filesystem::path> volume_sources;

@@ -73,6 +73,7 @@ class ContainerSandbox : public ProcessSandbox, public CopySaving {
     SavedCopy save_copy(const std::filesystem::path& dir) override;
     CopyKind copy_kind() const override { return CopyKind::filesystem; }
     CopySaving* copy_saving() override { return this; }
+    StartPhases start_phases() const override { return phases_; }
 
     const ContainerPaths& paths() const { return paths_; }
     std::string cgroup_path() const;
@@ -99,7 +100,7 @@ class ContainerSandbox : public ProcessSandbox, public CopySaving {
     void write_metadata();  // sandbox.json: this dir is a container sandbox's
     // The overlay at paths_.rootfs: the template (idmapped into the sandbox's id range with a
     // user namespace) under a writable layer, on a capped disk if limits.disk_mb says so.
-    void mount_rootfs();
+    void mount_rootfs(PhaseClock& clock);
     // spec.egress_ca: the CA into the rootfs's trust stores, as `guest_root` (the host id of the
     // guest's root), before runc starts anything there.
     void install_egress_ca(std::uint32_t guest_root);
@@ -128,6 +129,7 @@ class ContainerSandbox : public ProcessSandbox, public CopySaving {
     pid_t entry_pid_ = -1;
     std::mutex usage_dirs_mutex_;
     std::optional<UsageDirs> usage_dirs_;  // none until mountinfo could be read
+    StartPhases phases_;                   // launch()'s steps
 };
 
 class ContainerRuntime : public Runtime, public RunningAdoption, public CopyStarts {

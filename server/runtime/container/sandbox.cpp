@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/parse_integer.hpp"
+#include "common/random.hpp"
 #include "server/runtime/container/cgroups.hpp"
 #include "server/runtime/container/mounts.hpp"
 #include "server/runtime/container/oci_bundle.hpp"
@@ -77,10 +78,13 @@ fs::path ContainerSandbox::agent_socket_path() const {
 }
 
 void ContainerSandbox::launch() {
+    PhaseClock clock(phases_);
     write_metadata();
-    mount_rootfs();
+    mount_rootfs(clock);
     write_bundle();
+    clock.mark("bundle");
     run_until_entry_started();
+    clock.mark("runc_run");
 }
 
 void ContainerSandbox::write_metadata() {
@@ -94,11 +98,13 @@ void ContainerSandbox::write_metadata() {
     if (!out) throw RuntimeError("cannot write " + paths_.metadata.string());
 }
 
-void ContainerSandbox::mount_rootfs() {
+void ContainerSandbox::mount_rootfs(PhaseClock& clock) {
     const auto& options = shared_->options;
     make_dir(paths_.disk, 0755);
-    if (spec_.limits.disk_mb > 0)
+    if (spec_.limits.disk_mb > 0) {
         mount_capped_disk(paths_.disk_image, paths_.disk, spec_.limits.disk_mb, options.mkfs_ext4);
+        clock.mark("capped_disk");
+    }
     make_dir(paths_.upper, 0755);  // becomes the mode of / inside
     make_dir(paths_.work, 0700);
     make_dir(paths_.bundle, 0700);
@@ -130,6 +136,7 @@ void ContainerSandbox::mount_rootfs() {
         mount_idmapped(spec_.template_rootfs, paths_.lower, userns.get());
         lower = paths_.lower;
         chown_dir(paths_.upper, base, base);
+        clock.mark("idmapped_template");
     }
     if (!spec_.seed_files.empty()) {
         // A saved writable layer: the guest's ids become this sandbox's.
@@ -140,7 +147,11 @@ void ContainerSandbox::mount_rootfs() {
         }
     }
     mount_overlay(lower, paths_.upper, paths_.work, paths_.rootfs);
-    if (spec_.egress_ca) install_egress_ca(base);
+    clock.mark("overlay");
+    if (spec_.egress_ca) {
+        install_egress_ca(base);
+        clock.mark("egress_ca");
+    }
 }
 
 void ContainerSandbox::install_egress_ca(std::uint32_t guest_root) {
@@ -217,7 +228,11 @@ std::vector<fs::path> ContainerSandbox::mount_volumes() {
 }
 
 void ContainerSandbox::write_bundle() {
-    BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path(), {}, {}, mount_volumes()};
+    BundleLayout layout{paths_.rootfs, paths_.run_dir, cgroup_path(), {}, {}, {}, mount_volumes()};
+    // Templates ship an empty /etc/machine-id: each sandbox gets its own (D-Bus, journald and
+    // license checks tell machines apart by it), as a microVM's init writes one.
+    layout.machine_id = paths_.dir / "machine-id";
+    write_file_atomic(layout.machine_id, random::hex(16) + "\n", 0444);
     // The sandbox's own name and localhost without asking DNS, with a network or without one
     // (a program serving on localhost inside an offline sandbox must still find it).
     layout.hosts = paths_.dir / "hosts";
