@@ -102,11 +102,11 @@ int run(int argc, char** argv) {
         std::string id = "bare-" + std::to_string(i);
         // A fresh marker name each run: the upper dir must not be edited under the mount.
         spec.entry = {"/bin/sh", "-c", "echo up > /home/user/" + id + "; exec sleep 1000"};
-        write_oci_config(
-            make_oci_config(
-                spec,
-                {paths.rootfs, paths.run_dir, "/" + options.cgroup_parent + "/" + id, {}, {}, {}}),
-            paths.bundle);
+        BundleLayout layout;
+        layout.rootfs = paths.rootfs;
+        layout.run_dir = paths.run_dir;
+        layout.cgroup_path = "/" + options.cgroup_parent + "/" + id;
+        write_oci_config(make_oci_config(spec, layout), paths.bundle);
         fs::path marker = paths.upper / "home/user" / id;
         auto t0 = Clock::now();
         // Detached runc hands its stdio to the container: give it files, not pipes.

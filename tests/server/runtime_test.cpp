@@ -714,8 +714,12 @@ TEST(OciConfig, BindsVolumesLastAndChecksTheirPaths) {
     s.id = "vol";
     s.entry = {"/bin/true"};
     s.volumes = {{"/host/a", "/data", false}, {"/host/b", "/mnt/ref", true}};
-    auto config = make_oci_config(
-        s, {"/x/rootfs", "/x/run", "/deskbox/vol", {}, {}, {"/state/v/0", "/state/v/1"}});
+    BundleLayout layout;
+    layout.rootfs = "/x/rootfs";
+    layout.run_dir = "/x/run";
+    layout.cgroup_path = "/deskbox/vol";
+    layout.volume_sources = {"/state/v/0", "/state/v/1"};
+    auto config = make_oci_config(s, layout);
     const auto& mounts = config["mounts"];
     ASSERT_GE(mounts.size(), 2u);
     const auto& first = mounts[mounts.size() - 2];
@@ -748,7 +752,11 @@ TEST(OciConfig, HasNoCapabilitiesAndTheLimits) {
     s.id = "cfg";
     s.entry = {"/opt/deskbox/bin/deskbox-agent", "--listen", "unix:/run/deskbox/agent.sock"};
     s.limits = {1024, 1.5, 500};
-    auto config = make_oci_config(s, {"/x/rootfs", "/x/run", "/deskbox/cfg", {}, {}, {}});
+    BundleLayout layout;
+    layout.rootfs = "/x/rootfs";
+    layout.run_dir = "/x/run";
+    layout.cgroup_path = "/deskbox/cfg";
+    auto config = make_oci_config(s, layout);
     for (const char* set : {"bounding", "effective", "permitted", "inheritable", "ambient"})
         EXPECT_TRUE(config["process"]["capabilities"][set].empty()) << set;
     EXPECT_EQ(config["process"]["noNewPrivileges"], true);
