@@ -178,6 +178,29 @@ inline std::map<std::string, std::string> open_mcp_session(Server& s, const std:
     return headers;
 }
 
+// Opens `url` in the sandbox's open Firefox as an agent would, through the address bar: ctrl+l,
+// then the URL typed once the address bar has the focus (Firefox moves it there a moment after
+// the key, longer on a busy machine; keys typed before would go to the page). The accessibility
+// tree says when: Firefox's address bar is a focused combo box.
+inline void open_in_firefox(Server& s, const std::string& id, const std::string& url) {
+    const std::string base = "/v1/sandboxes/" + id;
+    auto pressed = s.post(base + "/actions", {{"type", "key"}, {"keys", "ctrl+l"}});
+    EXPECT_EQ(pressed.status, 200u) << pressed.body;
+    const json address_bar = {{"role", "combo box"},
+                              {"name", "Search or enter address"},
+                              {"states", {"focused"}},
+                              {"app", "firefox"}};
+    EXPECT_TRUE(eventually(
+        [&] {
+            auto found = s.post(base + "/accessibility/find", address_bar);
+            return found.status == 200u && !found.js().value("matches", json::array()).empty();
+        },
+        30s))
+        << "Firefox's address bar never took the focus";
+    auto typed = s.post(base + "/actions", {{"type", "type"}, {"text", url + "\n"}});
+    EXPECT_EQ(typed.status, 200u) << typed.body;
+}
+
 // Starts a command in the background (it outlives the request, like a launched app).
 inline void start(Server& s, const std::string& id, const std::string& cmd) {
     auto a = s.post("/v1/sandboxes/" + id + "/commands", {{"cmd", cmd}, {"background", true}});

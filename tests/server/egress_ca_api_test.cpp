@@ -276,12 +276,7 @@ TEST_F(EgressCa, DesktopFirefoxTrustsItThroughItsPolicy) {
     EXPECT_NE(run(s, id, "cat /home/user/tls8443/requests.log").find("request /\n"),
               std::string::npos);
     // The address bar of the open window (a second firefox-esr would not reach this one).
-    auto typed =
-        s.post(base + "/actions", {{"actions",
-                                    {{{"type", "key"}, {"keys", "ctrl+l"}},
-                                     {{"type", "wait"}, {"duration_ms", 300}},
-                                     {{"type", "type"}, {"text", "https://localhost:8444/\n"}}}}});
-    EXPECT_EQ(typed.status, 200u) << typed.body;
+    open_in_firefox(s, id, "https://localhost:8444/");
     EXPECT_TRUE(window_titled("Security Risk")) << s.get(base + "/windows").body;
     EXPECT_EQ(run(s, id, "cat /home/user/tls8444/requests.log").find("request /\n"),
               std::string::npos)
