@@ -49,9 +49,13 @@ struct StreamSettings {
 void validate(const StreamSettings& settings);
 // `settings` (valid) moved to the nearest of a few presets, so viewers asking for nearly the
 // same picture share one encoder: quality 30/50/70/90, fps 5/10/15/30/60, and a width or
-// height of 0 (the screen's) or one of 320..3840 (kOutputSizePresets).
+// height of 0 (the screen's) or one of 320..3840 (kOutputSizePresets). The presets hold the
+// common screens' sides (720, 768, 1080, 1200, 1440, 2160), so a viewer asking for its screen's
+// own size is never snapped below it and scaled (1080 went to 960: a full-frame swscale that
+// cost more than the H.264 encode at 1080p60).
 StreamSettings snap_to_preset(StreamSettings settings);
-inline constexpr int kOutputSizePresets[] = {320, 480, 640, 800, 960, 1280, 1600, 1920, 2560, 3840};
+inline constexpr int kOutputSizePresets[] = {320,  480,  640,  720,  768,  800,  960,  1080,
+                                             1200, 1280, 1440, 1600, 1920, 2160, 2560, 3840};
 // Live encoders one sandbox runs at once: each is a thread and frame buffers.
 inline constexpr std::size_t kMaxEncodersPerSandbox = 4;
 

@@ -364,6 +364,17 @@ TEST_F(HostileLiveStream, EncodersSnapToPresetsAndAreCappedPerSandbox) {
         << "near settings share one encoder";
     EXPECT_EQ(snap_to_preset({StreamCodec::jpeg, 1000, 17, 7, 1}),
               (StreamSettings{StreamCodec::jpeg, 960, 320, 5, 30}));
+    // A common screen's own size stays itself: a 1920x1080 viewer of a 1920x1080 screen gets
+    // its frames unscaled.
+    for (auto [w, h] : {std::pair{1920, 1080},
+                        {1280, 720},
+                        {1366, 768},
+                        {1920, 1200},
+                        {2560, 1440},
+                        {3840, 2160}}) {
+        const StreamSettings snapped = snap_to_preset({StreamCodec::h264, w, h, 60, 70});
+        EXPECT_GE(snapped.max_height, h) << w << "x" << h;
+    }
     try {
         auto fifth = hub.encoder({StreamCodec::jpeg, 640, 480, 10, 70});
         ADD_FAILURE() << "a fifth encoder started";
