@@ -239,32 +239,15 @@ int main(int argc, char** argv) try {
     const auto pids = bench::sandbox_pids(daemon.state(), id);
     if (pids.empty()) throw std::runtime_error("the sandbox's processes were not found");
     const pid_t agent = pids.front();
-    const auto [uid, gid] = bench::host_ids_of(agent);
     std::string display = api.post_json(
         base + "/commands", {{"cmd", "ls /tmp/.X11-unix | head -1 | tr -d X"}})["stdout"];
     while (!display.empty() && display.back() == '\n') display.pop_back();
     SpawnOptions x11vnc;
-    x11vnc.argv = {"nsenter",
-                   "-t",
-                   std::to_string(agent),
-                   "-n",
-                   "-i",
-                   "setpriv",
-                   "--reuid=" + std::to_string(uid),
-                   "--regid=" + std::to_string(gid),
-                   "--clear-groups",
-                   "x11vnc",
-                   "-display",
-                   ":" + display,
-                   "-rfbport",
-                   "0",
-                   "-unixsock",
-                   x11vnc_socket,
-                   "-forever",
-                   "-shared",
-                   "-viewonly",
-                   "-quiet",
-                   "-nopw"};
+    x11vnc.argv = bench::beside_sandbox(agent);
+    const std::vector<std::string> x11vnc_args = {"x11vnc",  "-display",  ":" + display, "-rfbport",
+                                                  "0",       "-unixsock", x11vnc_socket, "-forever",
+                                                  "-shared", "-viewonly", "-quiet",      "-nopw"};
+    x11vnc.argv.insert(x11vnc.argv.end(), x11vnc_args.begin(), x11vnc_args.end());
     x11vnc.stdout_to_null = x11vnc.stderr_to_null = true;
     ChildProcess x11vnc_process = ChildProcess::spawn(x11vnc);
     for (int i = 0; i < 100 && !std::filesystem::exists(x11vnc_socket); ++i)

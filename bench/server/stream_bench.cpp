@@ -347,28 +347,11 @@ int main(int argc, char** argv) try {
                        .get<std::string>();
     while (!display.empty() && display.back() == '\n') display.pop_back();
     SpawnOptions x11vnc;
-    // As the sandbox's user, by its host ids (under a user namespace guest 1000 is another host
-    // id): the X server lets only the segment's owner attach MIT-SHM.
-    const auto [uid, gid] = bench::host_ids_of(agent);
-    x11vnc.argv = {"nsenter",
-                   "-t",
-                   target,
-                   "-n",
-                   "-i",
-                   "setpriv",
-                   "--reuid=" + std::to_string(uid),
-                   "--regid=" + std::to_string(gid),
-                   "--clear-groups",
-                   "x11vnc",
-                   "-display",
-                   ":" + display,
-                   "-rfbport",
-                   "5977",
-                   "-passwd",
-                   "benchpw1",
-                   "-forever",
-                   "-shared",
-                   "-quiet"};
+    x11vnc.argv = bench::beside_sandbox(agent);
+    const std::vector<std::string> x11vnc_args = {"x11vnc",  "-display", ":" + display, "-rfbport",
+                                                  "5977",    "-passwd",  "benchpw1",    "-forever",
+                                                  "-shared", "-quiet"};
+    x11vnc.argv.insert(x11vnc.argv.end(), x11vnc_args.begin(), x11vnc_args.end());
     x11vnc.stdout_to_null = true;
     x11vnc.stderr_to_null = true;
     ChildProcess x11 = ChildProcess::spawn(x11vnc);

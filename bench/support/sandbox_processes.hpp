@@ -46,4 +46,20 @@ inline std::pair<unsigned, unsigned> host_ids_of(pid_t pid) {
     return {uid, gid};
 }
 
+// The command line prefix that runs a program beside the sandbox whose first process is `pid`:
+// in its network and IPC namespaces (its X server's abstract socket, MIT-SHM), as its user by
+// host ids (the X server lets only a segment's owner attach it).
+inline std::vector<std::string> beside_sandbox(pid_t pid) {
+    const auto [uid, gid] = host_ids_of(pid);
+    return {"nsenter",
+            "-t",
+            std::to_string(pid),
+            "-n",
+            "-i",
+            "setpriv",
+            "--reuid=" + std::to_string(uid),
+            "--regid=" + std::to_string(gid),
+            "--clear-groups"};
+}
+
 }  // namespace deskbox::bench
